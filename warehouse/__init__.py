@@ -1,0 +1,1 @@
+"""The DuckDB warehouse: schema, single writer, rollups, and every SQL query."""

@@ -1,0 +1,167 @@
+"""Column contracts of the warehouse's ingest API.
+
+Every batch handed to :meth:`warehouse.Warehouse.ingest` is a columnar table (a
+``pyarrow.Table`` or a ``pandas.DataFrame``) whose columns are a subset of the schema of
+its kind below; missing nullable columns become NULL. Units are in the column names
+(``_w`` watts, ``_c`` degrees Celsius, ``_j`` joules, ``_mib`` MiB, ``_mhz`` MHz,
+``_pct`` percent 0-100, ``_s`` seconds). Timestamps are UTC, naive
+(``timestamp[us]`` without a zone): a zone-aware input is converted to UTC.
+
+The natural key of each kind (``KEYS``) is what makes delivery idempotent: a row whose
+key is already stored is ignored (telemetry, events) or replaces the stored row
+(scheduler state, topology), so delivering the same batch twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("us")
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "racks": pa.schema(
+        [
+            ("rack", pa.string()),
+            ("zone", pa.string()),
+            ("row", pa.int32()),  # floor row number
+            ("x", pa.float64()),  # floor position, tiles (one tile = one rack width)
+            ("y", pa.float64()),
+        ]
+    ),
+    "nodes": pa.schema(
+        [
+            ("node", pa.string()),
+            ("rack", pa.string()),
+            ("partition", pa.string()),
+            ("gpus", pa.int32()),
+        ]
+    ),
+    "gpus": pa.schema(
+        [
+            ("gpu_uuid", pa.string()),
+            ("node", pa.string()),
+            ("gpu_index", pa.int16()),
+            ("model", pa.string()),
+            ("tdp_w", pa.float64()),
+            ("memory_mib", pa.float64()),
+        ]
+    ),
+    # One wide row per GPU per scrape.
+    "samples": pa.schema(
+        [
+            ("ts", TS),
+            ("node", pa.string()),
+            ("gpu_index", pa.int16()),
+            ("gpu_uuid", pa.string()),
+            ("interval_s", pa.float32()),  # sampling period this row stands for
+            ("util_pct", pa.float32()),  # GPU utilisation (DCGM_FI_DEV_GPU_UTIL)
+            ("mem_util_pct", pa.float32()),  # memory-copy utilisation
+            ("sm_active_pct", pa.float32()),  # DCGM_FI_PROF_SM_ACTIVE x 100; NULL if absent
+            ("mem_used_mib", pa.float32()),
+            ("power_w", pa.float32()),
+            ("energy_j", pa.float64()),  # the GPU's cumulative energy counter, joules
+            ("temp_c", pa.float32()),
+            ("mem_temp_c", pa.float32()),  # HBM temperature
+            ("sm_clock_mhz", pa.float32()),
+            ("throttle_thermal", pa.bool_()),
+            ("throttle_power", pa.bool_()),
+            ("ecc_sbe_volatile", pa.int64()),  # single-bit ECC errors since driver load
+            ("ecc_dbe_volatile", pa.int64()),  # double-bit ECC errors since driver load
+            ("xid_last", pa.int32()),  # last XID seen by the exporter, 0 = none
+        ]
+    ),
+    "events": pa.schema(
+        [
+            ("ts", TS),
+            ("node", pa.string()),
+            ("gpu_index", pa.int16()),  # NULL for node-wide events
+            ("gpu_uuid", pa.string()),
+            ("kind", pa.string()),  # xid | ecc | throttle | lost | incident
+            ("code", pa.int32()),  # the XID number for kind=xid, else 0
+            ("detail", pa.string()),
+        ]
+    ),
+    "jobs": pa.schema(
+        [
+            ("job_id", pa.string()),
+            ("name", pa.string()),
+            ("user_name", pa.string()),
+            ("account", pa.string()),
+            ("partition", pa.string()),
+            ("job_type", pa.string()),  # pretrain | sft | eval | debug | NULL if unknown
+            ("state", pa.string()),  # Slurm's state: PENDING, RUNNING, COMPLETED, FAILED...
+            ("submit_ts", TS),
+            ("start_ts", TS),  # first run's start, NULL while pending
+            ("end_ts", TS),  # NULL while pending or running
+            ("gpus", pa.int32()),  # GPUs requested/allocated
+            ("nodes", pa.int32()),
+            ("restarts", pa.int32()),  # requeues so far
+        ]
+    ),
+    # One row per attempt of a job (run_index 0 is the first; requeues count up).
+    "runs": pa.schema(
+        [
+            ("job_id", pa.string()),
+            ("run_index", pa.int32()),
+            ("start_ts", TS),
+            ("end_ts", TS),  # NULL while running
+            ("state", pa.string()),  # RUNNING, COMPLETED, FAILED, NODE_FAIL, REQUEUED, ...
+            ("exit_code", pa.int32()),
+            ("signal", pa.int32()),
+            ("reason", pa.string()),  # failure reason if known (log line, Slurm reason)
+            ("failed_node", pa.string()),
+            ("gpus", pa.int32()),
+            ("nodelist", pa.string()),  # Slurm host list, e.g. node[001-004]
+        ]
+    ),
+    # One row per GPU of a run.
+    "allocations": pa.schema(
+        [
+            ("job_id", pa.string()),
+            ("run_index", pa.int32()),
+            ("node", pa.string()),
+            ("gpu_index", pa.int16()),
+            ("start_ts", TS),
+            ("end_ts", TS),  # NULL while running
+        ]
+    ),
+    "carbon": pa.schema(
+        [
+            ("ts", TS),
+            ("g_co2_per_kwh", pa.float64()),  # grid carbon intensity, gCO2e per kWh
+        ]
+    ),
+}
+
+KEYS: dict[str, tuple[str, ...]] = {
+    "racks": ("rack",),
+    "nodes": ("node",),
+    "gpus": ("gpu_uuid",),
+    "samples": ("node", "gpu_index", "ts"),
+    "events": ("ts", "node", "gpu_index", "kind", "code"),
+    "jobs": ("job_id",),
+    "runs": ("job_id", "run_index"),
+    "allocations": ("job_id", "run_index", "node", "gpu_index"),
+    "carbon": ("ts",),
+}
+
+# Kinds whose rows are facts that never change (append, ignore repeats) versus state
+# that a later delivery updates (upsert: the newest delivery wins).
+APPEND_ONLY = frozenset({"samples", "events"})
+
+TABLES: dict[str, str] = {
+    "racks": "racks",
+    "nodes": "nodes",
+    "gpus": "gpus",
+    "samples": "gpu_samples",
+    "events": "gpu_events",
+    "jobs": "jobs",
+    "runs": "job_runs",
+    "allocations": "allocations",
+    "carbon": "carbon_intensity",
+}
+
+
+def empty(kind: str) -> pa.Table:
+    """An empty table of the given kind's schema."""
+    return SCHEMAS[kind].empty_table()
