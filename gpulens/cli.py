@@ -1,0 +1,93 @@
+"""The ``gpulens`` command line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from gpulens import __version__
+from gpulens.config import ConfigError, load
+
+# Errors a user can act on: one line, exit status 2, no traceback.
+_USER_ERRORS: tuple[type[Exception], ...] = (ConfigError,)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    from gpulens.service import StartupError
+    from gpulens.sources import SimulatorMismatch
+    from warehouse import BatchError, SchemaTooNew, WarehouseLocked
+
+    return (*_USER_ERRORS, StartupError, SimulatorMismatch, SchemaTooNew, WarehouseLocked,
+            BatchError)
+
+
+def _run_service(config) -> None:
+    from gpulens.service import Service
+
+    logging.basicConfig(
+        level=config["service.log_level"].upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    service = Service(config)
+    url = service.start()
+    click.echo(f"gpulens {__version__} is serving {url}  (database {config['service.db']})")
+    click.echo("Press Ctrl+C to stop.")
+    sys.stdout.flush()
+    service.run_until_signalled()
+
+
+@click.group()
+@click.version_option(__version__, prog_name="gpulens")
+def cli() -> None:
+    """gpulens: GPU cluster utilisation, failures, goodput, energy and carbon."""
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="TOML configuration file (see gpulens.example.toml).")
+def serve(config_path: str | None) -> None:
+    """Run the service: collectors, rollups, alerts and the dashboard."""
+    _run_service(load(config_path))
+
+
+@cli.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Optional TOML configuration; the options below override it.")
+@click.option("--host", help="Address to bind (default 127.0.0.1).")
+@click.option("--port", type=int, help="Dashboard port (default 8050).")
+@click.option("--db", help="Warehouse file (default data/demo.duckdb).")
+@click.option("--history-days", type=float, help="Days of simulated history (default 7).")
+@click.option("--seed", type=int, help="Seed of the simulated cluster (default 0).")
+@click.option("--racks", type=int, help="Racks of 8 nodes x 8 GPUs (default 8).")
+def demo(config_path, host, port, db, history_days, seed, racks) -> None:
+    """Run the service on a simulated cluster: a full dashboard without any GPU."""
+    config = load(config_path)
+    if config_path is None and db is None:
+        db = "data/demo.duckdb"
+    config = config.with_overrides(
+        service__host=host, service__port=port, service__db=db,
+        simulator__history_days=history_days, simulator__seed=seed, simulator__racks=racks,
+        collect__source="simulator",
+    )
+    _run_service(config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    try:
+        cli.main(args=argv, prog_name="gpulens", standalone_mode=False)
+    except click.exceptions.Abort:
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except _user_errors() as exc:
+        click.echo(f"gpulens: error: {exc}", err=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""What /healthz reports: per source its last success, last error and lag."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+
+def utcnow() -> datetime:
+    """Now, as the naive UTC timestamp the warehouse stores."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass
+class SourceHealth:
+    last_success: datetime | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+    last_duration_s: float | None = None  # seconds the last cycle took
+    rows: int = 0  # rows delivered in the last successful cycle
+
+
+@dataclass
+class Health:
+    """Thread-safe record of the service's sources and background work."""
+
+    sources: dict[str, SourceHealth] = field(default_factory=dict)
+    backfill: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def success(self, name: str, at: datetime, duration_s: float, rows: int) -> None:
+        with self._lock:
+            h = self.sources.setdefault(name, SourceHealth())
+            h.last_success, h.last_duration_s, h.rows = at, duration_s, rows
+
+    def error(self, name: str, at: datetime, message: str) -> None:
+        with self._lock:
+            h = self.sources.setdefault(name, SourceHealth())
+            h.last_error, h.last_error_at = message, at
+
+    def set_backfill(self, **state) -> None:
+        with self._lock:
+            self.backfill.update(state)
+
+    def report(self, now: datetime, stale_after_s: float) -> dict:
+        """The /healthz document (JSON-ready). ``status`` is ok, degraded or starting."""
+        with self._lock:
+            sources = {}
+            status = "ok" if self.sources else "starting"
+            for name, h in self.sources.items():
+                lag = None if h.last_success is None else (now - h.last_success).total_seconds()
+                if lag is None or lag > stale_after_s:
+                    status = "degraded"
+                sources[name] = {
+                    "last_success": _iso(h.last_success),
+                    "last_error": h.last_error,
+                    "last_error_at": _iso(h.last_error_at),
+                    "lag_s": None if lag is None else round(lag, 3),
+                    "last_cycle_s": h.last_duration_s,
+                    "rows": h.rows,
+                }
+            return {"status": status, "sources": sources, "backfill": dict(self.backfill)}
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return None if ts is None else ts.isoformat() + "Z"

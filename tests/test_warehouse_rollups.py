@@ -1,0 +1,93 @@
+from datetime import datetime, timedelta
+
+import pytest
+
+from tests.support.frames import T0, samples
+from warehouse import Retention, Warehouse
+from warehouse.rollups import MINUTE, merge_ranges
+
+
+@pytest.fixture
+def wh():
+    w = Warehouse(":memory:")
+    yield w
+    w.close()
+
+
+def q(wh, sql):
+    return wh.reader().execute(sql).fetchall()
+
+
+def test_minute_rollup_matches_raw_aggregates(wh):
+    wh.ingest("samples", samples(ticks=8, gpus=2)).result()  # two minutes of 15-s samples
+    wh.rollup().result()
+    raw = q(wh, """SELECT date_trunc('minute', ts), gpu_index, count(*), avg(power_w), max(temp_c),
+                   min(temp_c), sum(power_w * 15), sum(CASE WHEN throttle_thermal THEN 15 ELSE 0 END)
+                   FROM gpu_samples GROUP BY ALL ORDER BY 1, 2""")
+    rolled = q(wh, """SELECT ts, gpu_index, samples, power_w_avg, temp_c_max, temp_c_min, energy_j,
+                      throttle_thermal_s FROM gpu_samples_1m ORDER BY 1, 2""")
+    assert len(rolled) == 4
+    for r, e in zip(rolled, raw, strict=True):
+        assert r[:3] == e[:3]
+        assert r[3:] == pytest.approx(e[3:], rel=1e-5)
+
+
+def test_hour_rollup_weights_averages_by_samples(wh):
+    # minute 0 has 4 samples at 100 W, minute 1 has 1 sample at 600 W
+    wh.ingest("samples", samples(ticks=4, gpus=1, power_w=100.0)).result()
+    wh.ingest("samples", samples(start=T0 + MINUTE, ticks=1, gpus=1, power_w=600.0)).result()
+    wh.rollup().result()
+    (avg, n, energy, mx), = q(wh, "SELECT power_w_avg, samples, energy_j, power_w_max FROM gpu_samples_1h")
+    assert n == 5
+    assert avg == pytest.approx((4 * 100 + 600) / 5)
+    assert energy == pytest.approx((4 * 100 + 600) * 15)
+    assert mx == pytest.approx(600)
+
+
+def test_late_samples_update_their_buckets(wh):
+    wh.ingest("samples", samples(ticks=2, gpus=1, power_w=100.0)).result()
+    wh.rollup().result()
+    late = samples(start=T0 + timedelta(seconds=30), ticks=2, gpus=1, power_w=300.0)
+    wh.ingest("samples", late).result()
+    wh.rollup().result()
+    assert q(wh, "SELECT samples, power_w_avg FROM gpu_samples_1m") == [(4, pytest.approx(200.0))]
+    assert q(wh, "SELECT samples FROM gpu_samples_1h") == [(4,)]
+    assert q(wh, "SELECT count(*) FROM rollup_pending") == [(0,)]
+
+
+def test_rollup_is_incremental(wh):
+    wh.ingest("samples", samples(ticks=4)).result()
+    first = wh.rollup().result()
+    assert first.minute_rows == 8
+    assert wh.rollup().result().minute_rows == 0
+    wh.ingest("samples", samples(start=T0 + timedelta(hours=3), ticks=4)).result()
+    third = wh.rollup().result()
+    assert third.minute_rows == 8 and third.hour_rows == 8
+    assert q(wh, "SELECT count(*) FROM gpu_samples_1h") == [(16,)]
+
+
+def test_merge_ranges_widens_to_buckets_and_merges():
+    t = datetime(2026, 1, 1, 10, 0, 20)
+    spans = merge_ranges([(t, t), (t + timedelta(seconds=50), t + timedelta(seconds=70)),
+                          (t + timedelta(hours=1), t + timedelta(hours=1))], MINUTE)
+    assert spans == [
+        (datetime(2026, 1, 1, 10, 0), datetime(2026, 1, 1, 10, 2)),
+        (datetime(2026, 1, 1, 11, 0), datetime(2026, 1, 1, 11, 1)),
+    ]
+
+
+def test_retention_drops_each_tier_at_its_own_age(wh):
+    old = T0 - timedelta(days=20)
+    wh.ingest("samples", samples(start=old, ticks=4)).result()
+    wh.ingest("samples", samples(ticks=4)).result()
+    wh.rollup().result()
+    deleted = wh.apply_retention(T0 + timedelta(hours=1),
+                                 Retention(raw_days=14, minute_days=30, hour_days=365)).result()
+    assert deleted["gpu_samples"] == 32
+    assert deleted["gpu_samples_1m"] == 0
+    assert q(wh, "SELECT count(*) FROM gpu_samples") == [(32,)]
+    assert q(wh, "SELECT count(DISTINCT ts) FROM gpu_samples_1m") == [(2,)]
+    wh.apply_retention(T0 + timedelta(hours=1), Retention(raw_days=14, minute_days=10,
+                                                          hour_days=365)).result()
+    assert q(wh, "SELECT count(DISTINCT ts) FROM gpu_samples_1m") == [(1,)]
+    assert q(wh, "SELECT count(DISTINCT ts) FROM gpu_samples_1h") == [(2,)]

@@ -1,0 +1,100 @@
+"""Idempotent ingest statements, run by the single writer (see warehouse/store.py).
+
+Telemetry and events are facts: a row whose natural key is already stored is skipped,
+found by an anti-join against the stored rows of the batch's own time range (DuckDB's
+zone maps skip the rest of the table, so no in-memory index is needed on billions of
+rows). Scheduler state and topology are upserted on their primary key: a later delivery
+updates the row, keeping stored values where the new delivery has NULL.
+Every samples batch also records its time range in ``rollup_pending`` in the same
+transaction, so the rollup job finds it even after a crash.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from warehouse.schema import APPEND_ONLY, KEYS, SCHEMAS, TABLES
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _key_match(kind: str) -> str:
+    parts = []
+    for key in KEYS[kind]:
+        # events may have a NULL gpu_index (node-wide): NULL keys compare equal here
+        parts.append(f"s.{_quote(key)} IS NOT DISTINCT FROM b.{_quote(key)}")
+    return " AND ".join(parts)
+
+
+def append_sql(kind: str) -> str:
+    """INSERT of the registered view ``batch`` skipping rows already stored ($1..$2 = ts range)."""
+    table = TABLES[kind]
+    cols = ", ".join(_quote(c) for c in SCHEMAS[kind].names)
+    return (
+        f"INSERT INTO {table} ({cols}) SELECT {', '.join('b.' + _quote(c) for c in SCHEMAS[kind].names)} "
+        f"FROM batch b WHERE NOT EXISTS (SELECT 1 FROM {table} s "
+        f"WHERE s.ts BETWEEN $1 AND $2 AND {_key_match(kind)})"
+    )
+
+
+def upsert_sql(kind: str) -> str:
+    """INSERT .. ON CONFLICT of the registered view ``batch``, keeping stored non-NULLs."""
+    table = TABLES[kind]
+    names = SCHEMAS[kind].names
+    keys = KEYS[kind]
+    cols = ", ".join(_quote(c) for c in names)
+    updates = ", ".join(
+        f"{_quote(c)} = coalesce(excluded.{_quote(c)}, {table}.{_quote(c)})"
+        for c in names
+        if c not in keys
+    )
+    conflict = ", ".join(_quote(k) for k in keys)
+    return (
+        f"INSERT INTO {table} ({cols}) SELECT {cols} FROM batch "
+        f"ON CONFLICT ({conflict}) DO UPDATE SET {updates}"
+    )
+
+
+PENDING_SQL = "INSERT INTO rollup_pending VALUES ($1, $2)"
+
+
+def _last_per_key(kind: str, table: pa.Table) -> pa.Table:
+    """Drop all but the last row of each key (an upsert may touch a row only once)."""
+    keys = list(KEYS[kind])
+    if table.num_rows < 2:
+        return table
+    indexed = table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
+    last = indexed.group_by(keys, use_threads=False).aggregate([("__row", "max")])
+    if last.num_rows == table.num_rows:
+        return table
+    rows = last.column("__row_max")
+    return table.take(pc.take(rows, pc.sort_indices(rows)))
+
+
+def write_batch(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> int:
+    """Write one normalised batch in its own transaction; return the rows in the batch."""
+    if table.num_rows == 0:
+        return 0
+    if kind not in APPEND_ONLY:
+        table = _last_per_key(kind, table)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.register("batch", table)
+        if kind in APPEND_ONLY:
+            lo, hi = pc.min_max(table.column("ts")).values()
+            con.execute(append_sql(kind), [lo.as_py(), hi.as_py()])
+            if kind == "samples":
+                con.execute(PENDING_SQL, [lo.as_py(), hi.as_py()])
+        else:
+            con.execute(upsert_sql(kind))
+        con.unregister("batch")
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        con.unregister("batch")
+        raise
+    return table.num_rows

@@ -1,0 +1,24 @@
+"""Key-value facts the service keeps in the warehouse (table ``meta``)."""
+
+from __future__ import annotations
+
+import duckdb
+
+
+def get(cur: duckdb.DuckDBPyConnection, key: str) -> str | None:
+    """The stored value of ``key``, or None."""
+    row = cur.execute("SELECT value FROM meta WHERE key = $1", [key]).fetchone()
+    return None if row is None else row[0]
+
+
+def put(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
+    """Store ``value`` under ``key`` (writer thread only)."""
+    con.execute(
+        "INSERT INTO meta VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [key, value],
+    )
+
+
+def latest_sample_ts(cur: duckdb.DuckDBPyConnection):
+    """Timestamp of the newest raw sample, or None on an empty warehouse."""
+    return cur.execute("SELECT max(ts) FROM gpu_samples").fetchone()[0]

@@ -1,0 +1,146 @@
+"""Incremental rollups of raw samples into 1-minute and 1-hour tables, and retention.
+
+Each samples batch leaves its time range in ``rollup_pending``. ``rollup`` recomputes
+exactly the 1-minute buckets those ranges touch (from raw rows) and then the 1-hour
+buckets (from 1-minute rows), so late or repeated deliveries give the same result as
+on-time ones. Averages in the hour tier are weighted by sample counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import duckdb
+
+MINUTE = timedelta(minutes=1)
+HOUR = timedelta(hours=1)
+SLICE = timedelta(hours=6)  # one transaction recomputes at most this much raw time
+
+_MINUTE_SQL = """
+INSERT INTO gpu_samples_1m
+SELECT date_trunc('minute', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
+       count(*), sum(coalesce(interval_s, 0)),
+       avg(util_pct), max(util_pct), avg(sm_active_pct),
+       avg(mem_used_mib), max(mem_used_mib), avg(power_w), max(power_w),
+       sum(coalesce(power_w, 0) * coalesce(interval_s, 0)),
+       avg(temp_c), min(temp_c), max(temp_c), max(mem_temp_c), avg(sm_clock_mhz),
+       sum(CASE WHEN throttle_thermal THEN coalesce(interval_s, 0) ELSE 0 END),
+       sum(CASE WHEN throttle_power THEN coalesce(interval_s, 0) ELSE 0 END)
+FROM gpu_samples WHERE ts >= $1 AND ts < $2
+GROUP BY ALL
+"""
+
+
+def _wavg(col: str) -> str:
+    return f"sum({col} * samples) / nullif(sum(CASE WHEN {col} IS NOT NULL THEN samples END), 0)"
+
+
+_HOUR_SQL = f"""
+INSERT INTO gpu_samples_1h
+SELECT date_trunc('hour', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
+       sum(samples), sum(covered_s),
+       {_wavg('util_pct_avg')}, max(util_pct_max), {_wavg('sm_active_pct_avg')},
+       {_wavg('mem_used_mib_avg')}, max(mem_used_mib_max), {_wavg('power_w_avg')},
+       max(power_w_max), sum(energy_j),
+       {_wavg('temp_c_avg')}, min(temp_c_min), max(temp_c_max), max(mem_temp_c_max),
+       {_wavg('sm_clock_mhz_avg')}, sum(throttle_thermal_s), sum(throttle_power_s)
+FROM gpu_samples_1m WHERE ts >= $1 AND ts < $2
+GROUP BY ALL
+"""
+
+
+@dataclass(frozen=True)
+class RollupResult:
+    ranges: int  # merged pending ranges processed
+    minute_rows: int  # 1-minute rows written
+    hour_rows: int
+
+
+def _floor(ts: datetime, step: timedelta) -> datetime:
+    epoch = datetime(1970, 1, 1)
+    return ts - (ts - epoch) % step
+
+
+def merge_ranges(
+    ranges: list[tuple[datetime, datetime]], step: timedelta
+) -> list[tuple[datetime, datetime]]:
+    """Widen each closed range [lo, hi] to whole buckets [floor(lo), floor(hi)+step), merge overlaps."""
+    spans = sorted((_floor(lo, step), _floor(hi, step) + step) for lo, hi in ranges)
+    merged: list[tuple[datetime, datetime]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _recompute(con, table: str, insert_sql: str, lo: datetime, hi: datetime) -> int:
+    con.execute(f"DELETE FROM {table} WHERE ts >= $1 AND ts < $2", [lo, hi])
+    row = con.execute(insert_sql, [lo, hi]).fetchone()
+    return int(row[0]) if row else 0
+
+
+def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
+    """Recompute the buckets touched by pending sample ranges. Runs on the writer thread."""
+    pending = con.execute("SELECT rowid, ts_min, ts_max FROM rollup_pending").fetchall()
+    if not pending:
+        return RollupResult(0, 0, 0)
+    minute_spans = merge_ranges([(lo, hi) for _, lo, hi in pending], MINUTE)
+    minute_rows = hour_rows = 0
+    for lo, hi in minute_spans:
+        start = lo
+        while start < hi:
+            end = min(hi, start + SLICE)
+            con.execute("BEGIN TRANSACTION")
+            try:
+                minute_rows += _recompute(con, "gpu_samples_1m", _MINUTE_SQL, start, end)
+                con.execute("COMMIT")
+            except Exception:
+                con.execute("ROLLBACK")
+                raise
+            start = end
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for lo, hi in merge_ranges([(lo, hi - MINUTE) for lo, hi in minute_spans], HOUR):
+            hour_rows += _recompute(con, "gpu_samples_1h", _HOUR_SQL, lo, hi)
+        con.execute(
+            "DELETE FROM rollup_pending WHERE rowid IN (SELECT unnest($1::BIGINT[]))",
+            [[r[0] for r in pending]],
+        )
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return RollupResult(len(minute_spans), minute_rows, hour_rows)
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long each tier is kept, in days."""
+
+    raw_days: float = 14
+    minute_days: float = 90
+    hour_days: float = 730
+
+
+def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retention) -> dict:
+    """Delete rows older than each tier's retention; return rows deleted per table."""
+    cutoffs = {
+        "gpu_samples": now - timedelta(days=keep.raw_days),
+        "gpu_samples_1m": now - timedelta(days=keep.minute_days),
+        "gpu_samples_1h": now - timedelta(days=keep.hour_days),
+        "gpu_events": now - timedelta(days=keep.hour_days),
+    }
+    deleted = {}
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table, cutoff in cutoffs.items():
+            row = con.execute(f"DELETE FROM {table} WHERE ts < $1", [cutoff]).fetchone()
+            deleted[table] = int(row[0]) if row else 0
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return deleted

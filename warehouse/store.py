@@ -1,0 +1,131 @@
+"""The warehouse: one DuckDB file, one writer thread, a read cursor per thread.
+
+    wh = Warehouse("gpulens.duckdb")
+    wh.ingest("samples", table).result()      # acknowledged = committed
+    df = queries.fleet_now(wh.reader(), now)  # any thread
+    wh.close()                                # flush, checkpoint, close
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import Future
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+
+from warehouse import rollups
+from warehouse.batches import normalise
+from warehouse.ingest import write_batch
+from warehouse.migrate import migrate
+from warehouse.writer import Writer
+
+log = logging.getLogger(__name__)
+
+
+class WarehouseLocked(RuntimeError):
+    """Another process holds the database file open."""
+
+
+class Warehouse:
+    """The gpulens warehouse on one DuckDB file (``":memory:"`` for tests)."""
+
+    def __init__(self, path: str | os.PathLike = ":memory:", *, threads: int | None = None):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        config = {"threads": threads} if threads else {}
+        try:
+            self._root = duckdb.connect(self.path, config=config)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise WarehouseLocked(
+                    f"database {self.path} is open in another process (a running "
+                    "`gpulens serve`?). Stop that process, use its HTTP API, or pass "
+                    "another --db."
+                ) from None
+            raise
+        self._root.execute("SET TimeZone = 'UTC'")
+        migrate(self._root, self.path)
+        self._cursor_lock = threading.Lock()
+        self._local = threading.local()
+        self._writer = Writer(self._root.cursor())
+        self._closed = False
+
+    # -- writes -----------------------------------------------------------------------
+    def ingest(self, kind: str, batch) -> Future:
+        """Queue a columnar batch of ``kind`` (see warehouse.schema) for writing.
+
+        The batch is checked here, in the caller's thread: a bad batch raises
+        ``BatchError`` at once and nothing is written. The returned Future resolves to
+        the number of rows in the batch once its transaction has committed.
+        Delivering the same batch again changes nothing.
+        """
+        table = normalise(kind, batch)
+        return self._writer.submit(lambda con: write_batch(con, kind, table))
+
+    def ingest_all(self, batches) -> int:
+        """Ingest a mapping of kind -> batch and wait for all; return the rows written."""
+        futures = [self.ingest(kind, batch) for kind, batch in batches.items()]
+        return sum(f.result() for f in futures)
+
+    def write(self, fn) -> Future:
+        """Run ``fn(con)`` on the writer thread (for maintenance work)."""
+        return self._writer.submit(fn)
+
+    def rollup(self) -> Future:
+        """Roll pending raw samples up into the 1-minute and 1-hour tiers."""
+        return self._writer.submit(rollups.rollup)
+
+    def apply_retention(self, now: datetime, keep: rollups.Retention) -> Future:
+        """Delete rows older than each tier's retention."""
+        return self._writer.submit(lambda con: rollups.apply_retention(con, now, keep))
+
+    def checkpoint(self) -> Future:
+        """Fold the write-ahead log into the database file."""
+        return self._writer.submit(lambda con: con.execute("CHECKPOINT"))
+
+    def pending_writes(self) -> int:
+        """Writes queued and not yet started."""
+        return self._writer.pending()
+
+    # -- reads ------------------------------------------------------------------------
+    def reader(self) -> duckdb.DuckDBPyConnection:
+        """This thread's read cursor (it sees every committed write)."""
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            with self._cursor_lock:
+                cur = self._root.cursor()
+            cur.execute("SET TimeZone = 'UTC'")
+            self._local.cursor = cur
+        return cur
+
+    def size_bytes(self) -> int:
+        """Bytes on disk of the database file and its write-ahead log."""
+        if self.path == ":memory:":
+            return 0
+        return sum(
+            os.path.getsize(p) for p in (self.path, self.path + ".wal") if os.path.exists(p)
+        )
+
+    # -- lifecycle --------------------------------------------------------------------
+    def close(self) -> None:
+        """Finish queued writes, checkpoint, and close the file."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.checkpoint().result()
+        except Exception as exc:  # closing must go on: the WAL still holds every commit
+            log.warning("checkpoint at close failed: %s", exc)
+        self._writer.close()
+        self._root.close()
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
