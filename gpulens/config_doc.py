@@ -25,7 +25,8 @@ def render_toml() -> str:
     """The commented example configuration, every setting at its default."""
     lines = [
         "# gpulens configuration: every setting with its default.",
-        "# Copy to gpulens.toml, keep what you change, and run: gpulens serve --config gpulens.toml",
+        "# Copy to gpulens.toml, keep what you change, and run:",
+        "#   gpulens serve --config gpulens.toml",
         "# Any setting can also come from the environment: service.port is GPULENS_SERVICE_PORT.",
     ]
     section = None

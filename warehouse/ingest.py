@@ -34,8 +34,9 @@ def append_sql(kind: str) -> str:
     """INSERT of the registered view ``batch`` skipping rows already stored ($1..$2 = ts range)."""
     table = TABLES[kind]
     cols = ", ".join(_quote(c) for c in SCHEMAS[kind].names)
+    values = ", ".join("b." + _quote(c) for c in SCHEMAS[kind].names)
     return (
-        f"INSERT INTO {table} ({cols}) SELECT {', '.join('b.' + _quote(c) for c in SCHEMAS[kind].names)} "
+        f"INSERT INTO {table} ({cols}) SELECT {values} "
         f"FROM batch b WHERE NOT EXISTS (SELECT 1 FROM {table} s "
         f"WHERE s.ts BETWEEN $1 AND $2 AND {_key_match(kind)})"
     )
@@ -96,5 +97,19 @@ def write_batch(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> i
     except Exception:
         con.execute("ROLLBACK")
         con.unregister("batch")
+        raise
+    return table.num_rows
+
+
+def raw_append(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> int:
+    """Plain append without idempotency: the baseline the benchmarks compare against."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.register("batch", table)
+        con.execute(f"INSERT INTO {TABLES[kind]} SELECT * FROM batch")
+        con.unregister("batch")
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
         raise
     return table.num_rows

@@ -65,7 +65,7 @@ def _floor(ts: datetime, step: timedelta) -> datetime:
 def merge_ranges(
     ranges: list[tuple[datetime, datetime]], step: timedelta
 ) -> list[tuple[datetime, datetime]]:
-    """Widen each closed range [lo, hi] to whole buckets [floor(lo), floor(hi)+step), merge overlaps."""
+    """Widen closed ranges [lo, hi] to whole buckets [floor(lo), floor(hi)+step); merge."""
     spans = sorted((_floor(lo, step), _floor(hi, step) + step) for lo, hi in ranges)
     merged: list[tuple[datetime, datetime]] = []
     for lo, hi in spans:

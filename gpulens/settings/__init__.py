@@ -1,0 +1,12 @@
+"""Every setting of gpulens, declared once; one module per area.
+
+To add an area: write ``gpulens/settings/<area>.py`` with a ``SETTINGS`` tuple and list
+it below. Then regenerate the docs (see gpulens/config_doc.py); a test fails until then.
+"""
+
+from gpulens.settings import core
+from gpulens.settings.base import Setting
+
+SETTINGS: tuple[Setting, ...] = core.SETTINGS
+
+__all__ = ["SETTINGS", "Setting"]

@@ -1,0 +1,55 @@
+"""Settings of the service, collection, warehouse, simulator and dashboard."""
+
+from gpulens.settings.base import Setting, between, positive
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("service.host", str, "127.0.0.1",
+            "Address the web server binds. Keep 127.0.0.1 unless a reverse proxy or "
+            "firewall protects the dashboard."),
+    Setting("service.port", int, 8050, "TCP port of the dashboard and /healthz.",
+            between(0, 65535), "an integer from 0 to 65535"),
+    Setting("service.db", str, "gpulens.duckdb", "Path of the DuckDB warehouse file."),
+    Setting("service.threads", int, 8, "Web server worker threads.",
+            between(1, 64), "an integer from 1 to 64"),
+    Setting("service.log_level", str, "INFO", "Logging level.",
+            lambda v: v.upper() in {"DEBUG", "INFO", "WARNING", "ERROR"},
+            "one of DEBUG, INFO, WARNING, ERROR"),
+    Setting("collect.source", str, "simulator",
+            "Where telemetry and scheduler state come from. Only 'simulator' for now; "
+            "real collectors (NVML, dcgm-exporter, Prometheus, Slurm) come next.",
+            lambda v: v in {"simulator"}, "'simulator'"),
+    Setting("collect.interval_s", float, 15.0, "Seconds between collection cycles.",
+            between(1, 3600), "a number of seconds from 1 to 3600"),
+    Setting("rollup.interval_s", float, 60.0, "Seconds between rollup runs.",
+            between(5, 3600), "a number of seconds from 5 to 3600"),
+    Setting("retention.raw_days", float, 14.0, "Days of raw samples kept.",
+            positive, "a positive number of days"),
+    Setting("retention.minute_days", float, 90.0, "Days of 1-minute rollups kept.",
+            positive, "a positive number of days"),
+    Setting("retention.hour_days", float, 730.0,
+            "Days of 1-hour rollups and GPU events kept.", positive,
+            "a positive number of days"),
+    Setting("simulator.racks", int, 8, "Racks in the simulated cluster.",
+            between(1, 2000), "an integer from 1 to 2000"),
+    Setting("simulator.nodes_per_rack", int, 8, "Nodes per simulated rack.",
+            between(1, 64), "an integer from 1 to 64"),
+    Setting("simulator.gpus_per_node", int, 8, "GPUs per simulated node.",
+            between(1, 16), "an integer from 1 to 16"),
+    Setting("simulator.seed", int, 0, "Seed of the simulation (same seed, same cluster)."),
+    Setting("simulator.history_days", float, 7.0,
+            "Days of history written in bulk when the service starts on an empty "
+            "database.", between(0, 400), "a number of days from 0 to 400"),
+    Setting("simulator.infra_failures_per_1000_node_days", float, 50.0,
+            "Infrastructure failure rate of the simulated fleet (Meta measured 2.34 to "
+            "6.5; the demo raises it so failures show).", between(0, 10000),
+            "a number from 0 to 10000"),
+    Setting("simulator.checkpoint_interval_h", float, 2.0,
+            "Hours between checkpoints of simulated training jobs.", positive,
+            "a positive number of hours"),
+    Setting("simulator.restart_overhead_min", float, 15.0,
+            "Minutes from a failure until the requeued run is productive again.",
+            between(0, 1440), "a number of minutes from 0 to 1440"),
+    Setting("dashboard.refresh_s", float, 15.0, "Seconds between live page refreshes.",
+            between(1, 3600), "a number of seconds from 1 to 3600"),
+)
+
