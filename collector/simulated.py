@@ -24,9 +24,9 @@ class SimulatedSource:
 
     def __init__(self, config: SimConfig, anchor: datetime, live_start: datetime):
         self.cluster = Cluster(config, anchor=anchor, live_start=live_start)
-        self.interval_s = config.interval_s
+        self.interval_s = config.interval_s  # seconds between collection cycles
         self.live_start = live_start
-        self.dcgm = DcgmCollector()
+        self.dcgm = DcgmCollector(config.interval_s)
         self._sacct_since = live_start - timedelta(days=1)
 
     def topology(self) -> dict[str, pa.Table]:
@@ -35,11 +35,10 @@ class SimulatedSource:
     def history(self, ingest, start: datetime, end: datetime, *, progress: bool = True) -> None:
         """Write [start, end) in bulk through ``ingest(kind, table)``."""
         self.cluster.backfill(ingest, start, end, progress=progress)
-        self.dcgm.prime(self.cluster.samples(end - timedelta(seconds=self.interval_s), end))
 
     def collect(self, ts: datetime) -> list[tuple[str, pa.Table]]:
         """One cycle at tick ``ts``: telemetry, XID events, and scheduler state."""
-        scrape = self.dcgm.collect(self.cluster.dcgm_texts(ts), ts, self.interval_s)
+        scrape = self.dcgm.collect(self.cluster.dcgm_texts(ts), ts)
         squeue = parse_squeue(self.cluster.squeue_json(ts), ts)
         sacct = parse_sacct(self.cluster.sacct_json(ts, self._sacct_since))
         self._sacct_since = ts

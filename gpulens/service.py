@@ -1,9 +1,9 @@
-"""The long-running service: wires the warehouse, a source, the jobs and the web app.
+"""The long-running service: wires the warehouse, the sources, the jobs and the web app.
 
-One process owns the DuckDB file. APScheduler runs collection, rollups and retention
-(never two runs of one job at once); a thread writes history on first start; waitress
-serves the Dash app and ``/healthz``. SIGINT/SIGTERM stop the jobs, flush the writer,
-checkpoint and close the database.
+One process owns the DuckDB file. APScheduler runs each source on its own schedule,
+rollups and retention (never two runs of one job at once); a thread writes history on
+first start; waitress serves the Dash app and ``/healthz``. A failing source backs off
+alone. SIGINT/SIGTERM stop the jobs, flush the writer, checkpoint and close.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import waitress
@@ -22,10 +23,12 @@ from flask import jsonify
 from gpulens import __version__
 from gpulens.config import Config
 from gpulens.health import Health, utcnow
-from gpulens.sources import build_source
+from gpulens.sources import build_sources
 from warehouse import Retention, Warehouse, meta
 
 log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 300.0  # a failing source is retried at least this often
 
 
 class StartupError(RuntimeError):
@@ -41,30 +44,34 @@ def floor_ts(ts: datetime, step_s: float) -> datetime:
 class Service:
     """gpulens serve: collection, rollups, retention, history and the web app."""
 
-    def __init__(self, config: Config, *, now=utcnow):
+    def __init__(self, config: Config, *, now: Callable[[], datetime] = utcnow):
         self.config = config
         self.now = now
         self.health = Health()
         self.stopping = threading.Event()
         self.warehouse: Warehouse | None = None
-        self.source = None
+        self.sources: list = []
         self.scheduler: BackgroundScheduler | None = None
         self.server = None
         self._threads: list[threading.Thread] = []
+        self._failures: dict[str, int] = {}
+        self._retry_at: dict[str, datetime] = {}
 
     # -- start ------------------------------------------------------------------------
     def start(self) -> str:
         """Open the warehouse, bind the port, start the jobs. Returns the dashboard URL."""
-        cfg = self.config
-        self.warehouse = Warehouse(cfg["service.db"])
+        self.warehouse = Warehouse(self.config["service.db"])
         try:
-            self.source = build_source(cfg, self.warehouse, now=self.now())
-            self.warehouse.ingest_all(self.source.topology())
+            self.sources = build_sources(self.config, self.warehouse, now=self.now())
+            for source in self.sources:
+                if hasattr(source, "topology"):
+                    self.warehouse.ingest_all(source.topology())
             self._start_server()
-        except Exception:
+        except BaseException:
             self.warehouse.close()
             raise
-        self._start_history()
+        for source in self.sources:
+            self._start_history(source)
         self._start_jobs()
         host, port = self.server.effective_host, self.server.effective_port
         return f"http://{host}:{port}/"
@@ -97,10 +104,11 @@ class Service:
             timezone="UTC", job_defaults={"max_instances": 1, "coalesce": True}
         )
         first = datetime.now()
-        self.scheduler.add_job(
-            self.collect_once, "interval", seconds=cfg["collect.interval_s"],
-            id="collect", next_run_time=first,
-        )
+        for source in self.sources:
+            self.scheduler.add_job(
+                self.collect_once, "interval", args=(source,), seconds=source.interval_s,
+                id=f"collect:{source.name}", next_run_time=first,
+            )
         self.scheduler.add_job(
             self.rollup_once, "interval", seconds=cfg["rollup.interval_s"], id="rollup",
             next_run_time=first + timedelta(seconds=5),
@@ -108,37 +116,52 @@ class Service:
         self.scheduler.add_job(self.retention_once, "interval", hours=1, id="retention")
         self.scheduler.start()
 
-    def _start_history(self) -> None:
+    def _start_history(self, source) -> None:
         days = self.config["simulator.history_days"]
-        if days <= 0 or not hasattr(self.source, "history"):
+        if days <= 0 or not hasattr(source, "history"):
             return
-        end = self.source.live_start
+        end = source.live_start
         start = end - timedelta(days=days)
         latest = meta.latest_sample_ts(self.warehouse.reader())
         if latest is not None and latest >= start:  # a restart: fill only the gap
-            start = latest + timedelta(seconds=self.config["collect.interval_s"])
+            start = latest + timedelta(seconds=source.interval_s)
         if start >= end:
             return
         thread = threading.Thread(
-            target=self._history, args=(start, end), name="gpulens-history", daemon=True
+            target=self._history, args=(source, start, end), name="gpulens-history",
+            daemon=True,
         )
         thread.start()
         self._threads.append(thread)
 
     # -- jobs -------------------------------------------------------------------------
-    def collect_once(self) -> None:
-        """One collection cycle: read the source, hand every batch to the writer."""
-        ts = floor_ts(self.now(), self.config["collect.interval_s"])
+    def collect_once(self, source) -> None:
+        """One cycle of one source: read it, hand every batch to the writer.
+
+        A failure is recorded in /healthz and backs this source off (doubling up to
+        MAX_BACKOFF_S); other sources go on.
+        """
+        now = self.now()
+        retry_at = self._retry_at.get(source.name)
+        if retry_at is not None and now < retry_at:
+            return
+        ts = floor_ts(now, source.interval_s)
         started = time.perf_counter()
         try:
-            batches = self.source.collect(ts)
+            batches = source.collect(ts)
             futures = [self.warehouse.ingest(kind, table) for kind, table in batches]
             rows = sum(f.result() for f in futures)
         except Exception as exc:
-            log.exception("collection from %s failed", self.source.name)
-            self.health.error(self.source.name, self.now(), f"{type(exc).__name__}: {exc}")
+            failures = self._failures.get(source.name, 0) + 1
+            self._failures[source.name] = failures
+            wait = min(MAX_BACKOFF_S, source.interval_s * 2 ** (failures - 1))
+            self._retry_at[source.name] = now + timedelta(seconds=wait)
+            log.warning("source %s failed (%s); next try in %.0f s", source.name, exc, wait)
+            self.health.error(source.name, now, f"{type(exc).__name__}: {exc}")
             return
-        self.health.success(self.source.name, ts, time.perf_counter() - started, rows)
+        self._failures.pop(source.name, None)
+        self._retry_at.pop(source.name, None)
+        self.health.success(source.name, ts, time.perf_counter() - started, rows)
 
     def rollup_once(self) -> None:
         try:
@@ -147,14 +170,14 @@ class Service:
             log.exception("rollup failed")
 
     def retention_once(self) -> None:
-        keep = Retention(**{k: v for k, v in self.config.section("retention").items()})
+        keep = Retention(**self.config.section("retention"))
         try:
             self.warehouse.apply_retention(self.now(), keep).result()
         except Exception:
             log.exception("retention failed")
 
-    def _history(self, start: datetime, end: datetime) -> None:
-        """Write the simulated history the warehouse lacks, [start, end), oldest first."""
+    def _history(self, source, start: datetime, end: datetime) -> None:
+        """Write the history the warehouse lacks, [start, end), oldest first."""
         self.health.set_backfill(state="running", start=start.isoformat() + "Z",
                                  end=end.isoformat() + "Z", done_until=None)
 
@@ -167,7 +190,7 @@ class Service:
                 self.health.set_backfill(done_until=done.isoformat() + "Z")
 
         try:
-            self.source.history(ingest, start, end, progress=False)
+            source.history(ingest, start, end, progress=False)
             self.warehouse.rollup().result()
             self.health.set_backfill(state="done")
         except InterruptedError:
@@ -178,7 +201,8 @@ class Service:
 
     # -- web --------------------------------------------------------------------------
     def _healthz(self):
-        report = self.health.report(self.now(), stale_after_s=3 * self.config["collect.interval_s"])
+        stale = 3 * max((s.interval_s for s in self.sources), default=15.0)
+        report = self.health.report(self.now(), stale_after_s=stale)
         report["version"] = __version__
         report["database"] = {
             "path": self.warehouse.path,

@@ -16,11 +16,11 @@ class SimulatorMismatch(RuntimeError):
     """The database was filled by a simulator with other settings."""
 
 
-def build_source(config: Config, warehouse: Warehouse, *, now: datetime):
-    """The source named by ``collect.source``, ready to collect from ``now`` on."""
+def build_sources(config: Config, warehouse: Warehouse, *, now: datetime) -> list:
+    """The configured sources (see collector/source.py), ready to collect from ``now`` on."""
     kind = config["collect.source"]
     if kind == "simulator":
-        return _simulator(config, warehouse, now)
+        return [_simulator(config, warehouse, now)]
     raise ValueError(f"collect.source = {kind!r} is not supported")  # config validates first
 
 

@@ -1,0 +1,91 @@
+"""The service's collection job: batches reach the warehouse; a failing source backs off alone."""
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from gpulens.config import load
+from gpulens.service import MAX_BACKOFF_S, Service, floor_ts
+from tests.support.frames import samples
+from warehouse import Warehouse
+
+
+class Clock:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+class GoodSource:
+    name, interval_s = "good", 15.0
+
+    def __init__(self):
+        self.calls = []
+
+    def collect(self, ts):
+        self.calls.append(ts)
+        return [("samples", samples(start=ts, ticks=1))]
+
+
+class BadSource:
+    name, interval_s = "bad", 15.0
+
+    def __init__(self):
+        self.calls = 0
+
+    def collect(self, ts):
+        self.calls += 1
+        raise ConnectionError("exporter unreachable")
+
+
+@pytest.fixture
+def service():
+    clock = Clock(datetime(2026, 11, 2, 12, 0, 7))
+    svc = Service(load(None, env={}), now=clock)
+    svc.warehouse = Warehouse(":memory:")
+    svc.sources = [GoodSource(), BadSource()]
+    yield svc, clock
+    svc.warehouse.close()
+
+
+def test_floor_ts_aligns_to_the_interval():
+    assert floor_ts(datetime(2026, 1, 1, 0, 0, 29, 500), 15) == datetime(2026, 1, 1, 0, 0, 15)
+
+
+def test_a_failing_source_backs_off_alone(service):
+    svc, clock = service
+    good, bad = svc.sources
+    attempts = []
+    for step in range(40):  # 10 minutes of 15-s cycles
+        clock.t = datetime(2026, 11, 2, 12, 0, 7) + timedelta(seconds=15 * step)
+        before = bad.calls
+        svc.collect_once(good)
+        svc.collect_once(bad)
+        if bad.calls > before:
+            attempts.append(step)
+    assert len(good.calls) == 40
+    rows = svc.warehouse.reader().execute("SELECT count(*) FROM gpu_samples").fetchone()[0]
+    assert rows == 40 * 8
+    gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
+    assert gaps[:4] == [1, 2, 4, 8]  # doubling backoff, in 15-s cycles
+    assert max(gaps) <= MAX_BACKOFF_S / 15
+    report = svc.health.report(clock.t, stale_after_s=45)
+    assert report["status"] == "degraded"
+    assert report["sources"]["good"]["last_error"] is None
+    assert "exporter unreachable" in report["sources"]["bad"]["last_error"]
+    assert report["sources"]["bad"]["last_success"] is None
+
+
+def test_a_source_recovers_after_backoff(service):
+    svc, clock = service
+    _, bad = svc.sources
+    svc.collect_once(bad)
+    bad.collect = lambda ts: [("samples", samples(start=ts, ticks=1))]
+    clock.t += timedelta(seconds=15)
+    svc.collect_once(bad)
+    assert svc.health.sources["bad"].last_success is not None
+    clock.t += timedelta(seconds=15)
+    svc.collect_once(bad)
+    assert svc.health.sources["bad"].last_success == floor_ts(clock.t, 15)
