@@ -1,0 +1,319 @@
+"""Fast, vectorised parsing of the Prometheus text exposition format (version 0.0.4).
+
+prometheus_client's ``text_string_to_metric_families`` parses about 17,000 lines/s; one
+scrape of a 24,576-GPU fleet is ~370,000 lines. This module parses the text of many
+targets at once with pyarrow.compute (RE2 regular expressions over whole columns), so the
+cost is a few passes over the bytes instead of Python work per line.
+
+Output: one row per sample line, columns
+
+- ``target`` (dictionary<string>): the key of ``texts`` the line came from;
+- ``name`` (dictionary<string>): the sample name as written (``foo_bucket`` stays so);
+- ``labels`` (dictionary<string>): the raw label set between the braces, escapes kept,
+  ``""`` for a sample without labels; decode with :func:`label_values` or
+  :func:`parse_labels`. Exporters repeat one label set for many metrics, so the
+  dictionary is small and label work runs on its few unique entries only;
+- ``value`` (float64): NaN, +Inf and -Inf as IEEE values;
+- ``timestamp_ms`` (int64, NULL when absent): the optional timestamp, milliseconds.
+
+prometheus_client is the reference: the tests compare this parser against it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "PromTextError",
+    "label_values",
+    "parse_labels",
+    "parse_texts",
+    "parse_texts_lenient",
+]
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+# A float as Python's float() reads it (prometheus_client calls float()), minus exotica.
+_FLOAT = r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?|nan))"
+_PAIR_RE = (
+    rf'[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_QUOTED}[ \t]*'
+)
+_LABELS = rf"^(?:{_PAIR_RE}(?:,{_PAIR_RE})*,?)?[ \t]*$"
+_PAIR = re.compile(rf'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*({_QUOTED})[ \t]*(?:,|$)')
+_UNESCAPE = re.compile(r"\\(.)")
+
+SCHEMA = pa.schema(
+    [
+        ("target", pa.dictionary(pa.int32(), pa.string())),
+        ("name", pa.dictionary(pa.int32(), pa.string())),
+        ("labels", pa.dictionary(pa.int32(), pa.string())),
+        ("value", pa.float64()),
+        ("timestamp_ms", pa.int64()),
+    ]
+)
+
+
+class PromTextError(ValueError):
+    """Some targets' text is not valid exposition format; ``errors`` maps target -> why."""
+
+    def __init__(self, errors: Mapping[str, str]):
+        self.errors = dict(errors)
+        first = next(iter(self.errors.items()))
+        more = f" (and {len(self.errors) - 1} more targets)" if len(self.errors) > 1 else ""
+        super().__init__(f"{first[0]}: {first[1]}{more}")
+
+
+def _unescape(value: str) -> str:
+    """Undo the exposition format's label-value escapes (\\\\, \\", \\n)."""
+    return _UNESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+
+
+def parse_labels(raw: str) -> dict[str, str]:
+    """Decode one raw label set (``a="1",b="x\\"y"``) into a dict; scalar helper."""
+    out: dict[str, str] = {}
+    pos = 0
+    raw = raw.strip()
+    while pos < len(raw):
+        m = _PAIR.match(raw, pos)
+        if m is None or m.end() == pos:
+            raise ValueError(f"invalid label set near {raw[pos:pos + 40]!r}")
+        out[m.group(1)] = _unescape(m.group(2)[1:-1])
+        pos = m.end()
+    return out
+
+
+def label_values(labels: pa.Array | pa.ChunkedArray, name: str) -> pa.Array:
+    """The value of label ``name`` for every row of a ``labels`` column (NULL if absent).
+
+    Work happens on the dictionary's unique label sets only; the result is a plain string
+    array aligned with ``labels``.
+    """
+    if isinstance(labels, pa.ChunkedArray):
+        labels = labels.combine_chunks()
+    if not pa.types.is_dictionary(labels.type):
+        labels = pc.dictionary_encode(labels)
+    uniq = labels.dictionary
+    # Anchored: consume whole name="value" pairs from the start, so a value that itself
+    # contains `name="` can never be mistaken for the label.
+    pattern = (
+        rf'^(?:[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_QUOTED}[ \t]*,)*?'
+        rf'[ \t]*{re.escape(name)}[ \t]*=[ \t]*"(?P<v>(?:[^"\\]|\\.)*)"'
+    )
+    found = pc.struct_field(pc.extract_regex(uniq, pattern), [0])
+    escaped = pc.fill_null(pc.match_substring(found, "\\"), False)
+    if pc.any(escaped).as_py():
+        py = found.to_pylist()
+        for i in np.flatnonzero(escaped.to_numpy(zero_copy_only=False)):
+            py[i] = _unescape(py[i])
+        found = pa.array(py, pa.string())
+    return pc.take(found, labels.indices)
+
+
+_WS = (32, 9)  # space, tab
+
+
+def _substrings(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The byte ranges ``[starts[i], ends[i])`` of ``data`` as a string array, in one copy.
+
+    The ranges are increasing and disjoint, so ``starts[0], ends[0], starts[1], ends[1],
+    ...`` is a valid offsets buffer for 2n-1 strings: the wanted ranges are the even
+    ones, the gaps between them the odd ones, which one ``take`` drops.
+    """
+    n = len(starts)
+    if n == 0:
+        return pa.array([], pa.string())
+    offsets = np.empty(2 * n, dtype=np.int64)
+    offsets[0::2] = starts
+    offsets[1::2] = ends
+    both = pa.LargeStringArray.from_buffers(2 * n - 1, pa.py_buffer(offsets), data)
+    return pc.cast(pc.take(both, pa.array(np.arange(0, 2 * n - 1, 2))), pa.string())
+
+
+def _first_at_or_after(positions: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each line, the first of ``positions`` in ``[start, end)``, else ``end``."""
+    i = np.searchsorted(positions, starts)
+    pos = np.append(positions, np.iinfo(np.int64).max)[i]
+    return np.minimum(pos, ends)
+
+
+def _last_before(positions: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each line, the last of ``positions`` in ``[start, end)``, else -1."""
+    i = np.searchsorted(positions, ends) - 1
+    pos = np.where(i >= 0, positions[np.maximum(i, 0)] if len(positions) else -1, -1)
+    return np.where(pos >= starts, pos, -1)
+
+
+def _trim(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, chars: tuple[int, ...]):
+    """Move ``starts`` right and ``ends`` left past any of ``chars`` (in place)."""
+    while True:
+        m = (starts < ends) & np.isin(buf[np.minimum(starts, len(buf) - 1)], chars)
+        if not m.any():
+            break
+        starts[m] += 1
+    while True:
+        m = (ends > starts) & np.isin(buf[np.maximum(ends - 1, 0)], chars)
+        if not m.any():
+            break
+        ends[m] -= 1
+
+
+class _Bad:
+    """Collects the first bad line per target."""
+
+    def __init__(self, targets: list[str], data: bytes):
+        self.targets, self.data, self.errors = targets, data, {}
+
+    def add(self, mask: np.ndarray, target: np.ndarray, starts, ends, why: str) -> None:
+        for i in np.flatnonzero(mask):
+            name = self.targets[int(target[i])]
+            if name not in self.errors:
+                line = self.data[int(starts[i]) : int(ends[i])].decode("utf-8", "replace")
+                self.errors[name] = f"{why}: {line[:120]!r}"
+
+
+def _parse(texts: Mapping[str, str]) -> tuple[pa.Table, dict[str, str]]:
+    targets = list(texts)
+    values = [texts[t] for t in targets]
+    joined = "\n".join(values) + "\n"
+    data = joined.encode("utf-8")
+    # Byte offsets of each text: equal to character offsets when all is ASCII (O(1) check).
+    sizes = [len(v) for v in values] if joined.isascii() else [len(v.encode()) for v in values]
+    del joined
+    text_starts = np.cumsum([0] + [n + 1 for n in sizes[:-1]], dtype=np.int64)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    pbuf = pa.py_buffer(data)
+
+    ends = np.flatnonzero(buf == 10).astype(np.int64)
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    _trim(buf, starts, ends, (32, 9, 13))
+    nonblank = starts < ends
+    starts, ends = starts[nonblank], ends[nonblank]
+    sample = buf[starts] != ord("#")
+    starts, ends = starts[sample], ends[sample]
+    target = np.searchsorted(text_starts, starts, side="right") - 1
+    bad = _Bad(targets, data)
+
+    spaces = np.flatnonzero(buf == 32)
+    if b"\t" in data:  # tabs are rare; one memchr pass
+        spaces = np.union1d(spaces, np.flatnonzero(buf == 9))
+    opens = np.flatnonzero(buf == ord("{"))
+    closes = np.flatnonzero(buf == ord("}"))
+    space1 = _first_at_or_after(spaces, starts, ends)
+    open1 = _first_at_or_after(opens, starts, ends)
+    has_labels = open1 < space1
+    # `name {labels} value`: whitespace between the name and the brace.
+    after = np.minimum(space1, len(buf) - 1)
+    gap = ~has_labels & (open1 < ends)
+    if gap.any():
+        nxt = after.copy()
+        for _ in range(8):
+            m = gap & np.isin(buf[nxt], _WS)
+            if not m.any():
+                break
+            nxt[m] += 1
+        has_labels |= gap & (nxt == open1)
+    name_end = np.where(has_labels, np.minimum(open1, space1), space1)
+    _trim(buf, starts.copy(), name_end, _WS)  # name_end moves left past blanks
+    close = _last_before(closes, starts, ends)
+    broken = has_labels & (close < open1)
+    tail = np.where(has_labels, close + 1, name_end)
+    vstart = tail.copy()
+    vend = ends.copy()
+    _trim(buf, vstart, vend, _WS)
+    sp = _first_at_or_after(spaces, vstart, vend)
+    ts_start = sp.copy()
+    ts_end = vend.copy()
+    _trim(buf, ts_start, ts_end, _WS)
+    has_ts = ts_start < ts_end
+    vend = sp
+    broken |= (vstart >= vend) | (name_end <= starts)
+    # A timestamp may not contain blanks.
+    broken |= has_ts & (_first_at_or_after(spaces, ts_start, ts_end) < ts_end)
+    bad.add(broken, target, starts, ends, "invalid sample line")
+
+    name = _substrings(pbuf, starts, name_end)
+    labels = _substrings(pbuf, np.where(has_labels, open1 + 1, starts),
+                         np.where(has_labels, np.maximum(close, open1 + 1), starts))
+    value_s = _substrings(pbuf, vstart, vend)
+    ts_s = _substrings(pbuf, np.where(has_ts, ts_start, vend), np.where(has_ts, ts_end, vend))
+
+    name = pc.dictionary_encode(name)
+    labels = pc.dictionary_encode(labels)
+    ok_name = pc.match_substring_regex(name.dictionary, rf"^{_NAME}$").to_numpy(
+        zero_copy_only=False)
+    bad.add(~ok_name[name.indices.to_numpy()], target, starts, ends, "invalid metric name")
+    ok_labels = pc.match_substring_regex(labels.dictionary, _LABELS).to_numpy(
+        zero_copy_only=False)
+    bad.add(~ok_labels[labels.indices.to_numpy()], target, starts, ends, "invalid label set")
+
+    value = _cast_checked(value_s, pa.float64(), rf"^{_FLOAT}$", target, starts, ends, bad)
+    ts_s = pc.if_else(pc.equal(ts_s, ""), None, ts_s)
+    ts = _cast_checked(ts_s, pa.int64(), r"^-?[0-9]+$", target, starts, ends, bad)
+
+    keep = np.ones(len(starts), dtype=bool)
+    if bad.errors:
+        dropped = [i for i, t in enumerate(targets) if t in bad.errors]
+        keep = ~np.isin(target, dropped)
+    mask = pa.array(keep)
+    table = pa.table(
+        [
+            pa.DictionaryArray.from_arrays(pa.array(target[keep].astype(np.int32)),
+                                           pa.array(targets, pa.string())),
+            pc.filter(name, mask),
+            pc.filter(labels, mask),
+            pc.filter(value, mask),
+            pc.filter(ts, mask),
+        ],
+        schema=SCHEMA,
+    )
+    return table, bad.errors
+
+
+def _cast_checked(strings, typ, pattern, target, starts, ends, bad: _Bad) -> pa.Array:
+    """Cast strings to ``typ``; rows that do not match ``pattern`` become NULL and bad."""
+    try:
+        return pc.cast(strings, typ)
+    except (pa.ArrowInvalid, ValueError):
+        ok = pc.fill_null(pc.match_substring_regex(strings, pattern), True)
+        bad.add(~ok.to_numpy(zero_copy_only=False), target, starts, ends, "invalid number")
+        return pc.cast(pc.if_else(ok, strings, None), typ)
+
+
+def parse_texts(texts: Mapping[str, str]) -> pa.Table:
+    """Parse the exposition text of many targets at once (``target -> text``).
+
+    Raises :class:`PromTextError` (naming each bad target and its first bad line) when
+    any non-comment line is not a valid sample line.
+    """
+    table, errors = _parse(texts)
+    if errors:
+        raise PromTextError(errors)
+    return table
+
+
+def parse_texts_lenient(texts: Mapping[str, str]) -> tuple[pa.Table, dict[str, str]]:
+    """Like :func:`parse_texts`, but a bad target is dropped whole and reported.
+
+    Returns ``(table, errors)`` where ``errors`` maps each dropped target to the reason;
+    the other targets' samples are all kept.
+    """
+    return _parse(texts)
+
+
+def to_dicts(table: pa.Table) -> Iterable[tuple[str, str, dict[str, str], float, int | None]]:
+    """Rows as ``(target, name, labels dict, value, timestamp_ms)``: slow, for tests."""
+    for row in table.to_pylist():
+        yield (
+            row["target"],
+            row["name"],
+            parse_labels(row["labels"]),
+            row["value"],
+            row["timestamp_ms"],
+        )

@@ -1,0 +1,435 @@
+"""Slurm's ``squeue --json`` and ``sacct --json -D`` -> jobs, runs and allocations.
+
+Two generations of the JSON are read, detected per field rather than per document:
+
+- Slurm 22.05 (openapi v0.0.38): plain integers for numbers and times, ``job_state`` a
+  string, squeue's ``exit_code`` a raw wait(2) status, sacct's
+  ``exit_code.signal.signal_id``;
+- current Slurm (data_parser v0.0.40-0.0.42, Slurm 23.11-25.05): optional numbers as
+  ``{"set": bool, "infinite": bool, "number": N}``, states as lists
+  (``["PENDING", "REQUEUED"]``; the first item is the base state),
+  ``exit_code.{status: [..], return_code: {..}, signal: {id: {..}, name}}``.
+
+Times are Unix seconds and become naive UTC timestamps; 0, unset or infinite -> NULL.
+Output tables follow warehouse.schema.SCHEMAS["jobs"|"runs"|"allocations"].
+
+squeue sees the *current* run of each job: its run_index is ``restart_cnt``. Its GPU
+indices come from ``gres_detail`` (one entry per allocated node, e.g.
+``gpu:h100:4(IDX:0-3)``) paired with the node list. For pending jobs squeue's
+``start_time`` is the scheduler's estimate and for running jobs ``end_time`` is the time
+limit, so neither is used. ``jobs.start_ts`` is the *first* run's start, which squeue
+only knows while ``restart_cnt == 0``; otherwise it is NULL (sacct knows it).
+
+sacct -D returns one record per run of a job (requeued runs share the job id); runs are
+numbered by start time. The accounting database keeps GPU counts but no GPU indices,
+so sacct yields allocations only when the caller says how many GPUs a node has
+(``gpus_per_node``) and a run holds whole nodes: then its indices are 0..gpus_per_node-1.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import hostlist
+import pyarrow as pa
+
+from warehouse.schema import SCHEMAS
+
+__all__ = ["SchedulerBatch", "SlurmParseError", "parse_gres_detail", "parse_sacct",
+           "parse_squeue"]
+
+RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED",
+                            "SIGNALING", "STAGE_OUT", "RESIZING"})
+PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+                            "RESV_DEL_HOLD"})
+_GRES_GPU = re.compile(r"gpu(?::[^:(),]+)?(?::(\d+))?\(IDX:([^)]*)\)")
+_TRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)")
+_TRES_GPU_TYPED = re.compile(r"(?:^|,)gres/gpu:[^=,]+=(\d+)")
+_PER_NODE_GPU = re.compile(r"gres[:/]gpu(?::[^:,]+)?:(\d+)")
+
+
+class SlurmParseError(ValueError):
+    """A Slurm JSON document that cannot be read; the message says what and where."""
+
+
+@dataclass
+class SchedulerBatch:
+    """Scheduler state in the warehouse's column contracts."""
+
+    jobs: pa.Table
+    runs: pa.Table
+    allocations: pa.Table
+
+
+# ----------------------------------------------------------------------- field readers
+
+
+def _number(v: Any, what: str) -> int | None:
+    """An integer from either format; unset or infinite -> None."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise SlurmParseError(f"{what}: expected a number, got {v!r}")
+    if isinstance(v, int | float):
+        return int(v)
+    if isinstance(v, dict) and "set" in v:
+        if not v.get("set") or v.get("infinite"):
+            return None
+        return _number(v.get("number"), what)
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    raise SlurmParseError(f"{what}: expected a number, got {v!r}")
+
+
+def _time(v: Any, what: str) -> datetime | None:
+    """Unix seconds -> naive UTC datetime; 0 / unset -> None."""
+    n = _number(v, what)
+    if not n or n < 0:
+        return None
+    return datetime.fromtimestamp(n, UTC).replace(tzinfo=None)
+
+
+def _state(v: Any, what: str) -> str | None:
+    """Base state from ``"RUNNING"`` (22.05) or ``["RUNNING", ...]`` (current)."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v or None
+    if isinstance(v, list) and all(isinstance(s, str) for s in v):
+        return v[0] if v else None
+    raise SlurmParseError(f"{what}: expected a state string or list, got {v!r}")
+
+
+def _text(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _reason(v: Any) -> str | None:
+    return None if v in (None, "", "None") else str(v)
+
+
+def _indices(spec: str) -> list[int]:
+    """``0-3,6`` -> [0, 1, 2, 3, 6]; ``N/A`` -> []."""
+    out: list[int] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part or not part[0].isdigit():
+            continue
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def parse_gres_detail(entry: str) -> list[int]:
+    """GPU indices of one node's gres_detail entry (``gpu:h100:4(IDX:0-3)`` -> 0..3).
+
+    Several GPU types on one node (``gpu:a100:1(IDX:0),gpu:v100:1(IDX:2)``) are joined;
+    non-GPU GRES (``shard``, ``mps``) are ignored.
+    """
+    out: list[int] = []
+    for m in _GRES_GPU.finditer(entry):
+        out.extend(_indices(m.group(2)))
+    return sorted(set(out))
+
+
+def _gpus_from_tres_str(s: Any) -> int | None:
+    if not isinstance(s, str) or not s:
+        return None
+    m = _TRES_GPU.search(s)
+    if m:
+        return int(m.group(1))
+    typed = [int(x) for x in _TRES_GPU_TYPED.findall(s)]
+    return sum(typed) if typed else None
+
+
+def _gpus_from_tres_list(items: Any) -> int | None:
+    """GPU count from sacct's ``tres.allocated`` / ``tres.requested`` list."""
+    if not isinstance(items, list):
+        return None
+    plain = [i for i in items if isinstance(i, dict) and i.get("type") == "gres"
+             and i.get("name") == "gpu"]
+    if plain:
+        return _number(plain[0].get("count"), "tres count")
+    typed = [_number(i.get("count"), "tres count") or 0 for i in items
+             if isinstance(i, dict) and i.get("type") == "gres"
+             and str(i.get("name", "")).startswith("gpu:")]
+    return sum(typed) if typed else None
+
+
+def _nodes(v: Any) -> str | None:
+    if isinstance(v, dict):  # current job_resources.nodes: {"count", "list", ...}
+        v = v.get("list")
+    if not isinstance(v, str) or not v or v == "None assigned" or v.startswith("("):
+        return None
+    return v
+
+
+def _expand(nodelist: str | None, what: str) -> list[str]:
+    if not nodelist:
+        return []
+    try:
+        return hostlist.expand_hostlist(nodelist)
+    except hostlist.BadHostlist as e:
+        raise SlurmParseError(f"{what}: bad host list {nodelist!r}: {e}") from None
+
+
+def _resource_nodes(job: Mapping) -> list[str] | None:
+    """Node names in allocation order from ``job_resources``, any format; None if absent."""
+    res = job.get("job_resources")
+    if not isinstance(res, dict):
+        return None
+    nodes = res.get("nodes")
+    if isinstance(nodes, dict) and isinstance(nodes.get("allocation"), list):
+        names = [a.get("name") for a in nodes["allocation"] if isinstance(a, dict)]
+        if names and all(isinstance(n, str) for n in names):
+            return names
+    alloc = res.get("allocated_nodes")
+    if isinstance(alloc, dict):  # 22.05 sometimes keys the list by position
+        alloc = [alloc[k] for k in sorted(alloc, key=lambda k: int(k) if k.isdigit() else 0)]
+    if isinstance(alloc, list):
+        names = [a.get("nodename") for a in alloc if isinstance(a, dict)]
+        if names and all(isinstance(n, str) for n in names):
+            return names
+    listed = _nodes(nodes)
+    return _expand(listed, "job_resources.nodes") if listed else None
+
+
+def _exit(v: Any, what: str) -> tuple[int | None, int | None]:
+    """(return code, signal) from a raw wait status (22.05 squeue) or the dict forms."""
+    if v is None:
+        return None, None
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v >> 8) & 0xFF, (v & 0x7F) or None
+    if isinstance(v, dict):
+        status = v.get("status")
+        if isinstance(status, list):
+            status = status[0] if status else None
+        code = _number(v.get("return_code"), f"{what}.return_code")
+        sig = v.get("signal")
+        signal = None
+        if isinstance(sig, dict):
+            raw = sig.get("id", sig.get("signal_id"))
+            signal = _number(raw, f"{what}.signal")
+        if status == "PENDING" and not code and not signal:
+            return None, None
+        return code, signal
+    raise SlurmParseError(f"{what}: expected an exit code, got {v!r}")
+
+
+# ----------------------------------------------------------------------- documents
+
+
+def _load(doc: str | bytes | Mapping, command: str) -> list[Mapping]:
+    if isinstance(doc, str | bytes | bytearray):
+        try:
+            doc = json.loads(doc)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise SlurmParseError(f"{command}: not JSON: {e}") from None
+    if not isinstance(doc, Mapping):
+        raise SlurmParseError(f"{command}: expected a JSON object, got {type(doc).__name__}")
+    errs = doc.get("errors")
+    if errs:
+        raise SlurmParseError(f"{command} reported errors: {errs!r}")
+    jobs = doc.get("jobs")
+    if not isinstance(jobs, list):
+        raise SlurmParseError(f"{command}: no 'jobs' list in the document")
+    for i, j in enumerate(jobs):
+        if not isinstance(j, Mapping) or "job_id" not in j:
+            raise SlurmParseError(f"{command}: jobs[{i}] is not a job record with a job_id")
+    return jobs
+
+
+def _tables(jobs: list[dict], runs: list[dict], allocs: list[dict]) -> SchedulerBatch:
+    def table(kind: str, rows: list[dict]) -> pa.Table:
+        schema = SCHEMAS[kind]
+        return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()
+
+    return SchedulerBatch(table("jobs", jobs), table("runs", runs), table("allocations", allocs))
+
+
+def parse_squeue(doc: str | bytes | Mapping, now: datetime) -> SchedulerBatch:
+    """Jobs, current runs and GPU allocations from ``squeue --json``.
+
+    ``now`` (the time of the query) is accepted for the caller's bookkeeping and to
+    drop start times in the future; squeue's own times are used otherwise. Raises
+    :class:`SlurmParseError` naming the job and field that cannot be read.
+    """
+    now = now.astimezone(UTC).replace(tzinfo=None) if now.tzinfo else now
+    jobs, runs, allocs = [], [], []
+    for rec in _load(doc, "squeue"):
+        jid = str(_number(rec["job_id"], "job_id"))
+        what = f"squeue job {jid}"
+        state = _state(rec.get("job_state"), f"{what}: job_state")
+        restart = _number(rec.get("restart_cnt"), f"{what}: restart_cnt") or 0
+        submit = _time(rec.get("submit_time"), f"{what}: submit_time")
+        start = _time(rec.get("start_time"), f"{what}: start_time")
+        end = _time(rec.get("end_time"), f"{what}: end_time")
+        started = state not in PENDING_STATES and start is not None and start <= now
+        if not started:
+            start = None
+        finished = started and state not in RUNNING_STATES
+        if not finished:
+            end = None
+        nodelist = _nodes(rec.get("nodes")) if started else None
+        node_count = _number(rec.get("node_count"), f"{what}: node_count")
+        gpus = _gpus_from_tres_str(rec.get("tres_alloc_str")) if started else None
+        if gpus is None:
+            gpus = _gpus_from_tres_str(rec.get("tres_req_str"))
+        if gpus is None:
+            gpus = _requested_gpus(rec, node_count)
+        code, signal = _exit(rec.get("exit_code"), f"{what}: exit_code") if finished else (
+            None, None)
+        jobs.append(
+            {
+                "job_id": jid,
+                "name": _text(rec.get("name")),
+                "user_name": _text(rec.get("user_name")),
+                "account": _text(rec.get("account")),
+                "partition": _text(rec.get("partition")),
+                "job_type": None,
+                "state": state,
+                "submit_ts": submit,
+                "start_ts": start if restart == 0 else None,
+                "end_ts": end,
+                "gpus": gpus,
+                "nodes": node_count,
+                "restarts": restart,
+            }
+        )
+        if not started:
+            continue
+        runs.append(
+            {
+                "job_id": jid, "run_index": restart, "start_ts": start, "end_ts": end,
+                "state": state, "exit_code": code, "signal": signal,
+                "reason": _reason(rec.get("state_reason")), "failed_node": None,
+                "gpus": gpus, "nodelist": nodelist,
+            }
+        )
+        names = _resource_nodes(rec) or _expand(nodelist, f"{what}: nodes")
+        detail = rec.get("gres_detail") or []
+        if not isinstance(detail, list):
+            raise SlurmParseError(f"{what}: gres_detail is not a list: {detail!r}")
+        if detail and len(detail) != len(names):
+            raise SlurmParseError(
+                f"{what}: {len(detail)} gres_detail entries for {len(names)} nodes "
+                f"({nodelist!r}); cannot pair GPUs with nodes"
+            )
+        for node, entry in zip(names, detail, strict=False):
+            for idx in parse_gres_detail(str(entry)):
+                allocs.append({"job_id": jid, "run_index": restart, "node": node,
+                               "gpu_index": idx, "start_ts": start, "end_ts": end})
+    return _tables(jobs, runs, allocs)
+
+
+def _requested_gpus(rec: Mapping, node_count: int | None) -> int | None:
+    per_job = rec.get("tres_per_job")
+    m = _PER_NODE_GPU.search(per_job) if isinstance(per_job, str) else None
+    if m:
+        return int(m.group(1))
+    per_node = rec.get("tres_per_node")
+    m = _PER_NODE_GPU.search(per_node) if isinstance(per_node, str) else None
+    if m:
+        return int(m.group(1)) * (node_count or 1)
+    return None
+
+
+def parse_sacct(doc: str | bytes | Mapping, gpus_per_node: int | None = None) -> SchedulerBatch:
+    """Jobs, runs (one per sacct record that started) and allocations from ``sacct -D``.
+
+    Records of one job id are ordered by start time to number the runs. The job's
+    state and end are those of its last record; its submit time the earliest; its start
+    the first run's; ``restarts`` the number of runs before the last. Allocations: see
+    the module docstring (``gpus_per_node``).
+    """
+    by_job: dict[str, list[dict]] = {}
+    for pos, rec in enumerate(_load(doc, "sacct")):
+        jid = str(_number(rec["job_id"], "job_id"))
+        what = f"sacct job {jid}"
+        state_v = rec.get("state")
+        reason = None
+        if isinstance(state_v, dict):  # sacct: {"current": .., "reason": ..}
+            reason = state_v.get("reason")
+            state_v = state_v.get("current")
+        t = rec.get("time") or {}
+        if not isinstance(t, Mapping):
+            raise SlurmParseError(f"{what}: 'time' is not an object")
+        tres = rec.get("tres") or {}
+        start = _time(t.get("start"), f"{what}: time.start")
+        end = _time(t.get("end"), f"{what}: time.end")
+        code, signal = _exit(rec.get("exit_code"), f"{what}: exit_code")
+        by_job.setdefault(jid, []).append(
+            {
+                "pos": pos,
+                "name": _text(rec.get("name")),
+                "user_name": _text(rec.get("user")) or _text(rec.get("user_name")),
+                "account": _text(rec.get("account")),
+                "partition": _text(rec.get("partition")),
+                "state": _state(state_v, f"{what}: state"),
+                "reason": _reason(reason),
+                "submit": _time(t.get("submission"), f"{what}: time.submission"),
+                "start": start,
+                "end": end if start else None,
+                "end_raw": end,
+                "code": code if end else None,
+                "signal": signal if end else None,
+                "nodelist": _nodes(rec.get("nodes")) if start else None,
+                "nnodes": _number(rec.get("allocation_nodes"), f"{what}: allocation_nodes"),
+                "gpus": _gpus_from_tres_list(tres.get("allocated") if start else None)
+                if isinstance(tres, Mapping) else None,
+                "gpus_req": _gpus_from_tres_list(tres.get("requested"))
+                if isinstance(tres, Mapping) else None,
+                "restart_cnt": _number(rec.get("restart_cnt"), f"{what}: restart_cnt"),
+            }
+        )
+
+    jobs, runs, allocs = [], [], []
+    for jid, recs in by_job.items():
+        recs.sort(key=lambda r: (r["start"] is None, r["start"] or datetime.min, r["pos"]))
+        started = [r for r in recs if r["start"] is not None]
+        last = recs[-1]
+        for i, r in enumerate(started):
+            gpus = r["gpus"] if r["gpus"] is not None else r["gpus_req"]
+            runs.append(
+                {
+                    "job_id": jid, "run_index": i, "start_ts": r["start"], "end_ts": r["end"],
+                    "state": r["state"], "exit_code": r["code"], "signal": r["signal"],
+                    "reason": r["reason"], "failed_node": None, "gpus": gpus,
+                    "nodelist": r["nodelist"],
+                }
+            )
+            names = _expand(r["nodelist"], f"sacct job {jid}: nodes")
+            if gpus_per_node and names and gpus == gpus_per_node * len(names):
+                for node in names:
+                    for g in range(gpus_per_node):
+                        allocs.append({"job_id": jid, "run_index": i, "node": node,
+                                       "gpu_index": g, "start_ts": r["start"],
+                                       "end_ts": r["end"]})
+        terminal = last["state"] not in RUNNING_STATES | PENDING_STATES
+        submits = [r["submit"] for r in recs if r["submit"] is not None]
+        restarts = max([len(started) - 1, 0] + [r["restart_cnt"] or 0 for r in recs])
+        if last["start"] is None and started:  # queued again after a requeue
+            restarts = max(restarts, len(started))
+        jobs.append(
+            {
+                "job_id": jid,
+                "name": last["name"],
+                "user_name": last["user_name"],
+                "account": last["account"],
+                "partition": last["partition"],
+                "job_type": None,
+                "state": last["state"],
+                "submit_ts": min(submits) if submits else None,
+                "start_ts": started[0]["start"] if started else None,
+                "end_ts": last["end_raw"] if terminal else None,
+                "gpus": last["gpus"] if last["gpus"] is not None else last["gpus_req"],
+                "nodes": last["nnodes"] or None,
+                "restarts": restarts,
+            }
+        )
+    return _tables(jobs, runs, allocs)

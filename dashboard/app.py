@@ -1,0 +1,96 @@
+"""The Dash application: a shell (top bar + page container) over ``dashboard/pages``.
+
+    app = create_app(warehouse, refresh_s=15)
+    waitress.serve(app.server)
+
+Each page is one module in ``dashboard/pages`` registering itself with
+``dash.register_page``; its callbacks reach the warehouse through
+:mod:`dashboard.context`, so no page imports this module and nothing is read at import.
+Dash collects ``@callback`` registrations in module globals and hands them to the first
+app that serves a request; building an app re-executes the page modules, so
+:func:`create_app` first forgets page callbacks that an earlier, never-served app left
+behind (else the new app would get each twice and the old one's would be lost anyway).
+The context is process-wide: one live app per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import dash
+from dash import Input, Output, dcc, html
+
+from dashboard import context, ids
+from dashboard.context import utcnow_naive
+from dashboard.nav import nav_items
+
+HERE = Path(__file__).resolve().parent
+PAGES_PACKAGE = "dashboard.pages."
+
+
+def _forget_unclaimed_page_callbacks() -> None:
+    """Drop page callbacks still waiting in Dash's globals from an earlier create_app."""
+    from dash import _callback  # Dash's registry of @callback (no public API to reset it)
+
+    stale = {
+        key
+        for key, spec in _callback.GLOBAL_CALLBACK_MAP.items()
+        if getattr(spec.get("callback"), "__module__", "").startswith(PAGES_PACKAGE)
+    }
+    for key in stale:
+        del _callback.GLOBAL_CALLBACK_MAP[key]
+    _callback.GLOBAL_CALLBACK_LIST[:] = [
+        c for c in _callback.GLOBAL_CALLBACK_LIST if c.get("output") not in stale
+    ]
+
+
+def create_app(
+    warehouse,
+    *,
+    refresh_s: float = 15,
+    now: Callable[[], datetime] = utcnow_naive,
+    title: str = "gpulens",
+) -> dash.Dash:
+    """Build the Dash app reading ``warehouse``; live pages refresh every ``refresh_s`` s.
+
+    ``now`` is the clock (naive UTC) every query is evaluated at; tests pass a fixed one.
+    """
+    context.set_context(warehouse, now, refresh_s=refresh_s, title=title)
+    _forget_unclaimed_page_callbacks()
+    app = dash.Dash(
+        "dashboard",
+        use_pages=True,
+        pages_folder=str(HERE / "pages"),
+        assets_folder=str(HERE / "assets"),
+        title=title,
+        update_title=None,  # no "Updating..." tab title on every refresh
+        suppress_callback_exceptions=True,  # page components come and go
+    )
+    app.layout = html.Div(
+        [
+            dcc.Location(id=ids.URL),
+            html.Header(
+                html.Div(
+                    [
+                        dcc.Link(
+                            [html.Span(className="brand-mark"), html.Span(title)],
+                            href="/", className="brand",
+                        ),
+                        html.Nav(nav_items(dash.page_registry), id=ids.NAV, className="nav"),
+                    ],
+                    className="topbar-inner",
+                ),
+                className="topbar",
+            ),
+            html.Main(dash.page_container, className="content"),
+        ],
+        className="shell",
+    )
+
+    @app.callback(Output(ids.NAV, "children"), Input(ids.URL, "pathname"))
+    def highlight(pathname):
+        return nav_items(dash.page_registry, pathname)
+
+    return app

@@ -1,0 +1,64 @@
+"""What callbacks reach without importing the app: the warehouse, the clock, settings.
+
+``create_app`` calls :func:`set_context` once; page modules call :func:`reader` and
+:func:`now` inside their callbacks (never at import time). One app per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+
+def utcnow_naive() -> datetime:
+    """Now, as the naive UTC timestamp the warehouse stores."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class Context:
+    warehouse: object  # warehouse.Warehouse (anything with .reader())
+    now: Callable[[], datetime]
+    refresh_s: float  # seconds between live page refreshes
+    title: str = "gpulens"  # product name shown in the bar and tab titles
+
+
+_context: Context | None = None
+
+
+def set_context(warehouse, now: Callable[[], datetime] = utcnow_naive, *,
+                refresh_s: float = 15.0, title: str = "gpulens") -> None:
+    """Point every page's callbacks at ``warehouse`` and the clock ``now``."""
+    global _context
+    _context = Context(warehouse=warehouse, now=now, refresh_s=float(refresh_s), title=title)
+
+
+def _get() -> Context:
+    if _context is None:
+        raise RuntimeError(
+            "dashboard context not set: build the app with dashboard.app.create_app(...) "
+            "or call dashboard.context.set_context(warehouse, now) first"
+        )
+    return _context
+
+
+def reader():
+    """This thread's read cursor on the warehouse."""
+    return _get().warehouse.reader()
+
+
+def now() -> datetime:
+    """The current time (naive UTC) from the injected clock."""
+    return _get().now()
+
+
+def refresh_ms() -> int:
+    """Milliseconds between live page refreshes (for dcc.Interval)."""
+    return int(_get().refresh_s * 1000)
+
+
+def page_title(page: str) -> str:
+    """A browser-tab title: ``"Overview · gpulens"``."""
+    name = _context.title if _context is not None else "gpulens"
+    return f"{page} · {name}"

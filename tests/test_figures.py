@@ -1,0 +1,129 @@
+"""Pure figure builders and formatting: traces, axes, colour scale, empty states."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard import figures
+from dashboard.formatting import fmt_gpu_hours, fmt_kw, fmt_pct, fmt_span, headline_texts
+
+
+def floor_frame(**overrides) -> pd.DataFrame:
+    """Two racks with samples and one without, as rack_floor() returns them."""
+    df = pd.DataFrame(
+        {
+            "rack": ["r01", "r02", "r03"], "zone": ["A", "A", "B"], "row": [1, 1, 2],
+            "x": [0.0, 1.0, 0.0], "y": [0.0, 0.0, 1.0], "gpus": [2, 2, 0],
+            "gpus_reporting": [2, 1, 0], "hottest_temp_c": [70.0, 55.0, math.nan],
+            "hottest_node": ["n1", "n2", None], "hottest_gpu_index": [0, 0, math.nan],
+            "mean_util_pct": [60.0, 100.0, math.nan], "power_kw": [0.6, 0.5, math.nan],
+        }
+    )
+    for column, values in overrides.items():
+        df[column] = values
+    return df
+
+
+def test_floor_map_one_square_per_rack_at_its_tile():
+    fig = figures.floor_map(floor_frame())
+    assert isinstance(fig, go.Figure)
+    shapes = fig.layout.shapes
+    assert len(shapes) == 3
+    centres = [((s.x0 + s.x1) / 2, (s.y0 + s.y1) / 2) for s in shapes]
+    assert centres == [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0)]
+    assert all(math.isclose(s.x1 - s.x0, s.y1 - s.y0) for s in shapes)  # squares
+    (trace,) = fig.data
+    assert trace.type == "scatter" and list(trace.x) == [0.0, 1.0, 0.0]
+    assert "r01" in trace.text[0] and "70 °C" in trace.text[0]
+    assert "no data" in trace.text[2]
+
+
+def test_floor_map_colour_scale_units_and_axes():
+    fig = figures.floor_map(floor_frame())
+    marker = fig.data[0].marker
+    assert marker.colorbar.title.text == "Hottest GPU (°C)"
+    assert (marker.cmin, marker.cmax) == figures.TEMP_RANGE_C
+    # the scale is sampled from Inferno (colour-blind safe), not a red-blue diverging one
+    assert marker.colorscale == tuple(tuple(stop) for stop in figures.TEMP_COLORSCALE)
+    assert fig.layout.xaxis.title.text == "Floor x (rack tiles)"
+    assert fig.layout.yaxis.title.text == "Floor y (rack tiles)"
+    assert fig.layout.yaxis.scaleanchor == "x"  # tiles stay square
+    assert fig.layout.uirevision == "floor-map"  # refreshes keep the user's zoom
+    assert list(fig.layout.yaxis.ticktext) == ["Row 1 · A", "Row 2 · B"]
+    # hotter racks are lighter on Inferno; a rack without a fresh sample is grey
+    fills = [s.fillcolor for s in fig.layout.shapes]
+    assert fills[2] == figures.NO_DATA and fills[0] != fills[1]
+
+
+def test_floor_map_hover_carries_rack_zone_hottest_gpu_util_power():
+    fig = figures.floor_map(floor_frame())
+    hover = fig.data[0].customdata
+    assert list(hover[0]) == ["r01", "A", "n1/0 at 70 °C", "60.0 %", "0.60 kW",
+                              "2 of 2 GPUs reporting"]
+    assert hover[2][2] == "no fresh sample"
+    template = fig.data[0].hovertemplate
+    for words in ("Rack", "zone", "Hottest GPU", "Mean utilisation", "Power"):
+        assert words in template
+
+
+def test_floor_map_escapes_names():
+    fig = figures.floor_map(floor_frame(rack=["<img src=x onerror=alert(1)>", "r02", "r03"]))
+    assert "<img" not in fig.data[0].text[0] and "&lt;img" in fig.data[0].text[0]
+    assert fig.data[0].customdata[0][0].startswith("&lt;img")
+
+
+def test_floor_map_places_racks_without_a_position_below():
+    fig = figures.floor_map(floor_frame(x=[0.0, 1.0, math.nan], y=[0.0, 0.0, math.nan]))
+    assert len(fig.layout.shapes) == 3
+    assert fig.data[0].y[2] > 0.0
+
+
+def test_floor_map_without_fresh_samples_says_why():
+    df = floor_frame(hottest_temp_c=[math.nan] * 3, gpus_reporting=[0, 0, 0])
+    fig = figures.floor_map(df, stale_after_s=120)
+    assert len(fig.layout.shapes) == 3  # the floor is still drawn, all grey
+    assert {s.fillcolor for s in fig.layout.shapes} == {figures.NO_DATA}
+    (note,) = fig.layout.annotations
+    assert note.text == (
+        "No telemetry yet: the collector has not delivered a sample in the last 2 minutes"
+    )
+
+
+def test_floor_map_without_racks_is_an_empty_state():
+    fig = figures.floor_map(floor_frame().iloc[0:0])
+    assert fig.layout.meta == {"empty": True}
+    assert len(fig.data) == 0
+    assert "no racks" in fig.layout.annotations[0].text
+
+
+def test_empty_figure_shows_the_message_without_axes():
+    fig = figures.empty_figure("Nothing here: because <reasons>")
+    assert fig.layout.annotations[0].text == "Nothing here: because &lt;reasons&gt;"
+    assert fig.layout.xaxis.visible is False and fig.layout.yaxis.visible is False
+
+
+def test_formatting_units():
+    assert fmt_pct(72.44) == "72.4 %" and fmt_pct(None) == "—" and fmt_pct(math.nan) == "—"
+    assert fmt_kw(1.1) == "1.10 kW" and fmt_kw(156.25) == "156.2 kW"
+    assert fmt_gpu_hours(39.25) in ("39.2 GPU·h", "39.3 GPU·h")
+    assert fmt_gpu_hours(1234.4) == "1,234 GPU·h"
+    assert fmt_span(120) == "2 minutes" and fmt_span(45) == "45 s"
+
+
+def test_headline_texts_explain_missing_values():
+    empty = {
+        "gpus": 0, "gpus_reporting": 0, "allocated_gpus": 0, "allocated_share_pct": None,
+        "mean_util_allocated_pct": None, "power_kw": None, "latest_sample_ts": None,
+        "gpu_hours_lost_week": 0.0, "failed_runs_week": 0,
+        "week_start": datetime(2026, 11, 16), "stale_after_s": 120,
+    }
+    texts = headline_texts(empty)
+    assert texts["gpus"] == ("0", "No topology yet: load an inventory or Slurm's topology.conf")
+    assert texts["power"] == ("—", "No telemetry yet: no GPU has reported in the last 2 minutes")
+    assert texts["util"][0] == "—" and texts["allocated"][0] == "—"
+    assert texts["lost"] == ("0.0 GPU·h", "Across 0 failed runs since Mon 16 Nov 00:00 UTC")
+    assert texts["alerts"][0] == "—"

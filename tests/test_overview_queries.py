@@ -1,0 +1,178 @@
+"""Overview queries against a small hand-built warehouse; every number is worked by hand.
+
+The seeded cluster (``seed_overview``), at NOW = Wednesday 2026-11-18 12:00 UTC:
+
+- racks r01 (zone A, tile 0,0), r02 (zone A, tile 1,0), r03 (zone B, tile 0,1, empty);
+  nodes n1 (r01) and n2 (r02), two GPUs each: 4 GPUs.
+- latest samples (stale after 120 s): n1/0 70 °C 80 % 400 W (its older row at -90 s is
+  superseded), n1/1 65 °C 40 % 200 W, n2/0 55 °C 100 % 500 W (a row at +10 s is in the
+  future and ignored); n2/1's only row is 300 s old: stale, not reporting.
+- allocated now: n1/0, n1/1 (job A run 1), n2/1 (job B); n2/0's job C ended 5 min ago,
+  job D starts in an hour.
+- failed runs this week (ISO week from Monday 2026-11-16 00:00):
+  A/0 FAILED 3 h on 2 GPUs, next run 0.5 h later     -> 2 x (min(3, 1) + 0.5) = 3
+  E/0 NODE_FAIL 0.5 h on 8 GPUs, next run 1 h later  -> 8 x (min(0.5, 1) + 1) = 12
+  F/0 TIMEOUT 6 h on 4 GPUs, never requeued          -> 4 x 6 = 24
+  I/0 OUT_OF_MEMORY 0.25 h, GPUs from the job row (1) -> 1 x 0.25 = 0.25
+  total 39.25; G/0 (failed last week), H/0 (completed), K/0 (ends at NOW) do not count.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pandas as pd
+import pytest
+
+from warehouse import Warehouse
+from warehouse.queries import overview
+
+NOW = datetime(2026, 11, 18, 12, 0, 0)
+WEEK = datetime(2026, 11, 16)
+
+
+def _t(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def seed_overview(wh: Warehouse, now: datetime = NOW) -> None:
+    """Write the small cluster described in this module's docstring into ``wh``."""
+    s = timedelta(seconds=1)
+    batches = {
+        "racks": pd.DataFrame(
+            {"rack": ["r01", "r02", "r03"], "zone": ["A", "A", "B"], "row": [1, 1, 2],
+             "x": [0.0, 1.0, 0.0], "y": [0.0, 0.0, 1.0]}
+        ),
+        "nodes": pd.DataFrame(
+            {"node": ["n1", "n2"], "rack": ["r01", "r02"], "partition": ["gpu", "gpu"],
+             "gpus": [2, 2]}
+        ),
+        "gpus": pd.DataFrame(
+            {"gpu_uuid": ["GPU-a", "GPU-b", "GPU-c", "GPU-d"],
+             "node": ["n1", "n1", "n2", "n2"], "gpu_index": [0, 1, 0, 1],
+             "model": ["H100"] * 4, "tdp_w": [700.0] * 4, "memory_mib": [81559.0] * 4}
+        ),
+        "samples": pd.DataFrame(
+            {"ts": [now - 90 * s, now - 30 * s, now - 15 * s, now - 10 * s, now + 10 * s,
+                    now - 300 * s],
+             "node": ["n1", "n1", "n1", "n2", "n2", "n2"],
+             "gpu_index": [0, 0, 1, 0, 0, 1],
+             "util_pct": [50.0, 80.0, 40.0, 100.0, 0.0, 10.0],
+             "power_w": [300.0, 400.0, 200.0, 500.0, 900.0, 100.0],
+             "temp_c": [60.0, 70.0, 65.0, 55.0, 99.0, 90.0],
+             "interval_s": [15.0] * 6}
+        ),
+        "jobs": pd.DataFrame(
+            {"job_id": ["A", "B", "C", "D", "E", "F", "G", "H", "I", "K"],
+             "user_name": ["alice"] * 10,
+             "gpus": [2, 1, 1, 1, 8, 4, 2, 2, 1, 2]}
+        ),
+        "runs": pd.DataFrame(
+            [
+                ("A", 0, _t("2026-11-17 08:00"), _t("2026-11-17 11:00"), "FAILED", 2),
+                ("A", 1, _t("2026-11-17 11:30"), None, "RUNNING", 2),
+                ("B", 0, now - timedelta(hours=2), None, "RUNNING", 1),
+                ("E", 0, _t("2026-11-18 09:00"), _t("2026-11-18 09:30"), "NODE_FAIL", 8),
+                ("E", 1, _t("2026-11-18 10:30"), None, "RUNNING", 8),
+                ("F", 0, _t("2026-11-17 20:00"), _t("2026-11-18 02:00"), "TIMEOUT", 4),
+                ("G", 0, _t("2026-11-15 20:00"), _t("2026-11-15 23:00"), "FAILED", 2),
+                ("H", 0, _t("2026-11-17 01:00"), _t("2026-11-17 05:00"), "COMPLETED", 2),
+                ("I", 0, _t("2026-11-18 11:00"), _t("2026-11-18 11:15"), "OUT_OF_MEMORY",
+                 None),
+                ("K", 0, _t("2026-11-18 11:00"), now, "FAILED", 2),
+            ],
+            columns=["job_id", "run_index", "start_ts", "end_ts", "state", "gpus"],
+        ),
+        "allocations": pd.DataFrame(
+            [
+                ("A", 1, "n1", 0, _t("2026-11-17 11:30"), None),
+                ("A", 1, "n1", 1, _t("2026-11-17 11:30"), None),
+                ("B", 0, "n2", 1, now - timedelta(hours=2), None),
+                ("C", 0, "n2", 0, now - timedelta(hours=1), now - timedelta(minutes=5)),
+                ("D", 0, "n2", 0, now + timedelta(hours=1), None),
+            ],
+            columns=["job_id", "run_index", "node", "gpu_index", "start_ts", "end_ts"],
+        ),
+    }
+    for kind, frame in batches.items():
+        wh.ingest(kind, frame).result()
+
+
+@pytest.fixture
+def wh():
+    with Warehouse(":memory:") as warehouse:
+        seed_overview(warehouse)
+        yield warehouse
+
+
+def test_iso_week_start_is_monday_midnight():
+    assert overview.iso_week_start(NOW) == WEEK
+    assert overview.iso_week_start(datetime(2026, 11, 16, 0, 0)) == WEEK
+    assert overview.iso_week_start(datetime(2026, 11, 22, 23, 59)) == WEEK
+
+
+def test_headline_numbers(wh):
+    h = overview.headline(wh.reader(), now=NOW, week_start=WEEK)
+    assert h["gpus"] == 4
+    assert h["gpus_reporting"] == 3  # n2/1 is stale
+    assert h["allocated_gpus"] == 3
+    assert h["allocated_share_pct"] == pytest.approx(75.0)
+    assert h["mean_util_allocated_pct"] == pytest.approx(60.0)  # n1/0 80, n1/1 40
+    assert h["power_kw"] == pytest.approx(1.1)  # 400 + 200 + 500 W
+    assert h["latest_sample_ts"] == NOW - timedelta(seconds=10)
+    assert h["gpu_hours_lost_week"] == pytest.approx(39.25)
+    assert h["failed_runs_week"] == 4
+
+
+def test_lost_runs_follow_the_model(wh):
+    runs = overview.lost_runs(wh.reader(), now=NOW, week_start=WEEK)
+    lost = dict(zip(runs["job_id"], runs["gpu_hours_lost"], strict=True))
+    assert lost == pytest.approx({"A": 3.0, "E": 12.0, "F": 24.0, "I": 0.25})
+    # a shorter checkpoint interval loses less of a requeued run's work
+    runs = overview.lost_runs(
+        wh.reader(), now=NOW, week_start=WEEK, checkpoint_interval_h=0.5
+    )
+    lost = dict(zip(runs["job_id"], runs["gpu_hours_lost"], strict=True))
+    assert lost == pytest.approx({"A": 1.5, "E": 10.0, "F": 24.0, "I": 0.25})
+
+
+def test_headline_of_an_empty_warehouse():
+    with Warehouse(":memory:") as empty:
+        h = overview.headline(empty.reader(), now=NOW, week_start=WEEK)
+    assert h["gpus"] == 0 and h["gpus_reporting"] == 0 and h["allocated_gpus"] == 0
+    assert h["allocated_share_pct"] is None
+    assert h["mean_util_allocated_pct"] is None
+    assert h["power_kw"] is None
+    assert h["gpu_hours_lost_week"] == 0.0
+
+
+def test_stale_window_is_a_parameter(wh):
+    h = overview.headline(wh.reader(), now=NOW, week_start=WEEK, stale_after_s=20)
+    assert h["gpus_reporting"] == 2  # n1/0's row at -30 s is now stale too
+    assert h["power_kw"] == pytest.approx(0.7)
+
+
+def test_rack_floor(wh):
+    df = overview.rack_floor(wh.reader(), now=NOW).set_index("rack")
+    assert list(df.index) == ["r01", "r02", "r03"]
+    r01, r02, r03 = df.loc["r01"], df.loc["r02"], df.loc["r03"]
+    assert (r01["x"], r01["y"], r01["zone"]) == (0.0, 0.0, "A")
+    assert r01["gpus"] == 2 and r01["gpus_reporting"] == 2
+    assert r01["hottest_temp_c"] == pytest.approx(70.0)
+    assert (r01["hottest_node"], r01["hottest_gpu_index"]) == ("n1", 0)
+    assert r01["mean_util_pct"] == pytest.approx(60.0)
+    assert r01["power_kw"] == pytest.approx(0.6)
+    # the stale 90 °C row of n2/1 and the future 99 °C row of n2/0 are excluded
+    assert r02["hottest_temp_c"] == pytest.approx(55.0)
+    assert (r02["hottest_node"], r02["hottest_gpu_index"]) == ("n2", 0)
+    assert r02["gpus"] == 2 and r02["gpus_reporting"] == 1
+    assert r02["power_kw"] == pytest.approx(0.5)
+    assert r03["gpus"] == 0 and r03["gpus_reporting"] == 0
+    assert pd.isna(r03["hottest_temp_c"]) and pd.isna(r03["power_kw"])
+
+
+def test_rack_floor_with_no_fresh_samples(wh):
+    df = overview.rack_floor(wh.reader(), now=NOW + timedelta(hours=1))
+    assert len(df) == 3
+    assert df["hottest_temp_c"].isna().all()
+    assert (df["gpus_reporting"] == 0).all()

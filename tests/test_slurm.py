@@ -1,0 +1,136 @@
+"""squeue/sacct JSON of Slurm 22.05 and current Slurm -> jobs, runs, allocations."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from collector.slurm import SlurmParseError, parse_gres_detail, parse_sacct, parse_squeue
+from warehouse.schema import SCHEMAS
+
+FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
+NOW = datetime(2026, 11, 2, 12, 0)
+VERSIONS = ("22.05", "24.05")
+
+
+def doc(kind: str, version: str) -> str:
+    return (FIXTURES / f"{kind}_{version}.json").read_text()
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("gpu:4(IDX:0-3)", [0, 1, 2, 3]),
+        ("gpu:h100:8(IDX:0-7)", list(range(8))),
+        ("gpu(IDX:0,2)", [0, 2]),
+        ("gpu:h100:4(IDX:0-1,4-5)", [0, 1, 4, 5]),
+        ("gpu:a100:1(IDX:0),gpu:v100:1(IDX:2),shard:3(IDX:0)", [0, 2]),
+        ("gpu:0(IDX:N/A)", []),
+    ],
+)
+def test_gres_detail(entry, expected):
+    assert parse_gres_detail(entry) == expected
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_squeue(version):
+    b = parse_squeue(doc("squeue", version), NOW)
+    for kind in ("jobs", "runs", "allocations"):
+        assert getattr(b, kind).schema.equals(SCHEMAS[kind])
+    raw = json.loads(doc("squeue", version))["jobs"]
+    jobs = {j["job_id"]: j for j in b.jobs.to_pylist()}
+    assert set(jobs) == {str(j["job_id"]) for j in raw}
+    running = {j for j, v in jobs.items() if v["state"] == "RUNNING"}
+    assert {r["job_id"] for r in b.runs.to_pylist()} == running
+    for r in b.runs.to_pylist():  # current run = restart_cnt
+        assert r["run_index"] == jobs[r["job_id"]]["restarts"] and r["end_ts"] is None
+    for j in jobs.values():
+        if j["state"] == "PENDING":  # squeue's start_time is only an estimate
+            assert j["start_ts"] is None and j["end_ts"] is None
+    # Allocated GPUs per run equal the GPU count and sit on the run's nodes.
+    allocs = b.allocations.to_pylist()
+    for r in b.runs.to_pylist():
+        mine = [a for a in allocs if a["job_id"] == r["job_id"]]
+        assert len(mine) == r["gpus"]
+        assert {a["start_ts"] for a in mine} == {r["start_ts"]}
+    assert sorted(a["gpu_index"] for a in allocs if a["job_id"] == "4102") == [0, 1, 4, 5]
+    assert {a["node"] for a in allocs if a["job_id"] == "4101"} == {"gpu001", "gpu002"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sacct_runs_are_ordered_by_start(version):
+    b = parse_sacct(doc("sacct", version))
+    runs = b.runs.to_pylist()
+    by_job: dict[str, list[dict]] = {}
+    for r in runs:
+        by_job.setdefault(r["job_id"], []).append(r)
+    for job_runs in by_job.values():
+        assert [r["run_index"] for r in job_runs] == list(range(len(job_runs)))
+        starts = [r["start_ts"] for r in job_runs]
+        assert starts == sorted(starts)
+    assert [r["state"] for r in by_job["4090"]] == ["REQUEUED", "FAILED", "COMPLETED"]
+    jobs = {j["job_id"]: j for j in b.jobs.to_pylist()}
+    assert jobs["4090"]["restarts"] == 2 and jobs["4090"]["state"] == "COMPLETED"
+    assert jobs["4090"]["start_ts"] == by_job["4090"][0]["start_ts"]
+    assert jobs["4090"]["submit_ts"] < jobs["4090"]["start_ts"]
+    assert "4091" not in by_job and jobs["4091"]["end_ts"] is not None  # cancelled pending
+    assert "4103" not in by_job and jobs["4103"]["end_ts"] is None
+    killed = by_job["4092"][0]
+    assert (killed["exit_code"], killed["signal"], killed["reason"]) == (0, 9, "OutOfMemory")
+    assert by_job["4090"][1]["exit_code"] == 1
+    assert by_job["4102"][1]["end_ts"] is None and by_job["4102"][1]["exit_code"] is None
+    assert all(r["gpus"] == jobs[r["job_id"]]["gpus"] for r in runs)
+    assert b.allocations.num_rows == 0  # sacct has no GPU indices
+
+
+def test_sacct_whole_node_allocations_with_gpus_per_node():
+    b = parse_sacct(doc("sacct", "24.05"), gpus_per_node=8)
+    runs = b.runs.to_pylist()
+    whole = [r for r in runs if r["gpus"] % 8 == 0]
+    assert b.allocations.num_rows == sum(r["gpus"] for r in whole)
+    assert not any(a["job_id"] == "4102" for a in b.allocations.to_pylist())  # 4 of 8
+
+
+@pytest.mark.parametrize("kind", ["squeue", "sacct"])
+def test_both_slurm_generations_parse_to_the_same_tables(kind):
+    def parse(version):
+        d = doc(kind, version)
+        return parse_squeue(d, NOW) if kind == "squeue" else parse_sacct(d, gpus_per_node=8)
+
+    old, new = parse("22.05"), parse("24.05")
+    for table in ("jobs", "runs", "allocations"):
+        assert getattr(old, table).equals(getattr(new, table)), table
+
+
+def test_times_are_naive_utc():
+    b = parse_sacct(doc("sacct", "24.05"))
+    start = next(j["start_ts"] for j in b.jobs.to_pylist() if j["job_id"] == "4090")
+    first = min(j["time"]["start"] for j in json.loads(doc("sacct", "24.05"))["jobs"]
+                if j["job_id"] == 4090)
+    assert start.tzinfo is None
+    assert start == datetime.fromtimestamp(first, UTC).replace(tzinfo=None)
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ("{not json", "not JSON"),
+        ("[]", "JSON object"),
+        ('{"meta": {}}', "no 'jobs' list"),
+        ('{"jobs": [{"name": "x"}]}', "jobs[0]"),
+        ('{"jobs": [], "errors": [{"error": "Unable to contact slurm controller"}]}',
+         "Unable to contact"),
+        ('{"jobs": [{"job_id": 7, "job_state": 3}]}', "job 7: job_state"),
+        ('{"jobs": [{"job_id": 7, "job_state": "RUNNING", "start_time": "soon"}]}',
+         "start_time"),
+        ('{"jobs": [{"job_id": 7, "job_state": "RUNNING", "start_time": 1, "nodes": "n[1-2]",'
+         ' "gres_detail": ["gpu:1(IDX:0)"]}]}', "2 nodes"),
+    ],
+)
+def test_bad_documents_raise_a_clear_error(bad, needle):
+    with pytest.raises(SlurmParseError) as info:
+        parse_squeue(bad, NOW)
+    assert needle in str(info.value)

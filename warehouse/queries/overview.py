@@ -1,0 +1,190 @@
+"""Queries of the Overview page: headline figures and the rack floor map.
+
+"Latest samples" are each GPU's newest row of ``gpu_samples`` with ``ts`` in
+``(now - stale_after_s, now]``: a GPU whose collector has been silent for longer counts
+as not reporting, never as idle. "Allocated now" are the rows of ``allocations`` with
+``start_ts <= now`` and ``end_ts`` NULL or after ``now``. All times are naive UTC.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+import pandas as pd
+
+#: Run states that count as a failure for GPU-hours lost (Slurm's names).
+FAILED_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY")
+
+_LATEST = """
+latest AS (
+    SELECT node, gpu_index, ts, util_pct, power_w, temp_c
+    FROM gpu_samples
+    WHERE ts > $since AND ts <= $now
+    QUALIFY row_number() OVER (PARTITION BY node, gpu_index ORDER BY ts DESC) = 1
+)"""
+
+_ALLOCATED = """
+allocated AS (
+    SELECT DISTINCT node, gpu_index FROM allocations
+    WHERE start_ts <= $now AND (end_ts IS NULL OR end_ts > $now)
+)"""
+
+_HEADLINE_SQL = f"""
+WITH {_LATEST}, {_ALLOCATED}
+SELECT
+    coalesce(nullif((SELECT count(*) FROM gpus), 0), (SELECT sum(gpus) FROM nodes), 0)
+        AS gpus,
+    (SELECT count(*) FROM latest) AS gpus_reporting,
+    (SELECT count(*) FROM allocated) AS allocated_gpus,
+    (SELECT avg(l.util_pct) FROM latest l JOIN allocated a USING (node, gpu_index))
+        AS mean_util_allocated_pct,
+    (SELECT sum(power_w) / 1000.0 FROM latest) AS power_kw,
+    (SELECT max(ts) FROM latest) AS latest_sample_ts
+"""
+
+_LOST_SQL = """
+WITH failed AS (
+    SELECT r.job_id, r.run_index, r.state, coalesce(r.start_ts, r.end_ts) AS start_ts,
+           r.end_ts, coalesce(r.gpus, j.gpus, 0) AS gpus
+    FROM job_runs r LEFT JOIN jobs j USING (job_id)
+    WHERE r.state IN (SELECT unnest($states::VARCHAR[]))
+      AND r.end_ts >= $week_start AND r.end_ts < $now
+),
+next_run AS (
+    SELECT f.job_id, f.run_index, min(n.start_ts) AS next_start_ts
+    FROM failed f
+    JOIN job_runs n ON n.job_id = f.job_id AND n.run_index > f.run_index
+    WHERE n.start_ts IS NOT NULL AND n.start_ts <= $now
+    GROUP BY f.job_id, f.run_index
+),
+hours AS (
+    SELECT f.*, n.next_start_ts,
+           (epoch_us(f.end_ts) - epoch_us(f.start_ts)) / 3.6e9 AS run_h,
+           greatest(0, (epoch_us(n.next_start_ts) - epoch_us(f.end_ts)) / 3.6e9) AS wait_h
+    FROM failed f LEFT JOIN next_run n USING (job_id, run_index)
+)
+SELECT job_id, run_index, state, start_ts, end_ts, next_start_ts, gpus, run_h, wait_h,
+       gpus * CASE WHEN next_start_ts IS NULL THEN run_h
+                   ELSE least(run_h, $checkpoint_h / 2.0) + wait_h END AS gpu_hours_lost
+FROM hours
+ORDER BY end_ts, job_id, run_index
+"""
+
+_FLOOR_SQL = f"""
+WITH {_LATEST},
+per_gpu AS (
+    SELECT n.rack, l.node, l.gpu_index, l.temp_c, l.util_pct, l.power_w
+    FROM latest l JOIN nodes n USING (node)
+),
+hottest AS (
+    SELECT rack, node AS hottest_node, gpu_index AS hottest_gpu_index,
+           temp_c AS hottest_temp_c
+    FROM per_gpu WHERE temp_c IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY rack ORDER BY temp_c DESC, node, gpu_index) = 1
+),
+agg AS (
+    SELECT rack, count(*) AS gpus_reporting, avg(util_pct) AS mean_util_pct,
+           sum(power_w) / 1000.0 AS power_kw
+    FROM per_gpu GROUP BY rack
+),
+installed AS (
+    SELECT n.rack, coalesce(nullif(count(g.gpu_uuid), 0), any_value(n.gpus)) AS gpus
+    FROM nodes n LEFT JOIN gpus g USING (node) GROUP BY n.rack, n.node
+)
+SELECT r.rack, r.zone, r."row" AS "row", r.x, r.y,
+       coalesce((SELECT sum(i.gpus) FROM installed i WHERE i.rack = r.rack), 0) AS gpus,
+       coalesce(a.gpus_reporting, 0) AS gpus_reporting,
+       h.hottest_temp_c, h.hottest_node, h.hottest_gpu_index,
+       a.mean_util_pct, a.power_kw
+FROM racks r LEFT JOIN agg a USING (rack) LEFT JOIN hottest h USING (rack)
+ORDER BY r.rack
+"""
+
+
+def iso_week_start(now: datetime) -> datetime:
+    """Monday 00:00 (naive UTC) of the ISO week holding ``now``."""
+    day = now - timedelta(days=now.weekday())
+    return day.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _since(now: datetime, stale_after_s: float) -> datetime:
+    return now - timedelta(seconds=stale_after_s)
+
+
+def lost_runs(
+    cur, *, now: datetime, week_start: datetime, checkpoint_interval_h: float = 2.0
+) -> pd.DataFrame:
+    """Failed runs that ended in ``[week_start, now)`` and the GPU-hours each lost.
+
+    A first model: a failed run that the job followed with a later run (started by
+    ``now``) lost ``gpus x (min(run_h, checkpoint_interval_h / 2) + wait_h)``, the work
+    since the last checkpoint (half an interval on average) plus the hours until the next
+    run started; a run never followed lost ``gpus x run_h``, all of it. Columns: job_id,
+    run_index, state, start_ts, end_ts, next_start_ts, gpus, run_h, wait_h (hours),
+    gpu_hours_lost (GPU-hours).
+    """
+    params = {
+        "now": now,
+        "week_start": week_start,
+        "checkpoint_h": float(checkpoint_interval_h),
+        "states": list(FAILED_STATES),
+    }
+    return cur.execute(_LOST_SQL, params).df()
+
+
+def headline(
+    cur,
+    *,
+    now: datetime,
+    week_start: datetime,
+    checkpoint_interval_h: float = 2.0,
+    stale_after_s: float = 120,
+) -> dict:
+    """The Overview's headline figures as plain Python values (None where unknown).
+
+    Keys: ``gpus`` (installed GPUs, from topology), ``gpus_reporting`` (GPUs with a
+    latest sample), ``allocated_gpus`` (allocated now), ``allocated_share_pct``
+    (allocated / installed, percent), ``mean_util_allocated_pct`` (mean util_pct of the
+    latest samples of allocated GPUs, percent), ``power_kw`` (sum of the latest samples'
+    power_w, kilowatts), ``latest_sample_ts``, ``gpu_hours_lost_week`` (GPU-hours, see
+    :func:`lost_runs`), ``failed_runs_week``, ``week_start``, ``stale_after_s``.
+    """
+    row = cur.execute(
+        _HEADLINE_SQL, {"now": now, "since": _since(now, stale_after_s)}
+    ).fetchone()
+    gpus, reporting, allocated, util, power_kw, latest_ts = row
+    lost = lost_runs(
+        cur, now=now, week_start=week_start, checkpoint_interval_h=checkpoint_interval_h
+    )
+    return {
+        "gpus": int(gpus or 0),
+        "gpus_reporting": int(reporting or 0),
+        "allocated_gpus": int(allocated or 0),
+        "allocated_share_pct": 100.0 * allocated / gpus if gpus else None,
+        "mean_util_allocated_pct": _num(util),
+        "power_kw": _num(power_kw),
+        "latest_sample_ts": latest_ts,
+        "gpu_hours_lost_week": float(lost["gpu_hours_lost"].sum()) if len(lost) else 0.0,
+        "failed_runs_week": len(lost),
+        "week_start": week_start,
+        "stale_after_s": stale_after_s,
+    }
+
+
+def rack_floor(cur, *, now: datetime, stale_after_s: float = 120) -> pd.DataFrame:
+    """One row per rack of the topology with its latest-sample figures.
+
+    Columns: rack, zone, row, x, y (floor tiles), gpus (installed), gpus_reporting,
+    hottest_temp_c (°C), hottest_node, hottest_gpu_index, mean_util_pct (percent),
+    power_kw (kilowatts). Racks without a latest sample keep NULL figures.
+    """
+    params = {"now": now, "since": _since(now, stale_after_s)}
+    return cur.execute(_FLOOR_SQL, params).df()
+
+
+def _num(value) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
