@@ -52,6 +52,7 @@ class Warehouse:
         migrate(self._root, self.path)
         self._cursor_lock = threading.Lock()
         self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []  # closed at close()
         self._writer = Writer(self._root.cursor())
         self._closed = False
 
@@ -99,6 +100,7 @@ class Warehouse:
         if cur is None:
             with self._cursor_lock:
                 cur = self._root.cursor()
+                self._cursors.append(cur)
             cur.execute("SET TimeZone = 'UTC'")
             self._local.cursor = cur
         return cur
@@ -117,8 +119,19 @@ class Warehouse:
         if self._closed:
             return
         self._closed = True
+        with self._cursor_lock:  # readers hold transactions open that block a checkpoint
+            for cur in self._cursors:
+                cur.close()
+            self._cursors.clear()
         try:
             self.checkpoint().result()
+        except duckdb.TransactionException:
+            # A reader still in a query (a web request racing the shutdown): abort it.
+            # Every acknowledged write is committed already, so nothing is lost.
+            try:
+                self.write(lambda con: con.execute("FORCE CHECKPOINT")).result()
+            except Exception as exc:
+                log.warning("checkpoint at close failed: %s", exc)
         except Exception as exc:  # closing must go on: the WAL still holds every commit
             log.warning("checkpoint at close failed: %s", exc)
         self._writer.close()

@@ -1,0 +1,103 @@
+"""Configuration of the simulated cluster: sizes, rates and the GPU models it is built of.
+
+Every knob has a default (the 512-GPU demo) and its unit in the comment beside it.
+Times inside the simulator are seconds since the anchor; rates are stated per hour or
+per 1,000 node-days as the literature states them (Meta: 2.34-6.5 failures per 1,000
+node-days; the demo raises that so failures are visible within a day).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """A GPU model as NVML names it, with the numbers the power/thermal model needs."""
+
+    name: str  # NVML product name
+    tdp_w: float  # board power limit, watts
+    memory_mib: float  # framebuffer, MiB
+    idle_w: tuple[float, float]  # range of idle draw, watts
+    max_clock_mhz: float  # SM clock when busy and unthrottled
+    idle_clock_mhz: float  # SM clock when idle
+    thermal_c_per_w: float  # GPU die temperature above inlet per watt, degrees C / W
+    slowdown_c: float  # die temperature where thermal slowdown starts, degrees C
+
+
+H100_SXM = GpuModel(
+    name="NVIDIA H100 80GB HBM3",
+    tdp_w=700.0,
+    memory_mib=81559.0,
+    idle_w=(60.0, 70.0),
+    max_clock_mhz=1980.0,
+    idle_clock_mhz=345.0,
+    thermal_c_per_w=0.07,
+    slowdown_c=86.0,
+)
+A100_SXM = GpuModel(
+    name="NVIDIA A100-SXM4-80GB",
+    tdp_w=400.0,
+    memory_mib=81920.0,
+    idle_w=(50.0, 60.0),
+    max_clock_mhz=1410.0,
+    idle_clock_mhz=210.0,
+    thermal_c_per_w=0.11,
+    slowdown_c=85.0,
+)
+
+MODELS: dict[str, GpuModel] = {"H100": H100_SXM, "A100": A100_SXM}
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Size, workload and fault knobs of the simulated cluster (see units beside each)."""
+
+    # --- size and layout
+    racks: int = 8
+    nodes_per_rack: int = 8
+    gpus_per_node: int = 8
+    zones: int = 2
+    racks_per_row: int = 4  # racks side by side in one floor row
+    eval_rack_fraction: float = 0.25  # share of racks in the "eval" partition (A100)
+    train_model: str = "H100"  # key of MODELS for the "train" partition
+    eval_model: str = "A100"  # key of MODELS for the "eval" partition
+    seed: int = 0
+    interval_s: float = 15.0  # telemetry sampling period, seconds
+
+    # --- workload (target share of a partition's GPUs each job type keeps busy, 0-1)
+    pretrain_load: float = 0.55  # of the train partition
+    sft_load: float = 0.20  # of the train partition
+    debug_load: float = 0.04  # of each partition
+    eval_load: float = 0.50  # of the eval partition
+    pretrain_work_h: float = 20.0  # median productive length of a pre-training job, hours
+    users: int = 30  # number of distinct user names
+
+    # --- failures
+    infra_failures_per_1000_node_days: float = 50.0  # hardware/network faults hitting runs
+    lemon_nodes: int = 1  # nodes with a raised fault rate (they pass health checks)
+    lemon_factor: float = 8.0  # how many times more often a lemon node fails
+    checkpoint_interval_h: float = 2.0  # pre-training/SFT checkpoint period, hours
+    restart_overhead_min: float = 15.0  # failure -> requeued run may start, minutes
+    max_restarts: int = 30  # requeues before a job is left FAILED
+    node_repair_h: float = 2.0  # a node is down this long after a hardware fault, hours
+    xid_hold_h: float = 1.0  # XID gauge clears after this if no repair follows, hours
+
+    # --- incidents (ground truth; see incidents.py)
+    first_incident_after_min: float = 3.0  # rack cooling failure this long after live start
+    cooling_incident_every_h: float = 48.0  # recurrence of rack cooling failures, hours
+    cooling_rise_c: tuple[float, float] = (10.0, 15.0)  # inlet rise range, degrees C
+    cooling_ramp_min: float = 5.0  # minutes for the inlet to rise (and to fall back)
+    cooling_hold_min: tuple[float, float] = (30.0, 60.0)  # plateau length range, minutes
+    hot_gpu_factor: float = 1.5  # thermal resistance multiplier of the poorly cooled GPU
+
+    # --- carbon
+    carbon_interval_min: float = 15.0  # one carbon-intensity row per this many minutes
+
+    @property
+    def n_nodes(self) -> int:
+        return self.racks * self.nodes_per_rack
+
+    @property
+    def n_gpus(self) -> int:
+        return self.n_nodes * self.gpus_per_node

@@ -1,0 +1,210 @@
+"""GPU telemetry of the simulated cluster: one row per GPU per tick, vectorised.
+
+Tick ``k`` is at ``anchor + k * interval_s``. Every window is computed on its own: the
+state of each GPU comes from the workload's run intervals, per-tick noise from a
+counter-based generator seeded by (seed, tick), and the energy counter from the closed
+form in :mod:`power`, so backfill and live mode emit identical rows for the same tick.
+Units: percent 0-100, MiB, watts, joules, degrees C, MHz.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from warehouse.schema import SCHEMAS
+
+from .power import PowerModel, limit_mw
+from .topology import Topology
+from .workload import Workload
+
+CELLS_PER_BLOCK = 400_000  # GPU-ticks computed at once (bounds memory)
+SM_FACTOR = np.array([0.0, 0.85, 0.78, 0.6, 0.45])  # sm_active / util by job type code
+MEM_UTIL_FACTOR = np.array([0.0, 0.45, 0.4, 0.35, 0.3])
+NOISE_STREAM = 7
+
+
+class Telemetry:
+    """Computes ``samples`` rows for any range of ticks."""
+
+    def __init__(self, topo: Topology, workload: Workload, power: PowerModel,
+                 anchor_us: int, day_offset_s: float):
+        self.topo, self.w, self.power = topo, workload, power
+        c = topo.config
+        self.c, self.dt = c, c.interval_s
+        self.dt_us = int(round(c.interval_s * 1e6))
+        self.anchor_us, self.day_offset_s = anchor_us, day_offset_s
+        self.node_arr = pa.array(topo.node_names, pa.string())
+        self.uuid_arr = pa.array(topo.gpu_uuids, pa.string())
+        n = 0
+        self.run_cols = {k: np.zeros(n) for k in ("code", "level", "mem", "start", "period")}
+
+    # --- run attributes, kept as arrays indexed by run_id --------------------------
+    def _runs(self) -> dict[str, np.ndarray]:
+        runs = self.w.runs
+        have = len(self.run_cols["code"])
+        if have < len(runs):
+            new = runs[have:]
+            add = {
+                "code": [r.job.jtype.code for r in new],
+                "level": [r.job.level for r in new],
+                "mem": [r.job.mem_frac for r in new],
+                "start": [r.start_s for r in new],
+                "period": [200.0 + (r.run_id * 37) % 400 for r in new],
+            }
+            for k, v in add.items():
+                self.run_cols[k] = np.concatenate([self.run_cols[k], np.asarray(v, float)])
+        return self.run_cols
+
+    def entries(self) -> dict[str, np.ndarray]:
+        """Every (run, GPU) interval as flat arrays with first/end ticks ``a``/``b``."""
+        e = dict(self.w.allocs.view())
+        e["a"] = np.ceil(e["start"] / self.dt).astype(np.int64)
+        e["b"] = np.ceil(e["end"] / self.dt).astype(np.int64)
+        e["level"] = self._runs()["level"][e["run"]]
+        return e
+
+    # --- windows -------------------------------------------------------------------
+    def window(self, k0: int, k1: int) -> pa.Table:
+        """Samples of ticks k0 <= k < k1 (the workload must be advanced past k1)."""
+        k0 = max(0, k0)
+        if k1 <= k0:
+            return SCHEMAS["samples"].empty_table()
+        ent = self.entries()
+        step = max(1, CELLS_PER_BLOCK // self.c.n_gpus)
+        parts = [self._block(k, min(k1, k + step), ent) for k in range(k0, k1, step)]
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _noise(self, ks: np.ndarray) -> np.ndarray:
+        g = self.c.n_gpus
+        out = np.empty((len(ks), 6, g), dtype=np.float32)
+        for i, k in enumerate(ks):
+            rng = np.random.default_rng([self.c.seed, NOISE_STREAM, int(k) + 1])
+            out[i] = rng.standard_normal((6, g), dtype=np.float32)
+        return out
+
+    def _paint(self, k_first: int, rows: int, ent: dict) -> tuple[np.ndarray, np.ndarray]:
+        """Which selected entry holds each GPU at each row (-1: idle), and the selection."""
+        g = self.c.n_gpus
+        sel = np.flatnonzero((ent["a"] < k_first + rows) & (ent["b"] > k_first))
+        if len(sel) == 0:
+            return np.full((rows, g), -1, dtype=np.int64), sel
+        gpu = ent["gpu"][sel]
+        a = np.clip(ent["a"][sel] - k_first, 0, rows)
+        b = np.clip(ent["b"][sel] - k_first, 0, rows)
+        w = np.arange(1, len(sel) + 1, dtype=np.float64)
+        diff = np.bincount(a * g + gpu, weights=w, minlength=(rows + 1) * g)
+        diff -= np.bincount(b * g + gpu, weights=w, minlength=(rows + 1) * g)
+        held = np.rint(np.cumsum(diff.reshape(rows + 1, g)[:rows], axis=0)).astype(np.int64)
+        return held - 1, sel
+
+    def _xids(self, k_first: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """xid_last and the double-bit ECC count of each GPU at each row."""
+        g = self.c.n_gpus
+        xid = np.zeros((rows, g), dtype=np.int32)
+        dbe = np.zeros((rows, g), dtype=np.int64)
+        t_end = (k_first + rows) * self.dt
+        t_first = k_first * self.dt
+        for (ts, gpu, code, _), reset in sorted(zip(self.w.xids, self.w.xid_reset, strict=True)):
+            if ts >= t_end or reset <= t_first:
+                continue
+            a = max(0, int(np.ceil(ts / self.dt)) - k_first)
+            b = rows if reset == np.inf else min(rows, int(np.ceil(reset / self.dt)) - k_first)
+            xid[a:b, gpu] = code
+            if code == 48:
+                dbe[a:b, gpu] += 1
+        return xid, dbe
+
+    def _block(self, k0: int, k1: int, ent: dict) -> pa.Table:
+        topo, c, pm = self.topo, self.c, self.power
+        g, rows = c.n_gpus, k1 - k0 + 1  # row 0 is tick k0-1 (for the energy counter)
+        ks = np.arange(k0 - 1, k1)
+        t_s = ks * self.dt
+        held, sel = self._paint(k0 - 1, rows, ent)
+        busy = held >= 0
+        e = np.where(busy, held, 0)
+        runs = self._runs()
+        if len(sel):
+            run = ent["run"][sel]
+            pb_e, over_e = pm.busy_mw(ent["gpu"][sel], ent["level"][sel])
+            pick = lambda arr: np.where(busy, arr[e], 0)  # noqa: E731
+            pb, over = pick(pb_e), pick(over_e).astype(bool)
+            code = pick(runs["code"][run]).astype(np.int64)
+            level, mem = pick(runs["level"][run]), pick(runs["mem"][run])
+            since = t_s[:, None] - pick(runs["start"][run])
+            period = np.where(busy, runs["period"][run][e], 1.0)
+        else:
+            pb, over = np.zeros((rows, g), np.int64), np.zeros((rows, g), bool)
+            code = np.zeros((rows, g), np.int64)
+            level = mem = since = np.zeros((rows, g))
+            period = np.ones((rows, g))
+        inlet = pm.inlet_c(ks)[:, topo.gpu_rack]
+        lim = limit_mw(topo.slowdown_c[None, :], inlet, topo.thermal_r[None, :])
+        base = np.where(busy, np.minimum(pb, lim), pm.idle_mw[None, :])
+        hot = busy & (pb > lim)
+        z = self._noise(ks)
+        sigma_mw = np.where(busy, 12.0 * topo.tdp_w[None, :], 800.0)
+        u = np.rint(sigma_mw * np.clip(z[:, 0], -3, 3)).astype(np.int64)
+        power_w = (base[1:] + u[1:] - u[:-1]) / 1000.0
+        s0 = pm.base_sum(k0, ent["gpu"], ent["level"], ent["a"], ent["b"])
+        s = s0[None, :] + np.concatenate([np.zeros((1, g), np.int64), np.cumsum(base[1:-1], 0)])
+        energy = topo.energy0_j[None, :] + (s + u[:-1]) * (self.dt / 1000.0)
+
+        # drop row 0 from here on
+        busy, code, level, mem, since, period = (x[1:] for x in (busy, code, level, mem,
+                                                                 since, period))
+        z, hot, over, t_s, inlet, pb, lim = z[1:], hot[1:], over[1:], t_s[1:], inlet[1:], \
+            pb[1:], lim[1:]
+        util = self._util(code, level, since, period, z)
+        sm = np.clip(util * SM_FACTOR[code] * (1 + 0.03 * z[:, 2]), 0, 100)
+        mem_util = np.where(busy, np.clip(util * MEM_UTIL_FACTOR[code] + 2 * z[:, 3], 0, 100), 0)
+        mem_used = np.where(busy, np.minimum(mem * topo.memory_mib * (1 + 0.004 * z[:, 3]),
+                                             topo.memory_mib), 0.0)
+        daily = 0.6 * np.sin(2 * np.pi * (t_s + self.day_offset_s) / 86400.0 - 2.0)
+        temp = inlet + daily[:, None] + topo.thermal_r * power_w + 0.25 * z[:, 4]
+        mem_temp = temp + topo.hbm_offset_c * (0.6 + 0.004 * util) + 0.3 * z[:, 5]
+        braked = busy & over & (power_w >= topo.tdp_w)
+        ratio = np.where(hot, np.minimum(lim, pb) / np.maximum(pb, 1), 1.0)
+        clock = np.where(busy, topo.max_clock * np.clip(1 - 1.6 * (1 - ratio), 0.5, 1.0)
+                         * np.where(braked, 0.96, 1.0), topo.idle_clock)
+        xid, dbe = self._xids(k0, rows - 1)
+        sbe = topo.sbe0 + np.floor(topo.sbe_per_h * t_s[:, None] / 3600.0).astype(np.int64)
+
+        n = (rows - 1) * g
+        ts = self.anchor_us + np.rint(np.arange(k0, k1) * self.dt * 1e6).astype(np.int64)
+        gpu_of_row = np.tile(np.arange(g), rows - 1)
+        f32 = lambda x: np.asarray(x, dtype=np.float32).reshape(n)  # noqa: E731
+        cols = [
+            pa.array(np.repeat(ts, g), pa.timestamp("us")),
+            self.node_arr.take(pa.array(topo.gpu_node[gpu_of_row])),
+            pa.array(np.tile(topo.gpu_index, rows - 1), pa.int16()),
+            self.uuid_arr.take(pa.array(gpu_of_row)),
+            pa.array(np.full(n, c.interval_s, dtype=np.float32)),
+            pa.array(f32(util)),
+            pa.array(f32(np.rint(mem_util))),
+            pa.array(f32(np.round(sm, 1))),
+            pa.array(f32(np.rint(mem_used))),
+            pa.array(f32(np.round(power_w, 3))),
+            pa.array(energy.reshape(n)),
+            pa.array(f32(np.rint(temp))),
+            pa.array(f32(np.rint(mem_temp))),
+            pa.array(f32(np.rint(clock / 15.0) * 15.0)),
+            pa.array(hot.reshape(n)),
+            pa.array(braked.reshape(n)),
+            pa.array(sbe.reshape(n)),
+            pa.array(dbe.reshape(n)),
+            pa.array(xid.reshape(n)),
+        ]
+        return pa.Table.from_arrays(cols, schema=SCHEMAS["samples"])
+
+    def _util(self, code, level, since, period, z) -> np.ndarray:
+        """GPU utilisation (integer percent) by job type: pre-training near 100% with
+        start-up and checkpoint dips, SFT steady, evaluation bursty, debug low."""
+        ckpt = self.c.checkpoint_interval_h * 3600.0
+        pt = np.where(since < 300, 12 + 5 * z[:, 1], 96 + 2.5 * z[:, 1])
+        pt = np.where((since >= ckpt) & (np.mod(since, ckpt) < 90), 20 + 5 * z[:, 1], pt)
+        sft = level * 100 + 4 * z[:, 1]
+        ev = level * 100 + 25 * np.sin(2 * np.pi * since / period) + 10 * z[:, 1]
+        dbg = np.where(z[:, 2] > 0.5, 0.0, level * 100 + 12 * z[:, 1])
+        util = np.select([code == 1, code == 2, code == 3, code == 4], [pt, sft, ev, dbg], 0.0)
+        return np.rint(np.clip(util, 0, 100))
