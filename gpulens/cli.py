@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
@@ -36,6 +37,14 @@ def _run_service(config) -> None:
     click.echo("Press Ctrl+C to stop.")
     sys.stdout.flush()
     service.run_until_signalled()
+    # Everything is written and checkpointed. The web server's worker threads still hold
+    # DuckDB objects; leave without interpreter teardown, which would only print
+    # nanobind's leak report about them.
+    click.echo("gpulens stopped; the database is checkpointed.")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @click.group()

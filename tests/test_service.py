@@ -42,7 +42,10 @@ def test_demo_serves_health_collects_and_stops_cleanly(tmp_path):
         assert page.status_code == 200 and "gpulens" in page.text
     finally:
         code = svc.stop()
-    assert code == 0, "".join(svc.output)
+    log = "".join(svc.output)
+    assert code == 0, log
+    assert "gpulens stopped; the database is checkpointed." in log
+    assert "Traceback" not in log and "checkpoint at close" not in log
     with Warehouse(db) as wh:
         cur = wh.reader()
         gpus = cur.execute("SELECT count(*) FROM gpus").fetchone()[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
@@ -96,6 +97,8 @@ class Warehouse:
     # -- reads ------------------------------------------------------------------------
     def reader(self) -> duckdb.DuckDBPyConnection:
         """This thread's read cursor (it sees every committed write)."""
+        if self._closed:
+            raise RuntimeError(f"the warehouse {self.path} is closed")
         cur = getattr(self._local, "cursor", None)
         if cur is None:
             with self._cursor_lock:
@@ -119,23 +122,36 @@ class Warehouse:
         if self._closed:
             return
         self._closed = True
-        with self._cursor_lock:  # readers hold transactions open that block a checkpoint
+        self._checkpoint_at_close()
+        with self._cursor_lock:
             for cur in self._cursors:
                 cur.close()
             self._cursors.clear()
-        try:
-            self.checkpoint().result()
-        except duckdb.TransactionException:
-            # A reader still in a query (a web request racing the shutdown): abort it.
-            # Every acknowledged write is committed already, so nothing is lost.
-            try:
-                self.write(lambda con: con.execute("FORCE CHECKPOINT")).result()
-            except Exception as exc:
-                log.warning("checkpoint at close failed: %s", exc)
-        except Exception as exc:  # closing must go on: the WAL still holds every commit
-            log.warning("checkpoint at close failed: %s", exc)
         self._writer.close()
         self._root.close()
+
+    def _checkpoint_at_close(self, patience_s: float = 5.0) -> None:
+        """Fold the WAL into the file, waiting briefly for readers still in a query.
+
+        DuckDB refuses a checkpoint while another transaction is active (a web request
+        racing the shutdown). Those end within milliseconds, so retry for a while; if
+        one does not, skip: every acknowledged write is in the WAL, replayed at the
+        next open. (FORCE CHECKPOINT would wait without limit.)
+        """
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                self.checkpoint().result()
+                return
+            except duckdb.TransactionException as exc:
+                if time.monotonic() > deadline:
+                    log.warning("checkpoint at close skipped (the WAL keeps every write): %s",
+                                exc)
+                    return
+                time.sleep(0.05)
+            except Exception as exc:  # closing must go on: the WAL still holds every commit
+                log.warning("checkpoint at close failed: %s", exc)
+                return
 
     def __enter__(self) -> Warehouse:
         return self
