@@ -111,3 +111,12 @@ def test_readers_in_other_threads_see_committed_rows(wh):
     t.start()
     t.join()
     assert seen == [16]
+
+
+def test_reads_do_not_hold_back_checkpoints(tmp_path):
+    """A reader's last result keeps a transaction open; fresh cursors let it end."""
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest("samples", samples(ticks=4)).result()
+        assert wh.reader().execute("SELECT * FROM gpu_samples").fetchone() is not None
+        wh.ingest("samples", samples(start=T0 + timedelta(minutes=5), ticks=4)).result()
+        wh.checkpoint().result()  # raises TransactionException if a read were still open
