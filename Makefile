@@ -18,8 +18,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest -q
 
+# Each benchmark prints its figures and their ratio to the target.
+BENCHES := ingest ingest_parse alerts analytics
+
 bench: $(STAMP)
-	$(BIN)/python bench/ingest.py
+	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

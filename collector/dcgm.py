@@ -4,11 +4,12 @@ Pure: the caller fetches ``/metrics`` from each node's exporter (transport lives
 elsewhere) and hands the texts in; :func:`parse_scrapes` parses them all at once with the
 vectorised parser of :mod:`collector.promtext`.
 
-Identity of a row: ``node`` is the exporter's ``Hostname`` label, or the target key when
-the label is absent or empty; ``gpu_index`` is label ``gpu``; ``gpu_uuid`` is label
-``UUID`` (``uuid`` in some exporter configurations). Lines without a ``gpu`` label
-(NVSwitch, CPU or exporter-internal metrics) are ignored. When one GPU has several
-series of a field (MIG instances, or pod labels in Kubernetes mode) the first line wins.
+Identity of a row: ``node`` is the exporter's ``Hostname`` label (``hostname`` in some
+4.x builds), or the target key when the label is absent or empty; ``gpu_index`` is label
+``gpu``; ``gpu_uuid`` is label ``UUID`` (``uuid`` in some exporter configurations).
+Lines without a ``gpu`` label (NVSwitch, CPU or exporter-internal metrics) are ignored.
+When one GPU has several series of a field (MIG instances, or pod labels in Kubernetes
+mode) the first line wins.
 
 Values DCGM uses for "blank / not found / not supported / not permissioned" are stored
 as NULL, never as numbers: the 16 values above each base of dcgm_structs.h,
@@ -36,6 +37,8 @@ from warehouse.schema import SCHEMAS
 __all__ = [
     "FIELDS",
     "DcgmCollector",
+    "build_samples",
+    "fill_grid",
     "ScrapeResult",
     "THROTTLE_POWER",
     "THROTTLE_THERMAL",
@@ -132,19 +135,25 @@ def _gpu_labels(labels: pa.DictionaryArray) -> tuple[np.ndarray, list, list]:
     ok = pc.fill_null(pc.match_substring_regex(gpu, r"^[0-9]{1,4}$"), False)
     gpu_i = pc.fill_null(pc.cast(pc.if_else(ok, gpu, None), pa.int64()), -1).to_numpy()
     uuid = pc.coalesce(label_values(uniq, "UUID"), label_values(uniq, "uuid")).to_pylist()
-    host = label_values(uniq, "Hostname").to_pylist()
+    host = pc.coalesce(label_values(uniq, "Hostname"),
+                       label_values(uniq, "hostname")).to_pylist()
     return gpu_i, uuid, host
 
 
 def parse_scrapes(
-    texts: Mapping[str, str], ts: datetime, interval_s: float = 15.0
+    texts: Mapping[str, str],
+    ts: datetime,
+    interval_s: float = 15.0,
+    nodes: Mapping[str, str] | None = None,
 ) -> ScrapeResult:
     """Parse dcgm-exporter texts (``target -> text``) into one samples row per GPU.
 
     ``ts`` is the scrape time (zone-aware is converted to naive UTC); ``interval_s`` the
     sampling period each row stands for, seconds. A target whose text is not valid
     exposition format, or that carries no GPU metric at all, is left out and reported in
-    ``errors``; the other targets are unaffected.
+    ``errors``; the other targets are unaffected. ``nodes`` maps a target to its node
+    name when the exporter's ``Hostname`` label cannot be trusted (in Kubernetes it is
+    the exporter pod's name); a mapped target's name wins over the label.
     """
     table, errors = parse_texts_lenient(texts)
     names = table["name"].combine_chunks()
@@ -167,28 +176,63 @@ def parse_scrapes(
     fid, rank, gpu, tgt, value, lab_idx = (a[keep] for a in (fid, rank, gpu, tgt, value, lab_idx))
     key = tgt * 65536 + gpu
     ukey, first_row, row = np.unique(key, return_index=True, return_inverse=True)
+    present = set((ukey // 65536).tolist())
     for i, t in enumerate(targets):
-        if t not in errors and t in texts and not np.any(ukey // 65536 == i):
+        if t not in errors and t in texts and i not in present:
             errors[t] = "no GPU metrics (no DCGM_FI_* line with a gpu label)"
 
-    # First line per (row, field), preferring a field's first-listed name.
+    grid = fill_grid(len(ukey), row, fid, rank, value)
+
+    host = [host_u[i] for i in lab_idx[first_row]]
+    nodes = nodes or {}
+    node = []
+    for h, k in zip(host, ukey, strict=True):
+        t = targets[int(k // 65536)]
+        node.append(nodes.get(t) or h or t)
+    uuid = [uuid_u[i] for i in lab_idx[first_row]]
+    samples = build_samples(ts, node, (ukey % 65536).astype(np.int16), uuid, grid, interval_s)
+    return ScrapeResult(samples=samples, errors=errors)
+
+
+def fill_grid(
+    nrows: int, row: np.ndarray, fid: np.ndarray, rank: np.ndarray, value: np.ndarray
+) -> np.ndarray:
+    """An ``nrows x len(FIELDS)`` grid of values from observations (NaN where none).
+
+    Observation ``i`` is field ``fid[i]`` of row ``row[i]``. When a cell has several
+    (MIG instances, pod labels, two Prometheus jobs scraping one exporter) the first
+    wins, preferring a field's first-listed name (lower ``rank``).
+    """
     nf = len(FIELDS)
     order = np.lexsort((np.arange(len(row)), rank, row * nf + fid))
     cell = (row * nf + fid)[order]
     firsts = order[np.r_[True, cell[1:] != cell[:-1]]] if len(cell) else order
-    grid = np.full((len(ukey), nf), np.nan)
+    grid = np.full((nrows, nf), np.nan)
     grid[row[firsts], fid[firsts]] = value[firsts]
+    return grid
 
+
+def build_samples(
+    ts: datetime | list[datetime] | np.ndarray,
+    node: list[str],
+    gpu_index: np.ndarray,
+    uuid: list[str | None],
+    grid: np.ndarray,
+    interval_s: float = 15.0,
+) -> pa.Table:
+    """Samples rows from exporter values: ``grid[row, j]`` is field ``FIELDS[j]``.
+
+    ``grid`` holds values as the exporter prints them (NaN where absent); this applies
+    each field's scale and turns DCGM's blank sentinels into NULL. ``ts`` is one scrape
+    time for all rows, or one per row (naive UTC or zone-aware). Shared by the
+    exporter-text path (:func:`parse_scrapes`) and the Prometheus path.
+    """
+    n = len(node)
     cols: dict[str, np.ndarray] = {}
     for j, f in enumerate(FIELDS):
         v = grid[:, j]
-        v = np.where(_blank(v, int32_blank=f.column != "energy_j"), np.nan, v * f.scale)
-        cols[f.column] = v
-
-    host = [host_u[i] for i in lab_idx[first_row]]
-    node = [h if h else targets[int(k // 65536)] for h, k in zip(host, ukey, strict=True)]
-    uuid = [uuid_u[i] for i in lab_idx[first_row]]
-    n = len(ukey)
+        cols[f.column] = np.where(_blank(v, int32_blank=f.column != "energy_j"), np.nan,
+                                  v * f.scale)
 
     def f32(name: str) -> pa.Array:
         return pa.array(cols[name], pa.float32(), from_pandas=True)
@@ -197,14 +241,18 @@ def parse_scrapes(
         v = cols[name]
         return pa.array(np.nan_to_num(v).astype(np.int64), typ, mask=np.isnan(v))
 
+    if isinstance(ts, datetime):
+        ts_col = pa.array([_naive_utc(ts)] * n, pa.timestamp("us"))
+    else:
+        ts_col = pa.array(ts, pa.timestamp("us")) if n else pa.array([], pa.timestamp("us"))
     mask = cols["throttle_mask"]
     bits = np.nan_to_num(mask).astype(np.int64)
     no_mask = np.isnan(mask)
-    samples = pa.table(
+    return pa.table(
         {
-            "ts": pa.array([_naive_utc(ts)] * n, pa.timestamp("us")),
+            "ts": ts_col,
             "node": pa.array(node, pa.string()),
-            "gpu_index": pa.array((ukey % 65536).astype(np.int16), pa.int16()),
+            "gpu_index": pa.array(np.asarray(gpu_index, np.int16), pa.int16()),
             "gpu_uuid": pa.array(uuid, pa.string()),
             "interval_s": pa.array(np.full(n, interval_s, np.float32), pa.float32()),
             "util_pct": f32("util_pct"),
@@ -224,7 +272,6 @@ def parse_scrapes(
         },
         schema=SCHEMAS["samples"],
     )
-    return ScrapeResult(samples=samples, errors=errors)
 
 
 def xid_events(
@@ -276,8 +323,10 @@ class DcgmCollector:
         self.interval_s = interval_s
         self.xid_state: dict[tuple[str, int], int] = {}
 
-    def collect(self, texts: Mapping[str, str], ts: datetime) -> ScrapeResult:
+    def collect(
+        self, texts: Mapping[str, str], ts: datetime, nodes: Mapping[str, str] | None = None
+    ) -> ScrapeResult:
         """Samples, XID events and per-target errors of one round of scrapes."""
-        result = parse_scrapes(texts, ts, self.interval_s)
+        result = parse_scrapes(texts, ts, self.interval_s, nodes)
         result.events, self.xid_state = xid_events(self.xid_state, result.samples, ts)
         return result

@@ -40,8 +40,8 @@ import pyarrow as pa
 
 from warehouse.schema import SCHEMAS
 
-__all__ = ["SchedulerBatch", "SlurmParseError", "parse_gres_detail", "parse_sacct",
-           "parse_squeue"]
+__all__ = ["SchedulerBatch", "SlurmParseError", "infer_job_type", "job_ids", "job_type_comment",
+           "parse_gres_detail", "parse_sacct", "parse_squeue"]
 
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED",
                             "SIGNALING", "STAGE_OUT", "RESIZING"})
@@ -51,6 +51,8 @@ _GRES_GPU = re.compile(r"gpu(?::[^:(),]+)?(?::(\d+))?\(IDX:([^)]*)\)")
 _TRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)")
 _TRES_GPU_TYPED = re.compile(r"(?:^|,)gres/gpu:[^=,]+=(\d+)")
 _PER_NODE_GPU = re.compile(r"gres[:/]gpu(?::[^:,]+)?:(\d+)")
+NOTHING_FOUND = 9003  # ESLURM_REST_EMPTY_RESULT
+_TYPE_TAG = re.compile(r"(?:^|[\s,;])gpulens:type=([A-Za-z0-9_-]+)")
 
 
 class SlurmParseError(ValueError):
@@ -221,6 +223,36 @@ def _exit(v: Any, what: str) -> tuple[int | None, int | None]:
     raise SlurmParseError(f"{what}: expected an exit code, got {v!r}")
 
 
+def job_type_comment(job_type: str) -> str:
+    """The job comment that tags a job's type (``gpulens:type=pretrain``)."""
+    return f"gpulens:type={job_type}"
+
+
+def infer_job_type(comment: Any, name: str | None,
+                   name_regex: re.Pattern | str | None = None) -> str | None:
+    """A job's type: ``gpulens:type=X`` in its comment, else ``name_regex`` on its name.
+
+    Slurm's JSON has no job type; sites tag jobs with ``--comment gpulens:type=sft`` (or
+    add the tag to an existing comment) or name them by a convention that
+    ``name_regex`` captures (its group ``type``, else its first group, else the whole
+    match). The comment is squeue's string or sacct's ``{"job": ...}`` object. Returns
+    the type lower-cased, or None.
+    """
+    if isinstance(comment, Mapping):
+        comment = comment.get("job")
+    if isinstance(comment, str):
+        m = _TYPE_TAG.search(comment)
+        if m:
+            return m.group(1).lower()
+    if name_regex and name:
+        pattern = re.compile(name_regex) if isinstance(name_regex, str) else name_regex
+        m = pattern.search(name)
+        if m:
+            found = m.groupdict().get("type") or (m.group(1) if m.groups() else m.group(0))
+            return found.lower() if found else None
+    return None
+
+
 # ----------------------------------------------------------------------- documents
 
 
@@ -233,6 +265,11 @@ def _load(doc: str | bytes | Mapping, command: str) -> list[Mapping]:
     if not isinstance(doc, Mapping):
         raise SlurmParseError(f"{command}: expected a JSON object, got {type(doc).__name__}")
     errs = doc.get("errors")
+    # Slurm 22.05's sacct reports an empty result as an error ("Nothing found",
+    # error_number 9003, seen on a real 22.05.8); it is an empty list of jobs.
+    if isinstance(errs, list):
+        errs = [e for e in errs if not (isinstance(e, Mapping)
+                                        and e.get("error_number") == NOTHING_FOUND)]
     if errs:
         raise SlurmParseError(f"{command} reported errors: {errs!r}")
     jobs = doc.get("jobs")
@@ -244,6 +281,11 @@ def _load(doc: str | bytes | Mapping, command: str) -> list[Mapping]:
     return jobs
 
 
+def job_ids(doc: str | bytes | Mapping) -> list[str]:
+    """The distinct job ids of a ``squeue``/``sacct`` JSON document, in order."""
+    return list(dict.fromkeys(str(_number(j["job_id"], "job_id")) for j in _load(doc, "sacct")))
+
+
 def _tables(jobs: list[dict], runs: list[dict], allocs: list[dict]) -> SchedulerBatch:
     def table(kind: str, rows: list[dict]) -> pa.Table:
         schema = SCHEMAS[kind]
@@ -252,11 +294,13 @@ def _tables(jobs: list[dict], runs: list[dict], allocs: list[dict]) -> Scheduler
     return SchedulerBatch(table("jobs", jobs), table("runs", runs), table("allocations", allocs))
 
 
-def parse_squeue(doc: str | bytes | Mapping, now: datetime) -> SchedulerBatch:
+def parse_squeue(doc: str | bytes | Mapping, now: datetime,
+                 job_type_regex: str | None = None) -> SchedulerBatch:
     """Jobs, current runs and GPU allocations from ``squeue --json``.
 
     ``now`` (the time of the query) is accepted for the caller's bookkeeping and to
-    drop start times in the future; squeue's own times are used otherwise. Raises
+    drop start times in the future; squeue's own times are used otherwise.
+    ``job_type_regex``: see :func:`infer_job_type`. Raises
     :class:`SlurmParseError` naming the job and field that cannot be read.
     """
     now = now.astimezone(UTC).replace(tzinfo=None) if now.tzinfo else now
@@ -291,7 +335,8 @@ def parse_squeue(doc: str | bytes | Mapping, now: datetime) -> SchedulerBatch:
                 "user_name": _text(rec.get("user_name")),
                 "account": _text(rec.get("account")),
                 "partition": _text(rec.get("partition")),
-                "job_type": None,
+                "job_type": infer_job_type(rec.get("comment"), _text(rec.get("name")),
+                                           job_type_regex),
                 "state": state,
                 "submit_ts": submit,
                 "start_ts": start if restart == 0 else None,
@@ -339,13 +384,14 @@ def _requested_gpus(rec: Mapping, node_count: int | None) -> int | None:
     return None
 
 
-def parse_sacct(doc: str | bytes | Mapping, gpus_per_node: int | None = None) -> SchedulerBatch:
+def parse_sacct(doc: str | bytes | Mapping, gpus_per_node: int | None = None,
+                job_type_regex: str | None = None) -> SchedulerBatch:
     """Jobs, runs (one per sacct record that started) and allocations from ``sacct -D``.
 
     Records of one job id are ordered by start time to number the runs. The job's
     state and end are those of its last record; its submit time the earliest; its start
     the first run's; ``restarts`` the number of runs before the last. Allocations: see
-    the module docstring (``gpus_per_node``).
+    the module docstring (``gpus_per_node``). Job types: see :func:`infer_job_type`.
     """
     by_job: dict[str, list[dict]] = {}
     for pos, rec in enumerate(_load(doc, "sacct")):
@@ -363,14 +409,22 @@ def parse_sacct(doc: str | bytes | Mapping, gpus_per_node: int | None = None) ->
         start = _time(t.get("start"), f"{what}: time.start")
         end = _time(t.get("end"), f"{what}: time.end")
         code, signal = _exit(rec.get("exit_code"), f"{what}: exit_code")
+        state = _state(state_v, f"{what}: state")
+        if state == "FAILED" and code == 0 and not signal:
+            # Slurm 22.05's sacct --json prints {"status": "SUCCESS", "return_code": 0}
+            # for a job that exited 3 (plain sacct says 3:0; seen on 22.05.8): a FAILED
+            # run cannot have exited 0, so the code is unknown rather than 0.
+            code = None
         by_job.setdefault(jid, []).append(
             {
                 "pos": pos,
                 "name": _text(rec.get("name")),
+                "job_type": infer_job_type(rec.get("comment"), _text(rec.get("name")),
+                                           job_type_regex),
                 "user_name": _text(rec.get("user")) or _text(rec.get("user_name")),
                 "account": _text(rec.get("account")),
                 "partition": _text(rec.get("partition")),
-                "state": _state(state_v, f"{what}: state"),
+                "state": state,
                 "reason": _reason(reason),
                 "submit": _time(t.get("submission"), f"{what}: time.submission"),
                 "start": start,
@@ -422,7 +476,8 @@ def parse_sacct(doc: str | bytes | Mapping, gpus_per_node: int | None = None) ->
                 "user_name": last["user_name"],
                 "account": last["account"],
                 "partition": last["partition"],
-                "job_type": None,
+                "job_type": next((r["job_type"] for r in reversed(recs) if r["job_type"]),
+                                 None),
                 "state": last["state"],
                 "submit_ts": min(submits) if submits else None,
                 "start_ts": started[0]["start"] if started else None,

@@ -4,10 +4,12 @@
 - :func:`render_squeue`: scheduler tables -> ``squeue --json`` at a given time;
 - :func:`render_sacct`: scheduler tables -> ``sacct --json -D`` (one record per run).
 
-Slurm documents follow current Slurm (data_parser v0.0.40-0.0.42): numbers that may be
-unset are ``{"set": bool, "infinite": bool, "number": N}``, states are lists. Each
-renderer is the inverse of the matching parser in :mod:`collector.dcgm` /
-:mod:`collector.slurm` (the round-trip tests hold them to that).
+A job's ``job_type`` travels as its comment (``gpulens:type=pretrain``), the tag
+:func:`collector.slurm.infer_job_type` reads back. Slurm documents follow current Slurm
+(data_parser v0.0.40-0.0.42): numbers that may be unset are ``{"set": bool, "infinite":
+bool, "number": N}``, states are lists. Each renderer is the inverse of the matching
+parser in :mod:`collector.dcgm` / :mod:`collector.slurm` (the round-trip tests hold them
+to that).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.dcgm import FIELDS, HW_THERMAL, SW_POWER_CAP
+from collector.slurm import job_type_comment
 
 __all__ = ["render_dcgm", "render_sacct", "render_squeue"]
 
@@ -226,6 +229,7 @@ def render_squeue(
             "account": job["account"] or "",
             "job_id": _job_id(job["job_id"]),
             "name": job["name"] or "",
+            "comment": job_type_comment(job["job_type"]) if job.get("job_type") else "",
             "partition": job["partition"] or "",
             "user_name": job["user_name"] or "",
             "submit_time": _num(_epoch(job["submit_ts"])),
@@ -318,6 +322,9 @@ def render_sacct(jobs: pa.Table, runs: pa.Table, allocations: pa.Table) -> str:
                     "account": job["account"] or "",
                     "job_id": _job_id(job["job_id"]),
                     "name": job["name"] or "",
+                    "comment": {"administrator": "", "system": "",
+                                "job": (job_type_comment(job["job_type"])
+                                        if job.get("job_type") else "")},
                     "partition": job["partition"] or "",
                     "user": job["user_name"] or "",
                     "allocation_nodes": nnodes or 0,

@@ -11,6 +11,11 @@ app that serves a request; building an app re-executes the page modules, so
 :func:`create_app` first forgets page callbacks that an earlier, never-served app left
 behind (else the new app would get each twice and the old one's would be lost anyway).
 The context is process-wide: one live app per process.
+
+Shared behaviour is registered on the app itself (``app.callback``), never as module
+globals: the filter bar (:mod:`dashboard.filters`), the drill-down panel
+(:mod:`dashboard.drilldown`) and the navigation highlight. :mod:`dashboard.auth` guards
+every route but ``/healthz`` and ``/login`` when a login or a trusted header is set.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 import dash
 from dash import Input, Output, dcc, html
 
-from dashboard import context, ids
+from dashboard import auth, context, drilldown, filters, ids
 from dashboard.context import utcnow_naive
 from dashboard.nav import nav_items
 
@@ -52,12 +57,17 @@ def create_app(
     refresh_s: float = 15,
     now: Callable[[], datetime] = utcnow_naive,
     title: str = "gpulens",
+    auth_config: auth.AuthConfig | None = None,
+    reports_dir: str | None = None,
 ) -> dash.Dash:
     """Build the Dash app reading ``warehouse``; live pages refresh every ``refresh_s`` s.
 
     ``now`` is the clock (naive UTC) every query is evaluated at; tests pass a fixed one.
+    ``auth_config`` (``AuthConfig.from_settings(config)``) turns on the login or the
+    trusted proxy header; ``reports_dir`` is where weekly report files are listed from.
     """
-    context.set_context(warehouse, now, refresh_s=refresh_s, title=title)
+    context.set_context(warehouse, now, refresh_s=refresh_s, title=title,
+                        reports_dir=reports_dir)
     _forget_unclaimed_page_callbacks()
     app = dash.Dash(
         "dashboard",
@@ -68,9 +78,43 @@ def create_app(
         update_title=None,  # no "Updating..." tab title on every refresh
         suppress_callback_exceptions=True,  # page components come and go
     )
-    app.layout = html.Div(
+    auth.install(app.server, auth_config or auth.AuthConfig())
+    app.layout = _shell(title)
+
+    @app.callback(Output(ids.NAV, "children"), Input(ids.URL, "pathname"),
+                  Input(ids.URL, "search"))
+    def highlight(pathname, search):
+        return nav_items(dash.page_registry, pathname, search)
+
+    filters.register(app)
+    drilldown.register(app)
+    return app
+
+
+def _user_badge() -> html.Div | None:
+    """Who is logged in, with a log-out link (only when a login is configured)."""
+    user = auth.current_user()
+    if user is None:
+        return None
+    return html.Div([html.Span(user, className="user-name"),  # text, never HTML
+                     html.A("Log out", href="/logout", className="user-logout")],
+                    id=ids.USER, className="user")
+
+
+def _shell(title: str):
+    """The frame around every page, built per request (it shows the logged-in user)."""
+
+    def layout():
+        return _frame(title, _user_badge())
+
+    return layout
+
+
+def _frame(title: str, user) -> html.Div:
+    return html.Div(
         [
-            dcc.Location(id=ids.URL),
+            # callback-nav: filters and drill-down rewrite the URL without a reload
+            dcc.Location(id=ids.URL, refresh="callback-nav"),
             html.Header(
                 html.Div(
                     [
@@ -79,6 +123,7 @@ def create_app(
                             href="/", className="brand",
                         ),
                         html.Nav(nav_items(dash.page_registry), id=ids.NAV, className="nav"),
+                        user,
                     ],
                     className="topbar-inner",
                 ),
@@ -88,9 +133,3 @@ def create_app(
         ],
         className="shell",
     )
-
-    @app.callback(Output(ids.NAV, "children"), Input(ids.URL, "pathname"))
-    def highlight(pathname):
-        return nav_items(dash.page_registry, pathname)
-
-    return app

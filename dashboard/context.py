@@ -22,16 +22,19 @@ class Context:
     now: Callable[[], datetime]
     refresh_s: float  # seconds between live page refreshes
     title: str = "gpulens"  # product name shown in the bar and tab titles
+    reports_dir: str | None = None  # where weekly report files are listed from
 
 
 _context: Context | None = None
 
 
 def set_context(warehouse, now: Callable[[], datetime] = utcnow_naive, *,
-                refresh_s: float = 15.0, title: str = "gpulens") -> None:
+                refresh_s: float = 15.0, title: str = "gpulens",
+                reports_dir: str | None = None) -> None:
     """Point every page's callbacks at ``warehouse`` and the clock ``now``."""
     global _context
-    _context = Context(warehouse=warehouse, now=now, refresh_s=float(refresh_s), title=title)
+    _context = Context(warehouse=warehouse, now=now, refresh_s=float(refresh_s), title=title,
+                       reports_dir=reports_dir)
 
 
 def _get() -> Context:
@@ -41,6 +44,16 @@ def _get() -> Context:
             "or call dashboard.context.set_context(warehouse, now) first"
         )
     return _context
+
+
+def warehouse():
+    """The warehouse itself (for the few writes a page makes: acknowledge, silence)."""
+    return _get().warehouse
+
+
+def reports_dir() -> str | None:
+    """The directory weekly report files are listed from (None: not configured)."""
+    return _get().reports_dir
 
 
 def reader():

@@ -8,6 +8,8 @@ bar names its unit; a builder given no data returns :func:`empty_figure` saying 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -25,6 +27,34 @@ TEMP_COLORSCALE = [
     for i, colour in enumerate(sample_colorscale("Inferno", [0.12 + 0.083 * i for i in range(11)]))
 ]
 TEMP_RANGE_C = (30.0, 90.0)  # colour scale limits, °C
+#: Okabe-Ito: eight colours told apart with every common colour-vision deficiency.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+           "#000000")
+
+
+def _scale(name: str) -> list:
+    return [[i / 10, c] for i, c in enumerate(sample_colorscale(name, [i / 10 for i in range(11)]))]
+
+
+VIRIDIS, CIVIDIS = _scale("Viridis"), _scale("Cividis")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What a floor-map tile (or a GPU cell) is coloured by."""
+
+    column: str  # column of rack_floor()'s frame
+    title: str  # colour bar title, with the unit
+    colorscale: list
+    fmt: Callable[[float], str]
+    range: tuple[float, float] | None  # None: 0 .. the largest value
+
+
+FLOOR_METRICS = {
+    "temp": Metric("hottest_temp_c", "Hottest GPU (°C)", TEMP_COLORSCALE, fmt_temp, TEMP_RANGE_C),
+    "util": Metric("mean_util_pct", "Mean utilisation (%)", VIRIDIS, fmt_pct, (0.0, 100.0)),
+    "power": Metric("power_kw", "GPU power (kW)", CIVIDIS, fmt_kw, None),
+}
 TILE = 0.88  # a rack's square, in floor tiles (the rest is the aisle gap)
 
 
@@ -114,13 +144,18 @@ def floor_map(
     *,
     stale_after_s: float = 120,
     temp_range_c: tuple[float, float] = TEMP_RANGE_C,
+    metric: str = "temp",
+    selected: str | None = None,
 ) -> go.Figure:
     """The machine-room floor: one square per rack at its (x, y) tile.
 
     ``df`` is :func:`warehouse.queries.overview.rack_floor`'s frame. Squares are coloured
-    by the hottest GPU's temperature (°C) on a trimmed Inferno scale; racks without a
-    fresh sample are grey. Each square is a layout shape (so it scales with the figure);
-    one scatter trace carries the labels, the hover text and the colour bar.
+    by ``metric`` (:data:`FLOOR_METRICS`): the hottest GPU's temperature (°C, trimmed
+    Inferno), the mean utilisation (%, Viridis) or the GPU power (kW, Cividis); racks
+    without a fresh sample are grey; the ``selected`` rack is outlined. Each square is a
+    layout shape (so it scales with the figure); one scatter trace carries the labels,
+    the hover text (its ``customdata[0]`` is the rack, for click drill-down) and the
+    colour bar.
     """
     if df is None or len(df) == 0:
         return empty_figure(
@@ -128,24 +163,29 @@ def floor_map(
             "Load an inventory file or Slurm's topology.conf."
         )
     df = _positions(df.reset_index(drop=True))
-    lo, hi = temp_range_c
-    temps = df["hottest_temp_c"].astype(float)
+    m = FLOOR_METRICS[metric]
+    temps = df[m.column].astype(float)
+    if metric == "temp":
+        lo, hi = temp_range_c
+    else:
+        lo, hi = m.range or (0.0, max(float(temps.max()) if temps.notna().any() else 1.0, 1e-9))
     scaled = ((temps - lo) / (hi - lo)).clip(0, 1)
     shapes, text, text_colours = [], [], []
     for i, r in df.iterrows():
         has_temp = not missing(temps[i])
-        fill = sample_colorscale(TEMP_COLORSCALE, [scaled[i]])[0] if has_temp else NO_DATA
+        fill = sample_colorscale(m.colorscale, [scaled[i]])[0] if has_temp else NO_DATA
         half = TILE / 2
+        chosen = selected is not None and str(r.rack) == selected
         shapes.append(
             {
                 "type": "rect", "xref": "x", "yref": "y", "layer": "below",
                 "x0": r.x - half, "x1": r.x + half, "y0": r.y - half, "y1": r.y + half,
-                "fillcolor": fill, "line": {"color": "white", "width": 1},
-                "name": html.escape(str(r.rack)),
+                "fillcolor": fill, "name": html.escape(str(r.rack)),
+                "line": {"color": INK if chosen else "white", "width": 3 if chosen else 1},
             }
         )
         label = f"<b>{html.escape(str(r.rack))}</b><br>"
-        text.append(label + (fmt_temp(temps[i]) if has_temp else "no data"))
+        text.append(label + (m.fmt(temps[i]) if has_temp else "no data"))
         text_colours.append(_text_colour(fill) if has_temp else MUTED)
     trace = go.Scatter(
         x=df["x"], y=df["y"], mode="markers+text", text=text,
@@ -160,10 +200,10 @@ def floor_map(
         ),
         marker={
             "symbol": "square", "size": 2, "opacity": 0,
-            "color": temps.tolist(), "colorscale": TEMP_COLORSCALE,
+            "color": temps.tolist(), "colorscale": m.colorscale,
             "cmin": lo, "cmax": hi, "showscale": True,
             "colorbar": {
-                "title": {"text": "Hottest GPU (°C)", "side": "right"},
+                "title": {"text": m.title, "side": "right"},
                 "thickness": 12, "outlinewidth": 0, "len": 0.9,
             },
         },
@@ -176,7 +216,8 @@ def floor_map(
     fig.update_layout(
         **base_layout(height=int(min(720, max(280, 140 + 90 * rows))),
                       margin={"l": 96, "r": 24, "t": 40, "b": 40}),
-        shapes=shapes, uirevision="floor-map", hovermode="closest", hoverdistance=-1,
+        shapes=shapes, uirevision="floor-map", clickmode="event", hovermode="closest",
+        hoverdistance=-1,
         xaxis={**axis, "title": {**axis["title"], "text": "Floor x (rack tiles)"},
                "showticklabels": False,
                "range": [df["x"].min() - 0.6, df["x"].max() + 0.6]},

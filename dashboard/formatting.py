@@ -13,8 +13,13 @@ DASH = "—"
 
 
 def missing(value) -> bool:
-    """True for None and NaN."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    """True for None, NaN and pandas' NaT / NA."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    try:
+        return bool(value != value)  # NaT, NA and numpy NaN are not equal to themselves
+    except (TypeError, ValueError):
+        return False
 
 
 def fmt_int(value) -> str:

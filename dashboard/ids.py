@@ -13,7 +13,8 @@ OVERVIEW_UPDATED = "overview-updated"  # "updated 12:00:05 UTC" line
 OVERVIEW_FLOOR_MAP = "floor-map"  # dcc.Graph
 
 #: Headline cards: key of warehouse.queries.overview.headline()-derived card -> ids.
-OVERVIEW_CARDS = ("gpus", "allocated", "util", "power", "lost", "alerts")
+OVERVIEW_CARDS = ("gpus", "allocated", "util", "power", "lost", "energy", "alerts")
+OVERVIEW_ALERTS = "overview-alerts"  # list of active alerts
 
 
 def card_value(key: str) -> str:
@@ -24,3 +25,78 @@ def card_value(key: str) -> str:
 def card_note(key: str) -> str:
     """Id of a headline card's small note under the number."""
     return f"overview-card-{key}-note"
+
+# -- shared by every page (dashboard/components.py, filters.py, drilldown.py) ---------
+FILTERS = "filters-store"  # dcc.Store: the page's Filters (from its URL)
+FILTER_RANGE = "filter-range"
+FILTER_PARTITION = "filter-partition"
+FILTER_RACK = "filter-rack"
+USER = "shell-user"  # who is logged in, with a log-out link
+FLOOR_METRIC = "floor-metric"  # radio: temp | util | power
+DRILL_CRUMBS = "drill-crumbs"  # breadcrumb: Fleet > rack > node
+DRILL_RACK = "drill-rack"  # dcc.Graph: the selected rack's nodes x GPUs
+DRILL_NODE = "drill-node"  # table: the selected node's GPUs and their jobs
+
+# -- utilisation page (dashboard/pages/utilization.py) ---------------------------------
+UTIL_OVER_TIME = "util-over-time"
+UTIL_BY = "util-by"
+UTIL_BY_KEY = "util-by-key"  # radio: rack | partition | user | job_type
+UTIL_JOB_DIST = "util-job-dist"
+UTIL_IDLE = "util-idle"  # table of allocated-but-idle GPUs
+
+# -- thermal page (dashboard/pages/thermal.py) -----------------------------------------
+THERMAL_FLOOR = "thermal-floor"
+THERMAL_RACK_TEMPS = "thermal-rack-temps"
+THERMAL_THROTTLE = "thermal-throttle"
+THERMAL_EVENTS = "thermal-events"
+THERMAL_ALERTS = "thermal-alerts"
+ALERT_ACK = "alert-ack"  # pattern-matching button id: {"type": ALERT_ACK, "alert": id}
+ALERT_SILENCE = "alert-silence"
+THERMAL_ALERT_MSG = "thermal-alert-msg"
+
+# -- jobs pages (dashboard/pages/jobs.py, job.py) --------------------------------------
+JOBS_QUERY = "jobs-query"
+JOBS_USER = "jobs-user"
+JOBS_STATE = "jobs-state"
+JOBS_TABLE = "jobs-table"
+JOB_ID = "job-id-store"
+JOB_SUMMARY = "job-summary"
+JOB_TIMELINE = "job-timeline"
+JOB_TELEMETRY = "job-telemetry"
+JOB_ENERGY = "job-energy"
+JOB_FAILURES = "job-failures"
+
+# -- analytics pages (failures.py, goodput.py, energy.py) -----------------------------
+FAIL_RACK_DAY = "failures-rack-day"
+FAIL_CATEGORY_WEEK = "failures-category-week"
+FAIL_REASONS = "failures-reasons"
+FAIL_XIDS = "failures-xids"
+GOODPUT_RATE_CARDS = "goodput-rate-cards"
+FAIL_LEMONS = "failures-lemons"
+FAIL_TEMPERATURE = "failures-temperature"
+GOODPUT_LOST = "goodput-lost"
+GOODPUT_ETTR = "goodput-ettr"
+GOODPUT_RATE = "goodput-rate"
+GOODPUT_MTTF = "goodput-mttf"
+GOODPUT_ADV_GPUS = "goodput-advisor-gpus"
+GOODPUT_ADV_RESTART = "goodput-advisor-restart"
+GOODPUT_ADVICE = "goodput-advice"
+ENERGY_OVER_TIME = "energy-over-time"
+ENERGY_BY = "energy-by"
+ENERGY_BY_KEY = "energy-by-key"
+ENERGY_PUE = "energy-pue"
+ENERGY_FAILURES = "energy-failures"
+ENERGY_IDLE = "energy-idle"
+
+# -- reports page (dashboard/pages/reports.py) -----------------------------------------
+REPORTS_LIST = "reports-list"
+
+
+def refresh(page: str) -> str:
+    """Id of a live page's dcc.Interval (``overview-refresh``)."""
+    return f"{page}-refresh"
+
+
+def updated(page: str) -> str:
+    """Id of a page's "Updated 12:00:05 UTC" line (``overview-updated``)."""
+    return f"{page}-updated"

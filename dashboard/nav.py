@@ -11,7 +11,7 @@ from dash import dcc, html
 #: The pages gpulens will have, in bar order: (name, path). Unregistered ones show greyed.
 PLANNED: tuple[tuple[str, str], ...] = (
     ("Overview", "/"),
-    ("Utilisation", "/utilisation"),
+    ("Utilisation", "/utilization"),
     ("Failures", "/failures"),
     ("Goodput", "/goodput"),
     ("Energy", "/energy"),
@@ -21,11 +21,16 @@ PLANNED: tuple[tuple[str, str], ...] = (
 )
 
 
-def nav_items(registry: dict, pathname: str | None = None) -> list:
+def nav_items(registry: dict, pathname: str | None = None, search: str | None = None) -> list:
     """Links for the pages in ``registry`` (dash.page_registry), placeholders for the rest.
 
-    The link whose path is ``pathname`` is marked active.
+    The link whose path is ``pathname`` is marked active. The global filters of the
+    current URL's ``search`` (range, partition, rack; not the drill-down node) travel
+    with every link, so they stay set from page to page.
     """
+    from dashboard.filters import from_search
+
+    query = from_search(search).drill(node=None).query_string()
     pages = sorted(registry.values(), key=lambda p: (p.get("order") or 0, p["path"]))
     by_path = {p["path"]: p for p in pages}
     items, seen = [], set()
@@ -34,12 +39,13 @@ def nav_items(registry: dict, pathname: str | None = None) -> list:
         if page is None:
             items.append(html.Span(name, className="nav-link nav-soon", title="Coming soon"))
         else:
-            items.append(_link(page["name"], path, pathname))
+            items.append(_link(page["name"], path, pathname, query))
         seen.add(path)
-    items += [_link(p["name"], p["path"], pathname) for p in pages if p["path"] not in seen]
+    items += [_link(p["name"], p["path"], pathname, query)
+              for p in pages if p["path"] not in seen and not p.get("path_template")]
     return items
 
 
-def _link(name: str, path: str, pathname: str | None):
+def _link(name: str, path: str, pathname: str | None, query: str = ""):
     active = pathname == path or (path != "/" and (pathname or "").startswith(path + "/"))
-    return dcc.Link(name, href=path, className="nav-link" + (" active" if active else ""))
+    return dcc.Link(name, href=path + query, className="nav-link" + (" active" if active else ""))

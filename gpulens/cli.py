@@ -9,6 +9,8 @@ import sys
 import click
 
 from gpulens import __version__
+from gpulens.cli_alerts import alerts as alerts_group
+from gpulens.cli_import import import_
 from gpulens.config import ConfigError, load
 
 # Errors a user can act on: one line, exit status 2, no traceback.
@@ -24,13 +26,16 @@ def _user_errors() -> tuple[type[Exception], ...]:
             BatchError)
 
 
-def _run_service(config) -> None:
+def _run_service(config, *, before_start=None) -> None:
     from gpulens.service import Service
 
     logging.basicConfig(
         level=config["service.log_level"].upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run
+    if before_start is not None:
+        config = before_start(config)
     service = Service(config)
     url = service.start()
     click.echo(f"gpulens {__version__} is serving {url}  (database {config['service.db']})")
@@ -80,7 +85,41 @@ def demo(config_path, host, port, db, history_days, seed, racks) -> None:
         simulator__history_days=history_days, simulator__seed=seed, simulator__racks=racks,
         collect__source="simulator",
     )
-    _run_service(config)
+    _run_service(config, before_start=_demo_receiver)
+
+
+def _demo_receiver(config):
+    """Unless a webhook is configured, deliver alerts to a signed receiver in this process
+    and print what it receives, so the demo shows the whole path to the on-call channel."""
+    if config["alerts.webhook_url"]:
+        return config
+    import secrets
+
+    from alerts.receiver import start_receiver
+
+    def show(received) -> None:
+        body = received.body if isinstance(received.body, dict) else {}
+        click.echo(f"demo receiver <- {body.get('title', body)}")
+
+    secret = secrets.token_hex(16)
+    rx = start_receiver(secret=secret, on_receive=show)
+    click.echo(f"demo receiver for alert webhooks at {rx.url} (HMAC-signed)")
+    return config.with_overrides(alerts__webhook_url=rx.url, alerts__webhook_secret=secret)
+
+
+@cli.command("hash-password")
+@click.option("--method", type=click.Choice(["scrypt", "pbkdf2"]), default="scrypt",
+              show_default=True)
+def hash_password(method: str) -> None:
+    """Print a salted hash of a password for the dashboard.users setting."""
+    from dashboard.auth import hash_password as _hash
+
+    password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    click.echo(_hash(password, method=method))
+
+
+cli.add_command(alerts_group)
+cli.add_command(import_)
 
 
 def main(argv: list[str] | None = None) -> int:

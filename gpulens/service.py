@@ -20,11 +20,13 @@ import waitress
 from apscheduler.schedulers.background import BackgroundScheduler
 from flask import jsonify
 
+from alerts.api import create_blueprint
+from alerts.runtime import AlertRuntime
 from gpulens import __version__
-from gpulens.config import Config
+from gpulens.config import BY_NAME, Config
 from gpulens.health import Health, utcnow
 from gpulens.sources import build_sources
-from warehouse import Retention, Warehouse, meta
+from warehouse import Retention, Warehouse, analytics, meta
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class Service:
         self.stopping = threading.Event()
         self.warehouse: Warehouse | None = None
         self.sources: list = []
+        self.alerts = None  # alerts.runtime.AlertRuntime
         self.scheduler: BackgroundScheduler | None = None
         self.server = None
         self._threads: list[threading.Thread] = []
@@ -63,6 +66,7 @@ class Service:
         self.warehouse = Warehouse(self.config["service.db"])
         try:
             self.sources = build_sources(self.config, self.warehouse, now=self.now())
+            self.alerts = AlertRuntime(self.warehouse, self.config, now=self.now)
             for source in self.sources:
                 if hasattr(source, "topology"):
                     self.warehouse.ingest_all(source.topology())
@@ -74,15 +78,21 @@ class Service:
             self._start_history(source)
         self._start_jobs()
         host, port = self.server.effective_host, self.server.effective_port
-        return f"http://{host}:{port}/"
+        url = f"http://{host}:{port}/"
+        if self.config["alerts.dashboard_url"] == BY_NAME["alerts.dashboard_url"].default:
+            self.alerts.dashboard_url = url  # links in notifications point at this server
+        return url
 
     def _start_server(self) -> None:
         from dashboard.app import create_app
+        from dashboard.auth import AuthConfig
 
         app = create_app(
-            self.warehouse, refresh_s=self.config["dashboard.refresh_s"], now=self.now
+            self.warehouse, refresh_s=self.config["dashboard.refresh_s"], now=self.now,
+            auth_config=AuthConfig.from_settings(self.config),
         )
         app.server.add_url_rule("/healthz", "healthz", self._healthz)
+        app.server.register_blueprint(create_blueprint(self.warehouse, now=self.now))
         host, port = self.config["service.host"], self.config["service.port"]
         try:
             self.server = waitress.create_server(
@@ -114,6 +124,21 @@ class Service:
             next_run_time=first + timedelta(seconds=5),
         )
         self.scheduler.add_job(self.retention_once, "interval", hours=1, id="retention")
+        self.scheduler.add_job(
+            self._guarded, "interval", args=(self.analytics_once, "analytics refresh"),
+            seconds=cfg["analytics.interval_s"], id="analytics",
+            next_run_time=first + timedelta(seconds=20),
+        )
+        if self.alerts.enabled:
+            self.scheduler.add_job(
+                self._guarded, "interval", args=(self.alerts.evaluate_once, "alert evaluation"),
+                seconds=self.alerts.evaluate_interval_s, id="alerts:evaluate",
+                next_run_time=first + timedelta(seconds=10),
+            )
+            self.scheduler.add_job(
+                self._guarded, "interval", args=(self.alerts.deliver_once, "alert delivery"),
+                seconds=self.alerts.deliver_interval_s, id="alerts:deliver",
+            )
         self.scheduler.start()
 
     def _start_history(self, source) -> None:
@@ -163,11 +188,23 @@ class Service:
         self._retry_at.pop(source.name, None)
         self.health.success(source.name, ts, time.perf_counter() - started, rows)
 
-    def rollup_once(self) -> None:
+    @staticmethod
+    def _guarded(job: Callable[[], object], what: str) -> None:
+        """Run a background job; log its failure instead of losing the scheduler thread."""
         try:
-            self.warehouse.rollup().result()
+            job()
         except Exception:
-            log.exception("rollup failed")
+            log.exception("%s failed", what)
+
+    def rollup_once(self) -> None:
+        self._guarded(lambda: self.warehouse.rollup().result(), "rollup")
+
+    def analytics_once(self) -> dict:
+        """Refresh the derived tables (failures, hourly energy) on the writer thread."""
+        now = self.now()
+        result = self.warehouse.write(lambda con: analytics.refresh(con, now, self.config)).result()
+        log.info("analytics refreshed: %s", result)
+        return result
 
     def retention_once(self) -> None:
         keep = Retention(**self.config.section("retention"))
@@ -192,6 +229,7 @@ class Service:
         try:
             source.history(ingest, start, end, progress=False)
             self.warehouse.rollup().result()
+            self.analytics_once()  # classify the history's failures now, not in 5 minutes
             self.health.set_backfill(state="done")
         except InterruptedError:
             self.health.set_backfill(state="interrupted")

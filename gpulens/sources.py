@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-from gpulens.config import Config
+from gpulens.config import Config, ConfigError
 from warehouse import Warehouse, meta
 
 ANCHOR_KEY = "simulator.anchor"
@@ -17,11 +17,76 @@ class SimulatorMismatch(RuntimeError):
 
 
 def build_sources(config: Config, warehouse: Warehouse, *, now: datetime) -> list:
-    """The configured sources (see collector/source.py), ready to collect from ``now`` on."""
-    kind = config["collect.source"]
-    if kind == "simulator":
-        return [_simulator(config, warehouse, now)]
-    raise ValueError(f"collect.source = {kind!r} is not supported")  # config validates first
+    """The configured sources (see collector/source.py), ready to collect from ``now`` on.
+
+    ``collect.source`` lists them, comma-separated; each runs on its own schedule.
+    """
+    kinds = [k.strip() for k in config["collect.source"].split(",") if k.strip()]
+    builders = {"simulator": _simulator, "nvml": _nvml, "dcgm": _dcgm,
+                "prometheus": _prometheus, "slurm": _slurm, "topology": _topology}
+    unknown = [k for k in kinds if k not in builders]
+    if unknown:  # config validates first
+        raise ValueError(f"collect.source: {unknown} not supported")
+    return [builders[k](config, warehouse, now) for k in dict.fromkeys(kinds)]
+
+
+def _require(config: Config, name: str, why: str) -> str:
+    value = config[name]
+    if not value:
+        raise ConfigError(f"{config.source}: {name} is empty, but {why}")
+    return value
+
+
+def _nvml(config: Config, warehouse: Warehouse, now: datetime):
+    from collector.nvml import NvmlSource
+
+    return NvmlSource(node=config["nvml.node"], interval_s=config["collect.interval_s"])
+
+
+def _dcgm(config: Config, warehouse: Warehouse, now: datetime):
+    from collector.scrape import DcgmScrapeSource
+
+    targets = _require(config, "dcgm.targets", "collect.source includes 'dcgm'")
+    return DcgmScrapeSource(targets, interval_s=config["collect.interval_s"],
+                            timeout_s=config["dcgm.timeout_s"], workers=config["dcgm.workers"],
+                            ca_file=config["dcgm.ca_file"] or None)
+
+
+def _prometheus(config: Config, warehouse: Warehouse, now: datetime):
+    from collector.prometheus import PrometheusSource, connect
+
+    p = config.section("prometheus")
+    url = _require(config, "prometheus.url", "collect.source includes 'prometheus'")
+    client = connect(url, bearer_token=p["bearer_token"], username=p["username"],
+                     password=p["password"], ca_file=p["ca_file"],
+                     verify_tls=p["verify_tls"], timeout_s=p["timeout_s"])
+    return PrometheusSource(
+        client, interval_s=config["collect.interval_s"], selector=p["selector"],
+        node_label=p["node_label"], resume_from=meta.latest_sample_ts(warehouse.reader()),
+        max_catchup_s=p["max_catchup_h"] * 3600, chunk_s=p["chunk_min"] * 60,
+    )
+
+
+def _slurm(config: Config, warehouse: Warehouse, now: datetime):
+    from collector.slurm_source import SlurmSource
+
+    s = config.section("slurm")
+    return SlurmSource(
+        interval_s=s["interval_s"], squeue=s["squeue"], sacct=s["sacct"],
+        jobcomp_file=s["jobcomp_file"], jobcomp_tz=s["jobcomp_tz"],
+        overlap_s=s["sacct_overlap_min"] * 60, lookback_s=s["lookback_h"] * 3600,
+        gpus_per_node=s["gpus_per_node"] or None, job_type_regex=s["job_type_regex"] or None,
+    )
+
+
+def _topology(config: Config, warehouse: Warehouse, now: datetime):
+    from collector.topology import TopologySource
+
+    t = config.section("topology")
+    if not t["inventory"] and not t["slurm_conf"]:
+        raise ConfigError(f"{config.source}: collect.source includes 'topology' but neither "
+                          "topology.inventory nor topology.slurm_conf is set")
+    return TopologySource(t["inventory"], t["slurm_conf"])
 
 
 def _simulator(config: Config, warehouse: Warehouse, now: datetime):

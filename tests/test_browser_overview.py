@@ -102,9 +102,12 @@ def test_overview_renders_in_chromium(live_overview):
         driver.get(server.url)
         wait_until(lambda: text_of(driver, ids.card_value("gpus")) == "384",
                    what="the GPU count card")
-        for key in ids.OVERVIEW_CARDS:
+        from dashboard.pages.overview import HEADLINE_CARDS
+
+        for key in HEADLINE_CARDS:
             assert text_of(driver, ids.card_value(key)) == expected[key][0], key
             assert text_of(driver, ids.card_note(key)) == expected[key][1], key
+        assert text_of(driver, ids.card_value("alerts")) == "0"
         assert expected["allocated"][0].endswith("%") and expected["power"][0].endswith("kW")
 
         # the floor map: one square (a layout shape) per rack, drawn as one SVG path each
@@ -120,11 +123,12 @@ def test_overview_renders_in_chromium(live_overview):
         assert fig["data"][0]["marker"]["colorbar"]["title"]["text"] == "Hottest GPU (°C)"
         assert fig["layout"]["uirevision"] == "floor-map"
 
-        # navigation: Overview is the active link, pages to come are greyed placeholders
+        # navigation: Overview is the active link, every page is a link
         active = driver.find_element("css selector", ".nav-link.active")
         assert active.text == "Overview"
-        soon = [e.text for e in driver.find_elements("css selector", ".nav-soon")]
-        assert "Utilisation" in soon and "Reports" in soon
+        assert driver.find_elements("css selector", ".nav-soon") == []
+        links = [e.text for e in driver.find_elements("css selector", ".nav-link")]
+        assert "Utilisation" in links and "Reports" in links
 
         # live refresh updates values in place: the same elements, a newer "Updated" time
         card = driver.find_element("id", ids.card_value("gpus"))

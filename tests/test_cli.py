@@ -1,3 +1,5 @@
+import pytest
+
 from gpulens.cli import main
 
 
@@ -29,3 +31,16 @@ def test_database_from_newer_version_exits_2(tmp_path, capsys):
 def test_version(capsys):
     assert main(["--version"]) == 0
     assert "gpulens" in capsys.readouterr().out
+
+
+@pytest.mark.filterwarnings("ignore::getpass.GetPassWarning")
+def test_hash_password_prints_a_hash_the_dashboard_accepts(monkeypatch, capsys):
+    from dashboard.auth import AuthConfig, check_login, parse_users
+
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("s3cret\ns3cret\n"))
+    assert main(["hash-password"]) == 0
+    digest = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "s3cret" not in digest
+    config = AuthConfig(users=parse_users(f"alice:{digest}"))
+    assert check_login(config, "alice", "s3cret")
+    assert not check_login(config, "alice", "guess")

@@ -14,7 +14,7 @@ import pytest
 
 from dashboard import context, ids
 from dashboard.nav import PLANNED, nav_items
-from tests.test_overview_queries import NOW, seed_overview
+from tests.support.dash_seed import NOW, seed_overview
 from warehouse import Warehouse
 
 
@@ -40,8 +40,10 @@ def page(app_and_wh):
 
 
 def _cards(values) -> dict[str, tuple[str, str]]:
+    from dashboard.pages.overview import HEADLINE_CARDS
+
     *flat, updated = values
-    return {key: (flat[2 * i], flat[2 * i + 1]) for i, key in enumerate(ids.OVERVIEW_CARDS)}
+    return {key: (flat[2 * i], flat[2 * i + 1]) for i, key in enumerate(HEADLINE_CARDS)}
 
 
 def test_headline_callback_values(page):
@@ -53,7 +55,7 @@ def test_headline_callback_values(page):
     assert cards["power"] == ("1.10 kW", "Sum of 3 GPUs' latest samples")
     assert cards["lost"][0] in ("39.2 GPU·h", "39.3 GPU·h")  # 39.25 GPU-hours
     assert cards["lost"][1] == "Across 4 failed runs since Mon 16 Nov 00:00 UTC"
-    assert cards["alerts"] == ("—", "Alerting arrives in a later release")
+    assert page.update_alerts(0)[:2] == ("0", "No firing or pending alerts")
     assert values[-1] == "Updated 12:00:00 UTC · latest sample 11:59:50 UTC"
 
 
@@ -122,14 +124,15 @@ def test_app_serves_the_page_and_its_callbacks(app_and_wh):
     assert client.get("/assets/gpulens.css").status_code == 200
 
 
-def test_nav_shows_registered_pages_and_greys_the_rest(app_and_wh):
+def test_nav_shows_every_page_in_order_and_keeps_the_filters(app_and_wh):
     import dash
 
-    items = nav_items(dash.page_registry, "/")
+    items = nav_items(dash.page_registry, "/", "?range=7d&rack=r01&node=n1")
     assert [getattr(i, "children", None) for i in items] == [name for name, _ in PLANNED]
     overview, *rest = items
-    assert overview.href == "/" and "active" in overview.className
-    assert all("nav-soon" in i.className for i in rest)
+    assert overview.href == "/?range=7d&rack=r01" and "active" in overview.className
+    assert not any("nav-soon" in i.className for i in items)  # every page is built
+    assert rest[0].href == "/utilization?range=7d&rack=r01"  # the drill-down node stays
 
 
 def test_a_new_app_gets_each_page_callback_once():

@@ -24,78 +24,11 @@ from datetime import datetime, timedelta
 import pandas as pd
 import pytest
 
+from tests.support.dash_seed import NOW, seed_overview
 from warehouse import Warehouse
-from warehouse.queries import overview
+from warehouse.queries import goodput, overview
 
-NOW = datetime(2026, 11, 18, 12, 0, 0)
 WEEK = datetime(2026, 11, 16)
-
-
-def _t(text: str) -> datetime:
-    return datetime.fromisoformat(text)
-
-
-def seed_overview(wh: Warehouse, now: datetime = NOW) -> None:
-    """Write the small cluster described in this module's docstring into ``wh``."""
-    s = timedelta(seconds=1)
-    batches = {
-        "racks": pd.DataFrame(
-            {"rack": ["r01", "r02", "r03"], "zone": ["A", "A", "B"], "row": [1, 1, 2],
-             "x": [0.0, 1.0, 0.0], "y": [0.0, 0.0, 1.0]}
-        ),
-        "nodes": pd.DataFrame(
-            {"node": ["n1", "n2"], "rack": ["r01", "r02"], "partition": ["gpu", "gpu"],
-             "gpus": [2, 2]}
-        ),
-        "gpus": pd.DataFrame(
-            {"gpu_uuid": ["GPU-a", "GPU-b", "GPU-c", "GPU-d"],
-             "node": ["n1", "n1", "n2", "n2"], "gpu_index": [0, 1, 0, 1],
-             "model": ["H100"] * 4, "tdp_w": [700.0] * 4, "memory_mib": [81559.0] * 4}
-        ),
-        "samples": pd.DataFrame(
-            {"ts": [now - 90 * s, now - 30 * s, now - 15 * s, now - 10 * s, now + 10 * s,
-                    now - 300 * s],
-             "node": ["n1", "n1", "n1", "n2", "n2", "n2"],
-             "gpu_index": [0, 0, 1, 0, 0, 1],
-             "util_pct": [50.0, 80.0, 40.0, 100.0, 0.0, 10.0],
-             "power_w": [300.0, 400.0, 200.0, 500.0, 900.0, 100.0],
-             "temp_c": [60.0, 70.0, 65.0, 55.0, 99.0, 90.0],
-             "interval_s": [15.0] * 6}
-        ),
-        "jobs": pd.DataFrame(
-            {"job_id": ["A", "B", "C", "D", "E", "F", "G", "H", "I", "K"],
-             "user_name": ["alice"] * 10,
-             "gpus": [2, 1, 1, 1, 8, 4, 2, 2, 1, 2]}
-        ),
-        "runs": pd.DataFrame(
-            [
-                ("A", 0, _t("2026-11-17 08:00"), _t("2026-11-17 11:00"), "FAILED", 2),
-                ("A", 1, _t("2026-11-17 11:30"), None, "RUNNING", 2),
-                ("B", 0, now - timedelta(hours=2), None, "RUNNING", 1),
-                ("E", 0, _t("2026-11-18 09:00"), _t("2026-11-18 09:30"), "NODE_FAIL", 8),
-                ("E", 1, _t("2026-11-18 10:30"), None, "RUNNING", 8),
-                ("F", 0, _t("2026-11-17 20:00"), _t("2026-11-18 02:00"), "TIMEOUT", 4),
-                ("G", 0, _t("2026-11-15 20:00"), _t("2026-11-15 23:00"), "FAILED", 2),
-                ("H", 0, _t("2026-11-17 01:00"), _t("2026-11-17 05:00"), "COMPLETED", 2),
-                ("I", 0, _t("2026-11-18 11:00"), _t("2026-11-18 11:15"), "OUT_OF_MEMORY",
-                 None),
-                ("K", 0, _t("2026-11-18 11:00"), now, "FAILED", 2),
-            ],
-            columns=["job_id", "run_index", "start_ts", "end_ts", "state", "gpus"],
-        ),
-        "allocations": pd.DataFrame(
-            [
-                ("A", 1, "n1", 0, _t("2026-11-17 11:30"), None),
-                ("A", 1, "n1", 1, _t("2026-11-17 11:30"), None),
-                ("B", 0, "n2", 1, now - timedelta(hours=2), None),
-                ("C", 0, "n2", 0, now - timedelta(hours=1), now - timedelta(minutes=5)),
-                ("D", 0, "n2", 0, now + timedelta(hours=1), None),
-            ],
-            columns=["job_id", "run_index", "node", "gpu_index", "start_ts", "end_ts"],
-        ),
-    }
-    for kind, frame in batches.items():
-        wh.ingest(kind, frame).result()
 
 
 @pytest.fixture
@@ -124,14 +57,12 @@ def test_headline_numbers(wh):
     assert h["failed_runs_week"] == 4
 
 
-def test_lost_runs_follow_the_model(wh):
-    runs = overview.lost_runs(wh.reader(), now=NOW, week_start=WEEK)
+def test_lost_runs_follow_the_goodput_model(wh):
+    runs = goodput.lost_runs(wh.reader(), start=WEEK, end=NOW)
     lost = dict(zip(runs["job_id"], runs["gpu_hours_lost"], strict=True))
     assert lost == pytest.approx({"A": 3.0, "E": 12.0, "F": 24.0, "I": 0.25})
     # a shorter checkpoint interval loses less of a requeued run's work
-    runs = overview.lost_runs(
-        wh.reader(), now=NOW, week_start=WEEK, checkpoint_interval_h=0.5
-    )
+    runs = goodput.lost_runs(wh.reader(), start=WEEK, end=NOW, checkpoint_interval_h=0.5)
     lost = dict(zip(runs["job_id"], runs["gpu_hours_lost"], strict=True))
     assert lost == pytest.approx({"A": 1.5, "E": 10.0, "F": 24.0, "I": 0.25})
 

@@ -131,6 +131,7 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retenti
         "gpu_samples": now - timedelta(days=keep.raw_days),
         "gpu_samples_1m": now - timedelta(days=keep.minute_days),
         "gpu_samples_1h": now - timedelta(days=keep.hour_days),
+        "gpu_energy_1h": now - timedelta(days=keep.hour_days),
         "gpu_events": now - timedelta(days=keep.hour_days),
     }
     deleted = {}

@@ -131,6 +131,17 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("g_co2_per_kwh", pa.float64()),  # grid carbon intensity, gCO2e per kWh
         ]
     ),
+    # A checkpoint a job wrote (from a checkpoint API or a log rule); facts, append-only.
+    "checkpoints": pa.schema(
+        [
+            ("ts", TS),  # when the checkpoint was complete on storage
+            ("job_id", pa.string()),
+            ("run_index", pa.int32()),  # NULL if the source does not know the run
+            ("step", pa.int64()),  # training step, NULL if unknown
+            ("write_s", pa.float64()),  # seconds spent writing it, NULL if unknown
+            ("detail", pa.string()),
+        ]
+    ),
 }
 
 KEYS: dict[str, tuple[str, ...]] = {
@@ -143,11 +154,12 @@ KEYS: dict[str, tuple[str, ...]] = {
     "runs": ("job_id", "run_index"),
     "allocations": ("job_id", "run_index", "node", "gpu_index"),
     "carbon": ("ts",),
+    "checkpoints": ("ts", "job_id"),
 }
 
 # Kinds whose rows are facts that never change (append, ignore repeats) versus state
 # that a later delivery updates (upsert: the newest delivery wins).
-APPEND_ONLY = frozenset({"samples", "events"})
+APPEND_ONLY = frozenset({"samples", "events", "checkpoints"})
 
 TABLES: dict[str, str] = {
     "racks": "racks",
@@ -159,6 +171,7 @@ TABLES: dict[str, str] = {
     "runs": "job_runs",
     "allocations": "allocations",
     "carbon": "carbon_intensity",
+    "checkpoints": "checkpoints",
 }
 
 

@@ -1,6 +1,8 @@
-"""Settings of the service, collection, warehouse, simulator and dashboard."""
+"""Settings of the service, collection, warehouse and simulator."""
 
 from gpulens.settings.base import Setting, between, positive
+
+SOURCE_KINDS = ("simulator", "nvml", "dcgm", "prometheus", "slurm", "topology")
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("service.host", str, "127.0.0.1",
@@ -15,9 +17,13 @@ SETTINGS: tuple[Setting, ...] = (
             lambda v: v.upper() in {"DEBUG", "INFO", "WARNING", "ERROR"},
             "one of DEBUG, INFO, WARNING, ERROR"),
     Setting("collect.source", str, "simulator",
-            "Where telemetry and scheduler state come from. Only 'simulator' for now; "
-            "real collectors (NVML, dcgm-exporter, Prometheus, Slurm) come next.",
-            lambda v: v in {"simulator"}, "'simulator'"),
+            "Where telemetry and scheduler state come from: one or more of simulator, "
+            "nvml, dcgm, prometheus, slurm, topology, separated by commas (e.g. "
+            "'prometheus,slurm,topology'). Each runs on its own schedule and fails alone; "
+            "see docs/collectors.md.",
+            lambda v: bool(v.strip()) and all(
+                p.strip() in SOURCE_KINDS for p in v.split(",") if p.strip()),
+            "a comma-separated list of simulator, nvml, dcgm, prometheus, slurm, topology"),
     Setting("collect.interval_s", float, 15.0, "Seconds between collection cycles.",
             between(1, 3600), "a number of seconds from 1 to 3600"),
     Setting("rollup.interval_s", float, 60.0, "Seconds between rollup runs.",
@@ -49,7 +55,5 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("simulator.restart_overhead_min", float, 15.0,
             "Minutes from a failure until the requeued run is productive again.",
             between(0, 1440), "a number of minutes from 0 to 1440"),
-    Setting("dashboard.refresh_s", float, 15.0, "Seconds between live page refreshes.",
-            between(1, 3600), "a number of seconds from 1 to 3600"),
 )
 

@@ -13,8 +13,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-#: Run states that count as a failure for GPU-hours lost (Slurm's names).
-FAILED_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY")
+from warehouse.queries import goodput
 
 _LATEST = """
 latest AS (
@@ -41,34 +40,6 @@ SELECT
         AS mean_util_allocated_pct,
     (SELECT sum(power_w) / 1000.0 FROM latest) AS power_kw,
     (SELECT max(ts) FROM latest) AS latest_sample_ts
-"""
-
-_LOST_SQL = """
-WITH failed AS (
-    SELECT r.job_id, r.run_index, r.state, coalesce(r.start_ts, r.end_ts) AS start_ts,
-           r.end_ts, coalesce(r.gpus, j.gpus, 0) AS gpus
-    FROM job_runs r LEFT JOIN jobs j USING (job_id)
-    WHERE r.state IN (SELECT unnest($states::VARCHAR[]))
-      AND r.end_ts >= $week_start AND r.end_ts < $now
-),
-next_run AS (
-    SELECT f.job_id, f.run_index, min(n.start_ts) AS next_start_ts
-    FROM failed f
-    JOIN job_runs n ON n.job_id = f.job_id AND n.run_index > f.run_index
-    WHERE n.start_ts IS NOT NULL AND n.start_ts <= $now
-    GROUP BY f.job_id, f.run_index
-),
-hours AS (
-    SELECT f.*, n.next_start_ts,
-           (epoch_us(f.end_ts) - epoch_us(f.start_ts)) / 3.6e9 AS run_h,
-           greatest(0, (epoch_us(n.next_start_ts) - epoch_us(f.end_ts)) / 3.6e9) AS wait_h
-    FROM failed f LEFT JOIN next_run n USING (job_id, run_index)
-)
-SELECT job_id, run_index, state, start_ts, end_ts, next_start_ts, gpus, run_h, wait_h,
-       gpus * CASE WHEN next_start_ts IS NULL THEN run_h
-                   ELSE least(run_h, $checkpoint_h / 2.0) + wait_h END AS gpu_hours_lost
-FROM hours
-ORDER BY end_ts, job_id, run_index
 """
 
 _FLOOR_SQL = f"""
@@ -112,27 +83,6 @@ def _since(now: datetime, stale_after_s: float) -> datetime:
     return now - timedelta(seconds=stale_after_s)
 
 
-def lost_runs(
-    cur, *, now: datetime, week_start: datetime, checkpoint_interval_h: float = 2.0
-) -> pd.DataFrame:
-    """Failed runs that ended in ``[week_start, now)`` and the GPU-hours each lost.
-
-    A first model: a failed run that the job followed with a later run (started by
-    ``now``) lost ``gpus x (min(run_h, checkpoint_interval_h / 2) + wait_h)``, the work
-    since the last checkpoint (half an interval on average) plus the hours until the next
-    run started; a run never followed lost ``gpus x run_h``, all of it. Columns: job_id,
-    run_index, state, start_ts, end_ts, next_start_ts, gpus, run_h, wait_h (hours),
-    gpu_hours_lost (GPU-hours).
-    """
-    params = {
-        "now": now,
-        "week_start": week_start,
-        "checkpoint_h": float(checkpoint_interval_h),
-        "states": list(FAILED_STATES),
-    }
-    return cur.execute(_LOST_SQL, params).df()
-
-
 def headline(
     cur,
     *,
@@ -148,14 +98,15 @@ def headline(
     (allocated / installed, percent), ``mean_util_allocated_pct`` (mean util_pct of the
     latest samples of allocated GPUs, percent), ``power_kw`` (sum of the latest samples'
     power_w, kilowatts), ``latest_sample_ts``, ``gpu_hours_lost_week`` (GPU-hours, see
-    :func:`lost_runs`), ``failed_runs_week``, ``week_start``, ``stale_after_s``.
+    :func:`warehouse.queries.goodput.lost_runs`), ``failed_runs_week``, ``week_start``,
+    ``stale_after_s``.
     """
     row = cur.execute(
         _HEADLINE_SQL, {"now": now, "since": _since(now, stale_after_s)}
     ).fetchone()
     gpus, reporting, allocated, util, power_kw, latest_ts = row
-    lost = lost_runs(
-        cur, now=now, week_start=week_start, checkpoint_interval_h=checkpoint_interval_h
+    lost = goodput.lost_runs(
+        cur, start=week_start, end=now, checkpoint_interval_h=checkpoint_interval_h
     )
     return {
         "gpus": int(gpus or 0),

@@ -1,0 +1,170 @@
+"""Detectors: from a :class:`Window` to the entities a rule finds (``Hit``s).
+
+Each detector gives every entity of its scope a value in the rule's unit (higher is
+worse) and returns the entities at or above the rule's ``clear`` level; the evaluator
+compares values with ``threshold``. All work is vectorised over the GPUs.
+
+- ``gpu_column``: the newest sample (within ``stale_s``, default 60 s) of one column,
+  e.g. ``temp_c``; for ``throttle_thermal`` 1 = throttling.
+- ``gpu_peers``: a GPU's load-adjusted temperature (see window.load_adjusted, mean over
+  ``smooth_s``) minus the median of its rack, in C, counted only when its robust z-score
+  within the rack (median/MAD) is at least ``min_z``.
+- ``rack_hot``: a rack's median load-adjusted temperature now (``smooth_s``) against
+  (a) its own at the start of the window (first ``baseline_s``) and (b) the other racks
+  (counted when the robust z-score across racks is at least ``min_z`` and there are 4
+  racks or more); the value is the larger excess, in C.
+- ``gpu_rate``: temperature rise over ``window_s`` in C per minute, counted only while
+  power changed by at most ``max_power_change_w`` and the GPU is at ``min_temp_c`` or
+  above (a job starting heats a GPU fast; that is not an anomaly).
+- ``xid``: events of kind xid with a code in ``codes`` in the last ``window_s``, per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+
+from alerts.model import Hit, Rule
+from alerts.rules import parse_codes
+from alerts.window import Window, latest, load_adjusted, mean, robust_z
+
+MIN_RACKS_FOR_PEERS = 4
+MIN_GPUS_FOR_PEERS = 4
+
+
+def _r(x) -> float | None:
+    """A JSON-friendly rounded float (None for NaN)."""
+    return None if x is None or not np.isfinite(x) else round(float(x), 2)
+
+
+def _gpu_hits(rule: Rule, win: Window, value: np.ndarray, extra=None) -> list[Hit]:
+    idx = np.flatnonzero(np.nan_to_num(value, nan=-np.inf) >= rule.clear)
+    now_cols = win.cols(60.0)
+    temp = latest(win.series["temp_c"][idx], now_cols)
+    power = latest(win.series["power_w"][idx], now_cols)
+    hits = []
+    for j, i in enumerate(idx):
+        context = {"temp_c": _r(temp[j]), "power_w": _r(power[j])}
+        if extra is not None:
+            context.update({k: _r(v[i]) for k, v in extra.items()})
+        hits.append(Hit(rule.name, float(value[i]), win.rack[i], win.node[i],
+                        int(win.gpu_index[i]), context))
+    return hits
+
+
+def gpu_column(rule: Rule, win: Window) -> list[Hit]:
+    value = latest(win.series[rule.params["column"]], win.cols(rule.params.get("stale_s", 60)))
+    return _gpu_hits(rule, win, value)
+
+
+def _adjusted(win: Window, first: int, stop: int) -> np.ndarray:
+    s = win.series
+    return load_adjusted(mean(s["temp_c"], first, stop), mean(s["power_w"], first, stop),
+                         win.model)
+
+
+def gpu_peers(rule: Rule, win: Window) -> list[Hit]:
+    width = win.series["temp_c"].shape[1]
+    adj = _adjusted(win, width - win.cols(rule.params["smooth_s"]), width)
+    racks = np.where(pd.isna(win.rack), "", win.rack).astype(object)
+    known = np.isfinite(adj)
+    dev = np.full(win.n, np.nan)
+    z = np.full(win.n, np.nan)
+    dev[known], z[known], count = robust_z(adj[known], racks[known])
+    z_ok = np.zeros(win.n, dtype=bool)
+    z_ok[known] = (count >= MIN_GPUS_FOR_PEERS) & (z[known] >= rule.params["min_z"])
+    value = np.where(z_ok, dev, 0.0)
+    return _gpu_hits(rule, win, value, {"deviation_c": dev, "z": z})
+
+
+def rack_hot(rule: Rule, win: Window) -> list[Hit]:
+    p = rule.params
+    width = win.series["temp_c"].shape[1]
+    frame = pd.DataFrame({
+        "rack": win.rack,
+        "node": win.node,
+        "now": _adjusted(win, width - win.cols(p["smooth_s"]), width),
+        "base": _adjusted(win, 0, win.cols(p["baseline_s"])),
+        "temp_c": latest(win.series["temp_c"], win.cols(60.0)),
+        "power_w": latest(win.series["power_w"], win.cols(60.0)),
+    }).dropna(subset=["rack"])
+    if frame.empty:
+        return []
+    racks = frame.groupby("rack").agg(
+        now=("now", "median"), base=("base", "median"), temp_c=("temp_c", "median"),
+        temp_max_c=("temp_c", "max"), power_w=("power_w", "median"), gpus=("now", "count"),
+        nodes=("node", lambda s: sorted(set(s))),
+    )
+    racks = racks[racks["gpus"] >= MIN_GPUS_FOR_PEERS]
+    scores = racks["now"].to_numpy()
+    dev, z, _ = robust_z(scores)
+    peer = np.where((len(racks) >= MIN_RACKS_FOR_PEERS) & (z >= p["min_z"]), dev, 0.0)
+    own = (racks["now"] - racks["base"]).to_numpy()
+    value = np.fmax(np.nan_to_num(peer, nan=0.0), own)
+    hits = []
+    for (rack, row), v, d, o in zip(racks.iterrows(), value, dev, own, strict=True):
+        if not v >= rule.clear:
+            continue
+        hits.append(Hit(rule.name, float(v), rack, None, None, {
+            "temp_c": _r(row.temp_c), "temp_max_c": _r(row.temp_max_c),
+            "power_w": _r(row.power_w), "above_peers_c": _r(d), "above_baseline_c": _r(o),
+            "gpus": int(row.gpus), "nodes": list(row.nodes),
+        }))
+    return hits
+
+
+def gpu_rate(rule: Rule, win: Window) -> list[Hit]:
+    p = rule.params
+    width = win.series["temp_c"].shape[1]
+    cols = min(width, win.cols(p["window_s"]) + 1)
+    if cols < 4:
+        return []
+    first, stop = width - cols, width
+    temp, power = win.series["temp_c"], win.series["power_w"]
+    t0, t1 = mean(temp, first, first + 2), mean(temp, stop - 2, stop)
+    p0, p1 = mean(power, first, first + 2), mean(power, stop - 2, stop)
+    minutes = (cols - 2) * win.step_s / 60.0
+    rate = (t1 - t0) / minutes
+    steady = (np.abs(p1 - p0) <= p["max_power_change_w"]) & (t1 >= p["min_temp_c"])
+    value = np.where(steady, rate, np.nan)
+    return _gpu_hits(rule, win, value, {"rise_c": t1 - t0})
+
+
+def xid(rule: Rule, win: Window) -> list[Hit]:
+    ev = win.events
+    if ev is None or ev.empty:
+        return []
+    since = win.end - timedelta(seconds=rule.params["window_s"])
+    codes = parse_codes(str(rule.params["codes"]))
+    ev = ev[(ev["ts"] > since) & (ev["ts"] <= win.end) & ev["code"].isin(codes)]
+    racks = dict(zip(win.node, win.rack, strict=True))
+    hits = []
+    for node, part in ev.groupby("node"):
+        value = float(len(part))
+        if value >= rule.clear:
+            gpus = sorted({int(g) for g in part["gpu_index"].dropna()})
+            rack = racks.get(node)
+            if rack is None and "rack" in part:
+                rack = part["rack"].iloc[0]
+            hits.append(Hit(rule.name, value, rack, node, None, {
+                "codes": sorted({int(c) for c in part["code"]}), "gpus": gpus,
+                "last_ts": part["ts"].max().isoformat(),
+            }))
+    return hits
+
+
+DETECTORS: dict[str, Callable[[Rule, Window], list[Hit]]] = {
+    "gpu_column": gpu_column,
+    "gpu_peers": gpu_peers,
+    "rack_hot": rack_hot,
+    "gpu_rate": gpu_rate,
+    "xid": xid,
+}
+
+
+def detect(rule: Rule, win: Window) -> list[Hit]:
+    """The entities ``rule`` finds in ``win`` (value at or above ``rule.clear``)."""
+    return DETECTORS[rule.kind](rule, win)

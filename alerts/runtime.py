@@ -1,0 +1,188 @@
+"""The alerting runtime the service schedules: evaluate, persist, enqueue, deliver.
+
+    rt = AlertRuntime(warehouse, config)
+    scheduler.add_job(rt.evaluate_once, "interval", seconds=rt.evaluate_interval_s)
+    scheduler.add_job(rt.deliver_once, "interval", seconds=rt.deliver_interval_s)
+
+``evaluate_once`` reads the state and the windows from the warehouse each time, so a
+restart (or an acknowledgement or silence from the API) is seen at the next evaluation;
+the new state, alert rows and outbox rows commit in one transaction on the writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from alerts import payloads
+from alerts import rules as rules_mod
+from alerts.delivery import Backoff, deliver_due
+from alerts.engine import evaluate, silenced
+from alerts.model import FIRING, Notification, Result, short_hash
+from alerts.persist import alert_row, load_silences, load_state, outbox_rows
+from alerts.sinks import DeliveryError, configured, post, render
+from alerts.window import build_window, latest
+from warehouse import alerts_store as store
+from warehouse.queries import alerts as q
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class AlertRuntime:
+    """Thermal alerting inside ``gpulens serve`` (see module docstring)."""
+
+    def __init__(self, warehouse, config, *, now: Callable[[], datetime] = utcnow,
+                 send: Callable[..., int] = post):
+        s = config.section("alerts")
+        self.warehouse, self.now, self.send = warehouse, now, send
+        self.enabled: bool = s["enabled"]
+        self.rules = rules_mod.from_settings(s)
+        self.summaries = {r.name: r.summary for r in self.rules}
+        self.sinks = configured(s)
+        self.step_s: float = config["collect.interval_s"]  # sampling period, seconds
+        self.window_s: float = max(900.0, rules_mod.window_s(self.rules))
+        self.evaluate_interval_s: float = s["evaluate_interval_s"]
+        self.deliver_interval_s: float = s["deliver_interval_s"]
+        self.resend_s: float = s["alertmanager_resend_s"]
+        self.timeout_s: float = s["timeout_s"]
+        self.dashboard_url: str = s["dashboard_url"]
+        self.backoff = Backoff(s["retry_initial_s"], s["retry_max_s"], s["give_up_h"] * 3600)
+        self._resent_at: datetime | None = None
+
+    # -- evaluation -------------------------------------------------------------------
+    def window(self, now: datetime):
+        """The data the rules read at ``now``: the last ``window_s`` of samples."""
+        cur = self.warehouse.reader()
+        xid_span = max([r.params.get("window_s", 0.0) for r in self.rules if r.kind == "xid"],
+                       default=0.0)
+        return build_window(
+            q.window_samples(cur, now=now, span_s=self.window_s), q.gpu_inventory(cur),
+            q.window_events(cur, now=now, span_s=max(xid_span, self.step_s)), now,
+            self.window_s, self.step_s,
+        )
+
+    def evaluate_once(self) -> Result | None:
+        """Evaluate every rule once; persist state and queue notifications.
+
+        Returns None (and changes nothing) when no sample arrived in the last minute:
+        missing telemetry is not a recovery, so firing alerts stay as they are.
+        """
+        if not self.enabled:
+            return None
+        now = self.now()
+        win = self.window(now)
+        if win.n == 0 or not np.isfinite(latest(win.series["temp_c"], win.cols(60.0))).any():
+            log.debug("alerts: no recent samples at %s; evaluation skipped", now)
+            return None
+        cur = self.warehouse.reader()
+        result = evaluate(self.rules, win, now, load_state(cur), load_silences(cur, now))
+        outbox = [row for note in result.notifications for row in self._outbox(note, now)]
+        self.warehouse.write(lambda con: store.save_evaluation(
+            con, alerts=[alert_row(a) for a in result.upserts], dropped=result.dropped,
+            groups=[(g.key, g.opened_at) for g in result.state.groups.values()],
+            outbox=outbox,
+        )).result()
+        for note in result.notifications:
+            log.info("alert %s %s (%d alerts) queued for %s", note.group, note.kind,
+                     len(note.alerts), ", ".join(self.sinks) or "no sink")
+        return result
+
+    def _document(self, note: Notification, now: datetime) -> dict:
+        nodes = payloads.nodes_of(note)
+        jobs = []
+        if nodes and note.kind == "firing":
+            frame = q.running_jobs(self.warehouse.reader(), nodes=nodes, now=now).head(20)
+            jobs = [{k: (int(v) if k == "gpus_here" else v) for k, v in r.items()}
+                    for r in frame.to_dict("records")]
+        return payloads.document(note, summary=self.summaries.get(note.rule, note.rule),
+                                 dashboard_url=self.dashboard_url, jobs=jobs)
+
+    def _outbox(self, note: Notification, now: datetime) -> list[dict]:
+        doc = self._document(note, now)
+        bodies = {name: render(name, doc) for name in self.sinks}
+        return outbox_rows(note, bodies, now)
+
+    # -- delivery ---------------------------------------------------------------------
+    def deliver_once(self) -> dict[str, int]:
+        """Send the due outbox rows; re-send firing alerts to Alertmanager when due."""
+        now = self.now()
+        counts = deliver_due(self.warehouse, self.sinks, now=now, backoff=self.backoff,
+                             timeout_s=self.timeout_s, send=self.send)
+        if "alertmanager" in self.sinks and (
+                self._resent_at is None
+                or (now - self._resent_at).total_seconds() >= self.resend_s):
+            self._resent_at = now
+            self.resend_alertmanager(now)
+        return counts
+
+    def resend_alertmanager(self, now: datetime) -> int:
+        """POST every firing, unsilenced alert to Alertmanager again (best effort), so it
+        keeps them active past its resolve_timeout. Returns the alerts sent."""
+        cur = self.warehouse.reader()
+        state, silences = load_state(cur), load_silences(cur, now)
+        groups: dict[str, list] = {}
+        for a in state.alerts.values():
+            if a.state == FIRING and not silenced(a, silences, now):
+                groups.setdefault(a.group_key, []).append(a)
+        items = []
+        for key, alerts in groups.items():
+            opened = state.groups[key].opened_at if key in state.groups else now
+            note = Notification(key="resend", kind="firing", group=key, rule=alerts[0].rule,
+                                severity=alerts[0].severity, rack=alerts[0].rack,
+                                opened_at=opened, created_at=now, alerts=tuple(alerts))
+            doc = payloads.document(note, summary=self.summaries.get(note.rule, note.rule),
+                                    dashboard_url=self.dashboard_url)
+            items += payloads.alertmanager(doc)
+        if not items:
+            return 0
+        try:
+            self.send(self.sinks["alertmanager"], payloads.encode(items),
+                      short_hash("resend", now.isoformat()), timeout_s=self.timeout_s)
+        except DeliveryError as exc:
+            log.warning("re-sending firing alerts to Alertmanager failed: %s", exc)
+            return 0
+        return len(items)
+
+    def send_test(self, sink_name: str) -> str:
+        """Send a test notification to one sink now (not through the outbox); returns
+        the idempotency key. Raises KeyError for an unconfigured sink, DeliveryError."""
+        return send_test(self.sinks[sink_name], self.dashboard_url, self.now(),
+                         timeout_s=self.timeout_s, send=self.send)
+
+
+def test_document(dashboard_url: str, now: datetime) -> dict:
+    """A generic document that says it is a test (kind ``test``)."""
+    key = short_hash("test", now.isoformat())
+    return {
+        "version": payloads.VERSION, "key": key, "kind": "test", "group": "test/gpulens",
+        "rule": "test", "severity": "info", "rack": None,
+        "title": "[TEST] gpulens notification test",
+        "summary": "A test notification from `gpulens alerts test`; nothing is wrong.",
+        "opened_at": payloads.iso(now), "created_at": payloads.iso(now),
+        "dashboard_url": dashboard_url, "nodes": [], "jobs": [],
+        "alerts": [{
+            "alert_id": key, "fingerprint": "test:fleet", "rule": "test", "severity": "info",
+            "scope": "rack", "entity": "fleet", "rack": None, "node": None,
+            "gpu_index": None, "state": "firing", "value": 0.0, "peak": 0.0,
+            "threshold": 0.0, "unit": "", "active_since": payloads.iso(now),
+            "fired_at": payloads.iso(now),
+            "resolved_at": payloads.iso(now + timedelta(minutes=5)), "context": {},
+        }],
+    }
+
+
+def send_test(sink, dashboard_url: str, now: datetime, *, timeout_s: float = 10.0,
+              send: Callable[..., int] = post) -> str:
+    """Send a test notification to ``sink``; returns its idempotency key."""
+    doc = test_document(dashboard_url, now)
+    if sink.name == "alertmanager":  # resolved at once: routes, but pages nobody for long
+        doc["kind"] = "resolved"
+    send(sink, render(sink.name, doc), doc["key"], timeout_s=timeout_s)
+    return doc["key"]

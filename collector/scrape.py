@@ -1,0 +1,139 @@
+"""Scrape dcgm-exporter endpoints directly: concurrent HTTP, then the bulk parser.
+
+Transport only: :func:`fetch_all` GETs every target's ``/metrics`` concurrently from a
+thread pool over one urllib3 connection pool (keep-alive, gzip), each with a timeout;
+the texts then go through :class:`collector.dcgm.DcgmCollector` (the vectorised parser)
+in one call. A target that times out, refuses, answers non-200 or sends text that is
+not exposition format is reported in ``source.status`` and left out; the others are
+stored. Only when every target fails does ``collect`` raise, so the service backs the
+source off and shows the error in /healthz.
+
+``gpulens agent`` serves the same format from NVML, so a node without dcgm-exporter is
+scraped the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import urllib3
+
+from collector.dcgm import DcgmCollector
+from collector.file_sd import Target, TargetFile
+from collector.sanitize import DropCounter, sanitize_samples
+
+__all__ = ["DcgmScrapeSource", "Fetched", "TargetStatus", "fetch_all"]
+
+USER_AGENT = "gpulens-scraper"
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """The outcome of one GET: ``text`` on success, else ``error``; ``duration_s`` s."""
+
+    target: Target
+    text: str | None
+    error: str | None
+    duration_s: float
+
+
+@dataclass
+class TargetStatus:
+    """Per-target state shown by the source (``source.status[key]``)."""
+
+    url: str
+    up: bool = False
+    last_success: datetime | None = None
+    last_error: str | None = None
+    duration_s: float | None = None  # seconds the last scrape took
+
+
+def _fetch(pool: urllib3.PoolManager, target: Target, timeout_s: float) -> Fetched:
+    started = time.perf_counter()
+    try:
+        resp = pool.request(
+            "GET", target.url, timeout=urllib3.Timeout(total=timeout_s), retries=False,
+            headers={"Accept-Encoding": "gzip", "User-Agent": USER_AGENT,
+                     "Accept": "text/plain;version=0.0.4"},
+        )
+    except urllib3.exceptions.HTTPError as exc:
+        reason = getattr(exc, "reason", None) or exc
+        return Fetched(target, None, f"{type(exc).__name__}: {reason}",
+                       time.perf_counter() - started)
+    took = time.perf_counter() - started
+    if resp.status != 200:
+        return Fetched(target, None, f"HTTP {resp.status}", took)
+    return Fetched(target, resp.data.decode("utf-8", "replace"), None, took)
+
+
+def fetch_all(
+    targets: list[Target],
+    *,
+    timeout_s: float = 5.0,
+    workers: int = 64,
+    pool: urllib3.PoolManager | None = None,
+) -> list[Fetched]:
+    """GET every target concurrently; each finishes within ``timeout_s`` seconds."""
+    if not targets:
+        return []
+    pool = pool or urllib3.PoolManager(maxsize=2, cert_reqs="CERT_REQUIRED")
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as ex:
+        return list(ex.map(lambda t: _fetch(pool, t, timeout_s), targets))
+
+
+class DcgmScrapeSource:
+    """Source ``dcgm``: scrape dcgm-exporter (or ``gpulens agent``) endpoints."""
+
+    def __init__(
+        self,
+        targets: str,
+        *,
+        interval_s: float = 15.0,
+        timeout_s: float = 5.0,
+        workers: int = 64,
+        ca_file: str | None = None,
+        name: str = "dcgm",
+        now=None,
+    ):
+        self.name = name
+        self.interval_s = interval_s  # seconds between scrapes
+        self.timeout_s = timeout_s
+        self.workers = workers
+        self.target_file = TargetFile(targets)
+        self.dcgm = DcgmCollector(interval_s)
+        self.dropped = DropCounter()
+        self.status: dict[str, TargetStatus] = {}
+        kw = {"ca_certs": ca_file} if ca_file else {}
+        self._pool = urllib3.PoolManager(num_pools=max(16, workers), maxsize=2, **kw)
+        self._now = now or (lambda: datetime.now(UTC).replace(tzinfo=None))
+
+    def collect(self, ts: datetime) -> list[tuple[str, pa.Table]]:
+        """Scrape every target once; samples and XID events stamped ``ts``."""
+        targets = self.target_file.targets()
+        if not targets:
+            raise RuntimeError(f"{self.name}: no scrape targets configured")
+        fetched = fetch_all(targets, timeout_s=self.timeout_s, workers=self.workers,
+                            pool=self._pool)
+        texts = {f.target.key: f.text for f in fetched if f.text is not None}
+        nodes = {f.target.key: f.target.node for f in fetched if f.target.node}
+        result = self.dcgm.collect(texts, ts, nodes)
+        errors = {f.target.key: f.error for f in fetched if f.error} | result.errors
+        now = self._now()
+        for f in fetched:
+            st = self.status.setdefault(f.target.key, TargetStatus(f.target.url))
+            st.duration_s = f.duration_s
+            if f.target.key in errors:
+                st.up, st.last_error = False, errors[f.target.key]
+            else:
+                st.up, st.last_success = True, now
+        if len(errors) == len(targets):
+            first = next(iter(errors.items()))
+            raise RuntimeError(
+                f"all {len(targets)} targets failed; {first[0]}: {first[1]}")
+        samples, _ = sanitize_samples(result.samples, now, counter=self.dropped)
+        return [("samples", samples), ("events", result.events)]
+

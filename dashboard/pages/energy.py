@@ -1,0 +1,105 @@
+"""Energy & carbon (``/energy``): how much energy do we burn, and how much carbon?
+
+Energy and emissions over time; by rack, partition, user and job; PUE and grid
+intensity; the carbon cost of failures; the energy of idle GPUs. Reads
+``warehouse.queries.energy`` (analytics: counter-based hourly GPU energy, node overhead,
+PUE, grid intensity).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import dash
+from dash import Input, Output, callback, dcc, html
+
+from dashboard import components, context, ids
+from dashboard import figures_analytics as fa
+from dashboard.filters import from_query
+from dashboard.formatting import fmt_time
+from warehouse.queries import energy as eq
+
+dash.register_page(
+    __name__, path="/energy", name="Energy", order=4,
+    title=lambda **_: context.page_title("Energy & carbon"),
+    description="Energy and emissions over time, by rack, user and job; PUE; idle energy.",
+)
+
+HOURLY_UP_TO = timedelta(days=2)  # longer ranges are drawn per day
+BY = {"rack": "Rack", "partition": "Partition", "user_name": "User", "job_id": "Job"}
+
+
+def layout(**query) -> html.Div:
+    f = from_query(query)
+    return components.page(
+        "energy", "Energy & carbon", f,
+        components.panel("Energy and emissions", "IT energy (GPUs and the rest of the "
+                         "nodes) and emissions of the facility energy.",
+                         components.graph(ids.ENERGY_OVER_TIME)),
+        components.grid(
+            components.panel(
+                "Who uses it", "Facility energy; emissions on hover.",
+                components.graph(ids.ENERGY_BY), wide=False,
+                extra=dcc.RadioItems(id=ids.ENERGY_BY_KEY, value="rack", inline=True,
+                                     className="segmented",
+                                     options=[{"label": v, "value": k}
+                                              for k, v in BY.items()])),
+            components.panel("PUE and grid intensity", "Facility / IT energy, and the "
+                             "carbon intensity applied.", components.graph(ids.ENERGY_PUE),
+                             wide=False),
+            components.panel("Carbon cost of failures", "Emissions of the GPU-hours lost, "
+                             "by failure category.", components.graph(ids.ENERGY_FAILURES),
+                             wide=False),
+            components.panel("Idle energy", "GPU energy of unallocated, allocated-but-idle "
+                             "and busy GPUs.", components.graph(ids.ENERGY_IDLE), wide=False),
+        ),
+    )
+
+
+def _window(data):
+    f = from_query(data)
+    start, end = f.window(context.now())
+    return f, start, end
+
+
+@callback(Output(ids.ENERGY_OVER_TIME, "figure"), Output(ids.ENERGY_PUE, "figure"),
+          Output(ids.updated("energy"), "children"),
+          Input(ids.FILTERS, "data"), Input(ids.refresh("energy"), "n_intervals"))
+def update_over_time(data, _n=None):
+    """One query (energy per hour or day), two figures."""
+    f, start, end = _window(data)
+    by = "hour" if end - start <= HOURLY_UP_TO else "day"
+    df = eq.energy_by(context.reader(), start=start, end=end, by=by)
+    return (fa.energy_over_time(df, x=by), fa.pue_and_intensity(df, x=by),
+            f"{f.label} · {fmt_time(end)}")
+
+
+@callback(Output(ids.ENERGY_BY, "figure"), Input(ids.FILTERS, "data"),
+          Input(ids.ENERGY_BY_KEY, "value"), Input(ids.refresh("energy"), "n_intervals"))
+def update_by(data, key="rack", _n=None):
+    _, start, end = _window(data)
+    key = key if key in BY else "rack"
+    if key in ("rack", "partition"):
+        df = eq.energy_by(context.reader(), start=start, end=end, by=key)
+    else:
+        df = eq.job_energy(context.reader(), start=start, end=end, by=key)
+    return fa.energy_by(df, key=key, label=BY[key])
+
+
+@callback(Output(ids.ENERGY_FAILURES, "figure"), Input(ids.FILTERS, "data"),
+          Input(ids.refresh("energy"), "n_intervals"))
+def update_failures(data, _n=None):
+    _, start, end = _window(data)
+    df = eq.failure_carbon(context.reader(), start=start, end=end)
+    return fa.categories_bar(df, cat="category", value="lost_carbon_kg",
+                             x_title="Emissions of lost GPU-hours (kg CO₂e)",
+                             empty="No failure cost any energy in this range.")
+
+
+@callback(Output(ids.ENERGY_IDLE, "figure"), Input(ids.FILTERS, "data"),
+          Input(ids.refresh("energy"), "n_intervals"))
+def update_idle(data, _n=None):
+    _, start, end = _window(data)
+    df = eq.idle_energy(context.reader(), start=start, end=end)
+    return fa.categories_bar(df, cat="state", value="gpu_kwh", x_title="GPU energy (kWh)",
+                             empty="No 1-minute telemetry in this range.")

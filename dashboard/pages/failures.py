@@ -1,0 +1,108 @@
+"""Failures (``/failures``): what fails, where, why, and is heat behind it?
+
+Heat maps of failed runs by rack x day and category x week, GPU-hours lost by reason,
+XIDs, lemon nodes with their evidence, and failures against temperature. Reads the
+classified ``failures`` table through ``warehouse.queries.failures`` (analytics).
+"""
+
+from __future__ import annotations
+
+import dash
+from dash import Input, Output, callback, html
+
+from dashboard import components, context, ids
+from dashboard import figures_analytics as fa
+from dashboard.components import Column
+from dashboard.filters import from_query
+from dashboard.formatting import fmt_gpu_hours, fmt_time
+from warehouse.queries import failures as fq
+from warehouse.queries import thermal
+
+dash.register_page(
+    __name__, path="/failures", name="Failures", order=2,
+    title=lambda **_: context.page_title("Failures"),
+    description="Failures by rack, day, category and reason; XIDs; lemon nodes.",
+)
+
+LEMON_COLUMNS = (
+    Column("node", "Node"), Column("rack", "Rack"),
+    Column("infra_failures", "Infra failures", str, numeric=True),
+    Column("expected_failures", "Expected", lambda v: f"{v:.2f}", numeric=True),
+    Column("p_value", "p-value", lambda v: f"{v:.2g}", numeric=True),
+    Column("xids", "XIDs", str, numeric=True),
+    Column("xid_codes", "XID codes", lambda v: ", ".join(str(int(c)) for c in v)),
+    Column("reasons", "Reasons", lambda v: "; ".join(str(r) for r in v)),
+    Column("gpu_hours_lost", "Lost", fmt_gpu_hours, numeric=True),
+    Column("lemon", "Lemon", lambda v: "yes" if v else "no"),
+)
+
+
+def layout(**query) -> html.Div:
+    f = from_query(query)
+    return components.page(
+        "failures", "Failures", f,
+        components.grid(
+            components.panel("Failures by rack and day", "Classified failed runs.",
+                             components.graph(ids.FAIL_RACK_DAY), wide=False),
+            components.panel("Failures by category and week", "Infrastructure, "
+                             "framework, script, scheduler.",
+                             components.graph(ids.FAIL_CATEGORY_WEEK), wide=False),
+            components.panel("Reasons", "GPU-hours lost by reason, coloured by category.",
+                             components.graph(ids.FAIL_REASONS), wide=False),
+            components.panel("XIDs", "Failed runs by the XID codes on their GPUs.",
+                             components.graph(ids.FAIL_XIDS), wide=False),
+            components.panel("Failures against temperature", "Hottest GPU on the failed "
+                             "node in the hour before, against the fleet median.",
+                             components.graph(ids.FAIL_TEMPERATURE), wide=False),
+        ),
+        components.panel("Lemon nodes", "Nodes whose infrastructure failures are unlikely "
+                         "under the fleet's rate (Poisson), with the evidence.",
+                         html.Div(components.empty("Loading…"), id=ids.FAIL_LEMONS)),
+    )
+
+
+def _scoped(df, f):
+    """Rows of the URL's partition and rack (the analytics queries take a range only)."""
+    if f.partition and "partition" in df:
+        df = df[df["partition"] == f.partition]
+    if f.rack and "rack" in df:
+        df = df[df["rack"] == f.rack]
+    return df
+
+
+@callback(
+    Output(ids.FAIL_RACK_DAY, "figure"), Output(ids.FAIL_CATEGORY_WEEK, "figure"),
+    Output(ids.FAIL_REASONS, "figure"), Output(ids.FAIL_XIDS, "figure"),
+    Output(ids.updated("failures"), "children"),
+    Input(ids.FILTERS, "data"), Input(ids.refresh("failures"), "n_intervals"),
+)
+def update_failures(data, _n=None):
+    """One query (the failures in range), four pure figures."""
+    f = from_query(data)
+    start, end = f.window(context.now())
+    df = _scoped(fq.failures(context.reader(), start=start, end=end), f)
+    return (fa.failures_heatmap(df, rows="rack", period="D"),
+            fa.failures_heatmap(df, rows="category", period="W"),
+            fa.failure_reasons(df), fa.xid_counts(df),
+            f"{f.label} · {len(df):,} failed runs · {fmt_time(end)}")
+
+
+@callback(Output(ids.FAIL_TEMPERATURE, "figure"), Input(ids.FILTERS, "data"),
+          Input(ids.refresh("failures"), "n_intervals"))
+def update_temperatures(data, _n=None):
+    f = from_query(data)
+    start, end = f.window(context.now())
+    return fa.failure_temperatures(thermal.failure_temperatures(
+        context.reader(), start=start, end=end, partition=f.partition, rack=f.rack))
+
+
+@callback(Output(ids.FAIL_LEMONS, "children"), Input(ids.FILTERS, "data"),
+          Input(ids.refresh("failures"), "n_intervals"))
+def update_lemons(data, _n=None):
+    f = from_query(data)
+    start, end = f.window(context.now())
+    df = _scoped(fq.lemon_nodes(context.reader(), start=start, end=end), f)
+    df = df[(df["infra_failures"] > 0) | (df["xids"] > 0)].head(25)
+    return components.table(df, LEMON_COLUMNS, table_id=ids.FAIL_LEMONS + "-table",
+                            empty_message="No node had an infrastructure failure or an XID "
+                            "in this range.")

@@ -1,0 +1,138 @@
+"""Goodput (``/goodput``): how much GPU time do failures and restarts cost, and how often
+should a large job checkpoint?
+
+GPU-hours lost over time by category; the ETTR of large jobs; the fleet's failure rate
+r_f with its confidence interval and the MTTF it projects by job size; and a checkpoint
+advisor: enter a job size and a restart overhead, get Daly's optimal interval and the
+expected ETTR curve (warehouse/reliability.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import dash
+from dash import Input, Output, callback, dcc, html
+
+from dashboard import components, context, ids
+from dashboard import figures_analytics as fa
+from dashboard.filters import from_query
+from dashboard.formatting import fmt_time
+from warehouse import reliability
+from warehouse.queries import failures as fq
+from warehouse.queries import goodput as gq
+
+dash.register_page(
+    __name__, path="/goodput", name="Goodput", order=3,
+    title=lambda **_: context.page_title("Goodput"),
+    description="GPU-hours lost, ETTR, failure rate, MTTF and a checkpoint advisor.",
+)
+
+LARGE_JOB_GPUS = 16
+GPUS_PER_NODE = 8
+
+
+def _number(label: str, cid: str, value: float, step: float) -> html.Label:
+    return html.Label([label, dcc.Input(id=cid, type="number", value=value, min=step,
+                                        step=step, debounce=True)])
+
+
+def layout(**query) -> html.Div:
+    f = from_query(query)
+    return components.page(
+        "goodput", "Goodput", f,
+        components.grid(
+            components.panel("GPU-hours lost", "Per day, by failure category.",
+                             components.graph(ids.GOODPUT_LOST), wide=False),
+            components.panel("ETTR of large jobs", f"Productive / wall time of jobs with "
+                             f"{LARGE_JOB_GPUS} GPUs or more.",
+                             components.graph(ids.GOODPUT_ETTR), wide=False),
+        ),
+        components.panel(
+            "Fleet failure rate and MTTF", "Infrastructure failures per 1,000 node-days "
+            "(exact 95 % Poisson interval) and the mean time to failure it projects for a "
+            "job of each size (MTTF = 1 / (nodes x r_f)).",
+            html.Div(id=ids.GOODPUT_RATE_CARDS), components.graph(ids.GOODPUT_MTTF)),
+        components.panel(
+            "Checkpoint advisor", "The optimal checkpoint interval (Daly 2006) for a job "
+            "on this fleet, from the failure rate above.",
+            html.Div([_number("Job size (GPUs)", ids.GOODPUT_ADV_GPUS, 1024, 8),
+                      _number("Restart overhead (minutes)", ids.GOODPUT_ADV_RESTART, 15, 1),
+                      _number("Checkpoint write (minutes)", ids.GOODPUT_RATE, 2, 0.5)],
+                     className="advisor"),
+            html.Div(id=ids.GOODPUT_ADVICE, className="advice"),
+            components.graph(ids.GOODPUT_ADVICE + "-curve")),
+    )
+
+
+@callback(Output(ids.GOODPUT_LOST, "figure"), Output(ids.updated("goodput"), "children"),
+          Input(ids.FILTERS, "data"), Input(ids.refresh("goodput"), "n_intervals"))
+def update_lost(data, _n=None):
+    f = from_query(data)
+    start, end = f.window(context.now())
+    df = fq.failures(context.reader(), start=start, end=end)
+    return fa.lost_over_time(df), f"{f.label} · {fmt_time(end)}"
+
+
+@callback(Output(ids.GOODPUT_ETTR, "figure"), Input(ids.FILTERS, "data"),
+          Input(ids.refresh("goodput"), "n_intervals"))
+def update_ettr(data, _n=None):
+    f = from_query(data)
+    now = context.now()
+    start, end = f.window(now)
+    df = gq.ettr_jobs(context.reader(), start=start, end=end, now=now,
+                      min_gpus=LARGE_JOB_GPUS)
+    return fa.ettr_jobs(df, min_gpus=LARGE_JOB_GPUS)
+
+
+def rate_cards(rate: dict) -> html.Div:
+    """Cards: r_f with its interval, failures and node-days behind it."""
+    r = rate["r_f_per_1000_node_days"]
+    ok = rate["failures"] > 0 and math.isfinite(r)
+    return components.cards([
+        ("Failure rate r_f", f"{r:.2f}" if ok else "—",
+         f"per 1,000 node-days; 95 %: {rate['r_f_low']:.2f}-{rate['r_f_high']:.2f}"
+         if ok else "No infrastructure failure in this range"),
+        ("Infrastructure failures", f"{rate['failures']:,}", "in the selected range"),
+        ("Node-days of work", f"{rate['node_days']:,.1f}", "the exposure behind r_f"),
+    ])
+
+
+@callback(Output(ids.GOODPUT_RATE_CARDS, "children"), Output(ids.GOODPUT_MTTF, "figure"),
+          Input(ids.FILTERS, "data"), Input(ids.refresh("goodput"), "n_intervals"))
+def update_rate(data, _n=None):
+    f = from_query(data)
+    start, end = f.window(context.now())
+    rate = fq.failure_rate(context.reader(), start=start, end=end,
+                           gpus_per_node=GPUS_PER_NODE)
+    return rate_cards(rate), fa.mttf_projection(rate)
+
+
+def advice(rate: dict, gpus: float, restart_min: float, write_min: float):
+    """Text and ETTR curve for the advisor (pure: the failure rate is an input)."""
+    r_f = rate["r_f_per_1000_node_days"]
+    if not (rate["failures"] > 0 and math.isfinite(r_f)):
+        return ("No infrastructure failure in this range, so no rate to plan against: "
+                "pick a longer range.", None)
+    nodes = max(gpus / GPUS_PER_NODE, 1.0)
+    best = reliability.optimal_checkpoint_interval_h(nodes, r_f / 1000, write_min / 60)
+    mttf = reliability.mttf_hours(gpus, r_f / 1000, GPUS_PER_NODE)
+    ettr = reliability.expected_ettr(nodes, r_f / 1000, restart_min / 60, best, write_min / 60)
+    curve = gq.ettr_curve(n_nodes=nodes, failures_per_1000_node_days=r_f,
+                          restart_overhead_h=restart_min / 60, checkpoint_write_h=write_min / 60)
+    text = (f"A {gpus:,.0f}-GPU job fails every {mttf:,.1f} h on average. Checkpoint every "
+            f"{best * 60:,.0f} minutes: expected ETTR {ettr:.1%}.")
+    return text, curve
+
+
+@callback(Output(ids.GOODPUT_ADVICE, "children"), Output(ids.GOODPUT_ADVICE + "-curve", "figure"),
+          Input(ids.FILTERS, "data"), Input(ids.GOODPUT_ADV_GPUS, "value"),
+          Input(ids.GOODPUT_ADV_RESTART, "value"), Input(ids.GOODPUT_RATE, "value"))
+def update_advice(data, gpus=1024, restart_min=15, write_min=2):
+    f = from_query(data)
+    start, end = f.window(context.now())
+    rate = fq.failure_rate(context.reader(), start=start, end=end,
+                           gpus_per_node=GPUS_PER_NODE)
+    text, curve = advice(rate, float(gpus or GPUS_PER_NODE), float(restart_min or 0),
+                         float(write_min or 0))
+    return text, fa.ettr_curve(curve)

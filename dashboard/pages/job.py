@@ -1,0 +1,145 @@
+"""One job (``/jobs/<job_id>``): its runs on a timeline, the telemetry of its GPUs, its
+energy and carbon, and the evidence behind each failure.
+
+The job id comes from the URL and is only ever a query parameter and text.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import unquote
+
+import dash
+from dash import Input, Output, callback, dcc, html
+
+from dashboard import components, context, figures_jobs, ids
+from dashboard.components import Column
+from dashboard.filters import from_query
+from dashboard.formatting import DASH, fmt_gpu_hours, fmt_int, fmt_time, missing
+from warehouse.queries import jobs
+
+dash.register_page(
+    __name__, path_template="/jobs/<job_id>", name="Job", order=7,
+    title=lambda job_id=None, **_: context.page_title(f"Job {unquote(str(job_id))}"),
+    description="A job's runs, GPUs, telemetry, energy, carbon and failures.",
+)
+
+FAILURE_COLUMNS = (
+    Column("run_index", "Run", lambda v: str(int(v)), numeric=True),
+    Column("end_ts", "Failed at", lambda v: f"{v:%a %d %b %H:%M} UTC"),
+    Column("category", "Category"), Column("reason", "Reason"),
+    Column("source", "Decided by"), Column("node", "Node"),
+    Column("xids", "XIDs", lambda v: ", ".join(str(x) for x in v) or DASH),
+    Column("gpu_hours_lost", "Lost", fmt_gpu_hours, numeric=True),
+    Column("evidence", "Evidence", lambda v: _evidence(v)),
+)
+
+
+def _evidence(text) -> str:
+    """The evidence JSON as ``key: value`` pairs (shown as text, never HTML)."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        return str(text)
+    if not isinstance(data, dict):
+        return str(data)
+    return " · ".join(f"{k}: {v}" for k, v in data.items())
+
+
+def layout(job_id: str | None = None, **query) -> html.Div:
+    f = from_query(query)
+    job_id = unquote(str(job_id or ""))[:128]
+    return components.page(
+        "job", f"Job {job_id}", f,
+        dcc.Store(id=ids.JOB_ID, data=job_id),
+        html.Div(components.empty("Loading…"), id=ids.JOB_SUMMARY),
+        components.panel("Runs", "Each attempt from start to end; requeues after a "
+                         "failure start a new run.", components.graph(ids.JOB_TIMELINE,
+                                                                      height=200)),
+        components.panel("Telemetry of its GPUs", "Across the GPUs allocated to its runs.",
+                         components.graph(ids.JOB_TELEMETRY, height=460)),
+        components.grid(
+            components.panel("Energy and carbon", "GPU energy per run; emissions from "
+                             "the grid's carbon intensity at the time.",
+                             html.Div(id=ids.JOB_ENERGY), wide=False),
+            components.panel("Failures", "How each failed run was classified, and why.",
+                             html.Div(id=ids.JOB_FAILURES), wide=False),
+        ),
+        live=False, filters=(),
+    )
+
+
+def summary_cards(job: dict | None, job_id: str, now) -> html.Div:
+    """Headline cards of a job (its row of ``jobs``); names are text."""
+    if job is None:
+        return components.empty(f"No job {job_id!r} in the warehouse: check the id, or the "
+                                "scheduler collector on /healthz.")
+    def txt(key):
+        v = job.get(key)
+        return DASH if missing(v) or v is None else str(v)
+    ended = job.get("end_ts")
+    return html.Div([
+        html.H2(txt("name"), className="job-name"),
+        components.cards([
+            ("User", txt("user_name"), f"account {txt('account')}"),
+            ("State", txt("state"), f"{txt('job_type')} · partition {txt('partition')}"),
+            ("GPUs", fmt_int(job.get("gpus")), f"on {fmt_int(job.get('nodes'))} nodes"),
+            ("Requeues", fmt_int(job.get("restarts")), "runs after the first"),
+            ("Started", DASH if missing(job.get("start_ts")) else
+             f"{job['start_ts']:%d %b %H:%M}",
+             "still running" if missing(ended) and txt("state") == "RUNNING" else
+             "ended " + (DASH if missing(ended) else f"{ended:%d %b %H:%M} UTC")),
+        ]),
+    ])
+
+
+@callback(Output(ids.JOB_SUMMARY, "children"), Output(ids.updated("job"), "children"),
+          Input(ids.JOB_ID, "data"))
+def update_summary(job_id):
+    now = context.now()
+    job = jobs.job(context.reader(), job_id=job_id)
+    return summary_cards(job, job_id, now), f"As of {fmt_time(now)}"
+
+
+@callback(Output(ids.JOB_TIMELINE, "figure"), Input(ids.JOB_ID, "data"))
+def update_timeline(job_id):
+    now = context.now()
+    return figures_jobs.job_timeline(jobs.runs(context.reader(), job_id=job_id, now=now),
+                                     now=now)
+
+
+@callback(Output(ids.JOB_TELEMETRY, "figure"), Input(ids.JOB_ID, "data"))
+def update_telemetry(job_id):
+    return figures_jobs.job_telemetry(
+        jobs.telemetry(context.reader(), job_id=job_id, now=context.now()))
+
+
+ENERGY_COLUMNS = (
+    Column("run_index", "Run", lambda v: str(int(v)), numeric=True),
+    Column("energy_kwh", "Energy", lambda v: f"{v:,.1f} kWh", numeric=True),
+    Column("co2_kg", "Emissions", lambda v: f"{v:,.1f} kg CO₂e", numeric=True),
+)
+
+
+@callback(Output(ids.JOB_ENERGY, "children"), Input(ids.JOB_ID, "data"))
+def update_energy(job_id):
+    df = jobs.energy(context.reader(), job_id=job_id, now=context.now())
+    if len(df):
+        total = df[["energy_kwh", "co2_kg"]].sum()
+        df = df.assign(run_index=df["run_index"])
+        note = html.P(f"Total {total['energy_kwh']:,.1f} kWh, {total['co2_kg']:,.1f} kg "
+                      "CO₂e" + ("" if df["intensity_complete"].all() else
+                                " (a lower bound: some hours have no grid intensity)"),
+                      className="panel-sub")
+    else:
+        note = None
+    return [note, components.table(df, ENERGY_COLUMNS, empty_message=(
+        "No energy recorded: the job never held a GPU with telemetry."))]
+
+
+@callback(Output(ids.JOB_FAILURES, "children"), Input(ids.JOB_ID, "data"))
+def update_failures(job_id):
+    df = jobs.failures(context.reader(), job_id=job_id)
+    return components.table(df, FAILURE_COLUMNS, table_id=ids.JOB_FAILURES + "-table",
+                            empty_message="No classified failure: every run completed, is "
+                            "running, or has not been classified yet.")

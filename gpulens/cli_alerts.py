@@ -1,0 +1,197 @@
+"""``gpulens alerts``: list, silence, acknowledge, and test the sinks.
+
+While ``gpulens serve`` runs it owns the database, so these commands talk to its HTTP
+API (``--url``, default http://127.0.0.1:8050); when nothing answers there they open the
+warehouse file themselves (``--db``, default the configuration's ``service.db``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import urllib.error
+import urllib.request
+
+import click
+
+from gpulens.config import load
+
+DEFAULT_URL = "http://127.0.0.1:8050"
+
+
+class _Api:
+    """The service's alerts API over HTTP."""
+
+    def __init__(self, url: str):
+        self.base = url.rstrip("/") + "/api/alerts"
+
+    def call(self, method: str, path: str, body: dict | None = None, **query):
+        from urllib.parse import urlencode
+
+        qs = {k: v for k, v in query.items() if v not in (None, "", False)}
+        url = self.base + path + (("?" + urlencode(qs)) if qs else "")
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read()).get("error", f"HTTP {exc.code}")
+            except ValueError:
+                message = f"HTTP {exc.code}"
+            raise click.ClickException(message) from None
+
+
+def _reachable(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/api/alerts?since_s=1", timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True  # something answers; its error will be shown by the real call
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _run(ctx, remote, local):
+    """``remote(api)`` against a running service, else ``local(warehouse, now)``."""
+    opts = ctx.obj
+    if _reachable(opts["url"]):
+        return remote(_Api(opts["url"]))
+    from alerts import ops
+    from alerts.runtime import utcnow
+    from warehouse import Warehouse
+
+    db = opts["db"] or load(opts["config"])["service.db"]
+    with Warehouse(db) as wh:
+        try:
+            return local(wh, utcnow())
+        except ops.OpsError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+def _show(rows: list[dict], columns: tuple[str, ...], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("(none)")
+        return
+    click.echo("  ".join(columns))
+    for r in rows:
+        click.echo("  ".join("-" if r.get(c) is None else str(r.get(c)) for c in columns))
+
+
+@click.group()
+@click.option("--url", default=DEFAULT_URL, show_default=True,
+              help="Address of a running gpulens service.")
+@click.option("--db", help="Warehouse file to open when no service answers.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="TOML configuration (sinks for `test`, service.db).")
+@click.pass_context
+def alerts(ctx, url, db, config_path) -> None:
+    """Thermal alerts: list, silence, acknowledge, test the sinks."""
+    ctx.obj = {"url": url, "db": db, "config": config_path}
+
+
+@alerts.command("list")
+@click.option("--state", type=click.Choice(["pending", "firing", "resolved"]))
+@click.option("--rack")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def list_cmd(ctx, state, rack, as_json) -> None:
+    """Alerts active in the last day, firing first."""
+    from alerts import ops
+
+    rows = _run(ctx, lambda api: api.call("GET", "", state=state, rack=rack)["alerts"],
+                lambda wh, now: ops.list_alerts(wh, now, state=state, rack=rack))
+    _show(rows, ("alert_id", "state", "severity", "rule", "rack", "node", "gpu_index",
+                 "value", "unit", "fired_at", "resolved_at", "acked_by"), as_json)
+
+
+@alerts.command()
+@click.option("--rule", help="Rule name, e.g. rack_cooling.")
+@click.option("--rack")
+@click.option("--node")
+@click.option("--for", "duration", required=True, help="How long, e.g. 30m, 2h, 1d.")
+@click.option("--comment", required=True, help="Why (shown to the on-call).")
+@click.option("--by", default=getpass.getuser, help="Who silences (default: you).")
+@click.pass_context
+def silence(ctx, rule, rack, node, duration, comment, by) -> None:
+    """Mute notifications of alerts matching every given matcher."""
+    from alerts import ops
+
+    body = {"rule": rule, "rack": rack, "node": node, "duration": duration,
+            "comment": comment, "created_by": by}
+    made = _run(ctx, lambda api: api.call("POST", "/silences", body)["silence"],
+                lambda wh, now: ops.add_silence(
+                    wh, now, rule=rule, rack=rack, node=node,
+                    duration_s=ops.parse_duration(duration), comment=comment,
+                    created_by=by))
+    click.echo(f"silence {made['silence_id']} until {made['expires_at']}")
+
+
+@alerts.command()
+@click.argument("silence_id")
+@click.pass_context
+def unsilence(ctx, silence_id) -> None:
+    """End a silence now."""
+    from alerts import ops
+
+    def local(wh, now):
+        if not ops.expire_silence(wh, now, silence_id):
+            raise click.ClickException(f"no active silence {silence_id!r}")
+
+    _run(ctx, lambda api: api.call("DELETE", f"/silences/{silence_id}"), local)
+    click.echo(f"silence {silence_id} ended")
+
+
+@alerts.command()
+@click.option("--all", "include_expired", is_flag=True, help="Include expired silences.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def silences(ctx, include_expired, as_json) -> None:
+    """Active silences."""
+    from alerts import ops
+
+    rows = _run(ctx, lambda api: api.call("GET", "/silences", all=include_expired)["silences"],
+                lambda wh, now: ops.list_silences(wh, now, include_expired=include_expired))
+    _show(rows, ("silence_id", "rule", "rack", "node", "expires_at", "created_by", "comment"),
+          as_json)
+
+
+@alerts.command()
+@click.argument("alert_id")
+@click.option("--comment", default="")
+@click.option("--by", default=getpass.getuser, help="Who acknowledges (default: you).")
+@click.pass_context
+def ack(ctx, alert_id, comment, by) -> None:
+    """Acknowledge an alert (it stays firing; the dashboard shows who took it)."""
+    from alerts import ops
+
+    body = {"by": by, "comment": comment}
+    _run(ctx, lambda api: api.call("POST", f"/{alert_id}/ack", body),
+         lambda wh, now: ops.ack(wh, now, alert_id, by=by, comment=comment))
+    click.echo(f"alert {alert_id} acknowledged by {by}")
+
+
+@alerts.command()
+@click.option("--sink", required=True, type=click.Choice(["webhook", "slack", "alertmanager"]))
+@click.pass_context
+def test(ctx, sink) -> None:
+    """Send a test notification to one configured sink, now."""
+    from alerts.runtime import send_test, utcnow
+    from alerts.sinks import DeliveryError, configured
+
+    cfg = load(ctx.obj["config"]).section("alerts")
+    sinks = configured(cfg)
+    if sink not in sinks:
+        raise click.ClickException(
+            f"sink {sink} has no URL: set alerts.{sink}_url in the configuration or "
+            f"GPULENS_ALERTS_{sink.upper()}_URL")
+    try:
+        key = send_test(sinks[sink], cfg["dashboard_url"], utcnow(), timeout_s=cfg["timeout_s"])
+    except DeliveryError as exc:
+        raise click.ClickException(f"test notification not delivered: {exc}") from None
+    click.echo(f"test notification {key} delivered to {sink}")

@@ -1,0 +1,69 @@
+"""Settings of the real collectors: NVML, dcgm-exporter, Prometheus, Slurm, topology.
+
+A source is used when its name is in ``collect.source``; see docs/collectors.md.
+"""
+
+from gpulens.settings.base import Setting, between, positive
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("nvml.node", str, "",
+            "Node name for this host's GPUs read through NVML (empty: the hostname)."),
+    Setting("dcgm.targets", str, "",
+            "dcgm-exporter (or `gpulens agent`) endpoints: 'host:port' items separated by "
+            "commas, or the path (or glob) of Prometheus file_sd JSON/YAML files, re-read "
+            "when they change."),
+    Setting("dcgm.timeout_s", float, 5.0, "Seconds one scrape may take before it counts "
+            "as failed.", between(0.1, 300), "a number of seconds from 0.1 to 300"),
+    Setting("dcgm.workers", int, 64, "Concurrent scrapes.", between(1, 1024),
+            "an integer from 1 to 1024"),
+    Setting("dcgm.ca_file", str, "", "CA bundle for https targets (empty: the system's)."),
+    Setting("prometheus.url", str, "",
+            "Base URL of Prometheus or Thanos Query, e.g. http://prometheus:9090."),
+    Setting("prometheus.selector", str, "",
+            "Label matchers added to every query, e.g. job=\"dcgm\" (without braces)."),
+    Setting("prometheus.node_label", str, "",
+            "Label naming the node (empty: Hostname, else the host of instance)."),
+    Setting("prometheus.bearer_token", str, "",
+            "Bearer token (set it through GPULENS_PROMETHEUS_BEARER_TOKEN)."),
+    Setting("prometheus.username", str, "", "User for HTTP basic auth (empty: none)."),
+    Setting("prometheus.password", str, "",
+            "Password for HTTP basic auth (set it through GPULENS_PROMETHEUS_PASSWORD)."),
+    Setting("prometheus.ca_file", str, "", "CA bundle to verify Prometheus's TLS "
+            "certificate (empty: the system's)."),
+    Setting("prometheus.verify_tls", bool, True,
+            "Verify Prometheus's TLS certificate (turn off only for testing)."),
+    Setting("prometheus.timeout_s", float, 30.0, "Seconds one query may take.",
+            between(1, 600), "a number of seconds from 1 to 600"),
+    Setting("prometheus.max_catchup_h", float, 24.0,
+            "After an outage, hours of history read back from Prometheus at most (keep it "
+            "within Prometheus's retention).", between(0, 8760), "hours from 0 to 8760"),
+    Setting("prometheus.chunk_min", float, 15.0,
+            "Minutes of history one catch-up cycle reads (bounds memory per cycle).",
+            between(0.1, 1440), "minutes from 0.1 to 1440"),
+    Setting("slurm.interval_s", float, 30.0, "Seconds between reads of squeue and sacct.",
+            between(1, 3600), "a number of seconds from 1 to 3600"),
+    Setting("slurm.squeue", str, "squeue", "The squeue command (a path or a name on PATH)."),
+    Setting("slurm.sacct", str, "sacct",
+            "The sacct command; empty where accounting (slurmdbd) is off."),
+    Setting("slurm.jobcomp_file", str, "",
+            "Slurm's jobcomp/filetxt log (JobCompLoc), read when sacct is off or failing."),
+    Setting("slurm.jobcomp_tz", str, "UTC",
+            "Time zone of slurmctld, in which the jobcomp file's times are written."),
+    Setting("slurm.sacct_overlap_min", float, 10.0,
+            "Minutes each sacct read overlaps the previous one.", between(0, 1440),
+            "minutes from 0 to 1440"),
+    Setting("slurm.lookback_h", float, 24.0,
+            "Hours of accounting read on the first cycle after a start.", positive,
+            "a positive number of hours"),
+    Setting("slurm.gpus_per_node", int, 0,
+            "GPUs per node, to place sacct's whole-node runs on GPU indices (0: unknown).",
+            between(0, 64), "an integer from 0 to 64"),
+    Setting("slurm.job_type_regex", str, "",
+            "Regex on the job name giving its type (group 'type' or the first group) when "
+            "the comment has no gpulens:type=... tag, e.g. ^(pretrain|sft|eval|debug)[-_]."),
+    Setting("topology.inventory", str, "",
+            "Inventory file (.toml or .csv): racks with zone, row and floor position, and "
+            "their nodes as host lists. It wins over topology.slurm_conf."),
+    Setting("topology.slurm_conf", str, "",
+            "Slurm's topology.conf: each leaf switch is a rack, its parent switch a zone."),
+)

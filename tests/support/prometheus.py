@@ -1,0 +1,128 @@
+"""Test servers: fake exporters (HTTP on localhost) and a real Prometheus server.
+
+``Exporters(n)`` serves ``n`` endpoints from one process, each answering ``/metrics``
+with ``text_of(index)`` (so a test can change the readings over time). ``Prometheus``
+runs Debian's ``/usr/bin/prometheus`` on 127.0.0.1 with a temporary config and
+storage, scraping given targets at a short interval; never as a system service.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+class Exporters:
+    """``n`` HTTP endpoints on 127.0.0.1, each serving ``text_of(i)`` at any path."""
+
+    def __init__(self, n: int, text_of: Callable[[int], str], *, delay_s: float = 0.0):
+        self.text_of = text_of
+        self.delay_s = delay_s
+        self.servers: list[ThreadingHTTPServer] = []
+        self.hits = [0] * n
+        for i in range(n):
+            self.servers.append(self._server(i))
+        self.threads = [threading.Thread(target=s.serve_forever, daemon=True)
+                        for s in self.servers]
+        for t in self.threads:
+            t.start()
+
+    def _server(self, index: int) -> ThreadingHTTPServer:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):  # noqa: N802
+                outer.hits[index] += 1
+                if outer.delay_s:
+                    time.sleep(outer.delay_s)
+                body = outer.text_of(index).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        return server
+
+    @property
+    def addresses(self) -> list[str]:
+        return [f"127.0.0.1:{s.server_address[1]}" for s in self.servers]
+
+    def close(self) -> None:
+        for s in self.servers:
+            s.shutdown()
+            s.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Prometheus:
+    """A real Prometheus on 127.0.0.1 scraping ``targets`` every ``interval_s``."""
+
+    def __init__(self, binary: str, root: Path, targets: list[str], interval_s: float = 1.0):
+        self.root = Path(root)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        listed = ", ".join(f"'{t}'" for t in targets)
+        config = self.root / "prometheus.yml"
+        config.write_text(
+            f"global:\n  scrape_interval: {interval_s:g}s\n  scrape_timeout: {interval_s:g}s\n"
+            f"scrape_configs:\n  - job_name: dcgm\n    static_configs:\n"
+            f"      - targets: [{listed}]\n")
+        self.log = open(self.root / "prometheus.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={self.root}/data",
+             f"--web.listen-address=127.0.0.1:{self.port}",
+             "--storage.tsdb.retention.time=1h", "--log.level=warn"],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("prometheus exited:\n" + self.logs())
+            try:
+                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("prometheus did not become ready:\n" + self.logs())
+
+    def logs(self) -> str:
+        return (self.root / "prometheus.log").read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def prometheus_binary() -> str | None:
+    return shutil.which("prometheus") or (
+        "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None)

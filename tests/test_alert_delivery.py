@@ -1,0 +1,169 @@
+"""The runtime end to end: a rack incident in a real warehouse file, delivered to a real
+HTTP receiver (signatures, idempotency keys), through a restart and a receiver outage."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from alerts.runtime import AlertRuntime
+from alerts.sinks import DeliveryError, Sink, post, sign
+from tests.test_alert_helpers import STEP, T0, Cluster, alert_config
+from warehouse import Warehouse
+from warehouse.queries import alerts as q
+
+SECRET = "s3cret-for-tests"
+
+
+class Incident:
+    """A warehouse file, a small cluster with rack r2 failing from +16 min to +30 min,
+    and a runtime on a simulated clock; ``tick()`` is one 15-s cycle of the service."""
+
+    def __init__(self, path, start=T0, **settings):
+        self.path, self.settings = path, settings
+        self.cluster = Cluster()
+        self.start = start
+        self.cluster.incidents.append(("r2", start + timedelta(minutes=16),
+                                       start + timedelta(minutes=30), 12.0))
+        self.now = start
+        self.send = post
+        self.open()
+        self.wh.ingest_all(self.cluster.topology())
+
+    def open(self):
+        self.wh = Warehouse(self.path)
+        self.rt = AlertRuntime(self.wh, alert_config(**self.settings), now=lambda: self.now,
+                               send=lambda *a, **k: self.send(*a, **k))
+
+    def restart(self):
+        self.wh.close()
+        self.open()
+
+    def tick(self, deliver: bool = True):
+        self.wh.ingest("samples", self.cluster.samples(self.now)).result()
+        self.rt.evaluate_once()
+        if deliver:
+            self.rt.deliver_once()
+        self.now += STEP
+
+    def run_until(self, minutes: float, **kw):
+        while self.now < self.start + timedelta(minutes=minutes):
+            self.tick(**kw)
+
+    def outbox(self):
+        return q.list_notifications(self.wh.reader(), now=self.now, since_s=86400 * 30)
+
+
+@pytest.fixture
+def receiver():
+    from alerts.receiver import start_receiver
+
+    rx = start_receiver(secret=SECRET)
+    yield rx
+    rx.stop()
+
+
+def test_rack_incident_fires_once_and_resolves_once_across_a_restart(tmp_path, receiver):
+    inc = Incident(tmp_path / "w.duckdb", webhook_url=receiver.url, webhook_secret=SECRET)
+    inc.run_until(24)  # fires during the ramp (16-21 min)
+    [firing] = receiver.bodies("firing")
+    assert (firing["rule"], firing["rack"], firing["severity"]) == ("rack_cooling", "r2",
+                                                                    "critical")
+    fired = T0 + timedelta(minutes=16)
+    opened = firing["opened_at"]
+    assert fired.isoformat() < opened[:-1] <= (fired + timedelta(minutes=5)).isoformat()
+    assert firing["nodes"] == ["n20", "n21"] and "rack=r2" in firing["dashboard_url"]
+    assert firing["alerts"][0]["context"]["above_peers_c"] > 5
+    inc.restart()  # mid-incident: the state is in the file
+    inc.run_until(45)
+    assert [b["kind"] for b in receiver.bodies()] == ["firing", "resolved"]
+    [resolved] = receiver.bodies("resolved")
+    assert resolved["key"] != firing["key"] and resolved["opened_at"] == opened
+    assert receiver.rejected == 0 and receiver.duplicates == 0
+    assert set(inc.outbox()["status"]) == {"delivered"}
+    inc.wh.close()
+
+
+def test_receiver_down_for_the_whole_incident_gets_everything_once(tmp_path, receiver):
+    from alerts.receiver import start_receiver
+
+    port = receiver.port
+    receiver.stop()
+    inc = Incident(tmp_path / "w.duckdb", webhook_url=f"http://127.0.0.1:{port}/",
+                   webhook_secret=SECRET)
+    inc.run_until(45)
+    out = inc.outbox()
+    assert list(out["kind"]) == ["firing", "resolved"] and set(out["status"]) == {"pending"}
+    assert out["attempts"].iloc[0] > 3  # retried with backoff, not every cycle
+    back = start_receiver(secret=SECRET, port=port)
+    try:
+        inc.run_until(60)
+        assert [b["kind"] for b in back.bodies()] == ["firing", "resolved"]
+        assert back.duplicates == 0 and set(inc.outbox()["status"]) == {"delivered"}
+    finally:
+        back.stop()
+        inc.wh.close()
+
+
+def test_a_lost_response_is_retried_and_the_key_prevents_a_duplicate(tmp_path, receiver):
+    inc = Incident(tmp_path / "w.duckdb", webhook_url=receiver.url, webhook_secret=SECRET)
+    lost = []
+
+    def flaky(sink, body, key, **kw):
+        status = post(sink, body, key, **kw)
+        if not lost:  # the receiver handled it, but the answer never came back
+            lost.append(key)
+            raise DeliveryError("webhook: TimeoutError")
+        return status
+
+    inc.send = flaky
+    inc.run_until(45)
+    assert [b["kind"] for b in receiver.bodies()] == ["firing", "resolved"]
+    assert receiver.duplicates == 1 and lost
+    inc.wh.close()
+
+
+def test_wrong_signature_is_rejected_and_the_header_is_documented(receiver):
+    body = '{"kind":"test"}'
+    with pytest.raises(DeliveryError, match="HTTP 401"):
+        post(Sink("webhook", receiver.url, "wrong"), body, "k1")
+    assert post(Sink("webhook", receiver.url, SECRET), body, "k2") == 200
+    assert receiver.received[0].headers["x-gpulens-signature"] == sign(SECRET, body.encode())
+    assert receiver.rejected == 1
+
+
+def test_errors_never_show_the_url_or_the_secret(receiver):
+    secret_url = "http://127.0.0.1:1/hooks/T000/B000/XXXXXXXX"
+    with pytest.raises(DeliveryError) as err:
+        post(Sink("slack", secret_url), "{}", "k", timeout_s=1)
+    assert "XXXX" not in str(err.value) and "hooks" not in str(err.value)
+    assert "XXXX" not in repr(Sink("slack", secret_url))
+
+
+def test_silenced_rack_sends_nothing(tmp_path, receiver):
+    from alerts import ops
+
+    inc = Incident(tmp_path / "w.duckdb", webhook_url=receiver.url, webhook_secret=SECRET)
+    ops.add_silence(inc.wh, inc.now, rack="r2", duration_s=7200, comment="planned work")
+    inc.run_until(45)
+    assert receiver.bodies() == []
+    fired = q.list_alerts(inc.wh.reader(), now=inc.now, states=("resolved",))
+    assert list(fired["rule"]) == ["rack_cooling"]
+    inc.wh.close()
+
+
+def test_slack_and_webhook_each_get_their_own_body(tmp_path, receiver):
+    from alerts.receiver import start_receiver
+
+    unsigned = start_receiver()  # Slack does not check signatures
+    inc = Incident(tmp_path / "w.duckdb", webhook_url=receiver.url, webhook_secret=SECRET,
+                   slack_url=unsigned.url.rstrip("/") + "/slack")
+    inc.run_until(24)
+    unsigned.stop()
+    slack = [r.body for r in unsigned.received if r.path == "/slack"]
+    assert [b["kind"] for b in receiver.bodies()] == ["firing"]
+    assert len(slack) == 1 and "rack_cooling in r2" in slack[0]["text"]
+    text = slack[0]["blocks"][0]["text"]["text"]
+    assert "*Nodes:* n20, n21" in text and "thermal?rack=r2" in text
+    inc.wh.close()

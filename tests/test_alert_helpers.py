@@ -1,0 +1,101 @@
+"""Shared helpers of the alert tests: recorded series, a small cluster, a runtime config."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+
+from alerts.window import Window
+from gpulens.config import load
+
+T0 = datetime(2026, 11, 2, 12, 0, 0)
+STEP = timedelta(seconds=15)
+
+
+def series_window(now: datetime, temps: dict[datetime, float], *, width: int = 60,
+                  column: str = "temp_c") -> Window:
+    """One GPU whose ``column`` took the recorded values (ts -> value) up to ``now``."""
+    grid = np.full((1, width), np.nan, dtype=np.float32)
+    for ts, value in temps.items():
+        age = int((now - ts) / STEP)
+        if 0 <= age < width and ts <= now:
+            grid[0, width - 1 - age] = value
+    series = {c: np.full((1, width), np.nan, dtype=np.float32)
+              for c in ("temp_c", "mem_temp_c", "power_w", "throttle_thermal")}
+    series[column] = grid
+    return Window(end=now, step_s=15.0, node=np.array(["n01"], dtype=object),
+                  gpu_index=np.array([0]), rack=np.array(["r1"], dtype=object),
+                  model=np.array(["H100"], dtype=object), series=series,
+                  events=pd.DataFrame())
+
+
+class Cluster:
+    """A small fleet: ``racks`` racks x 2 nodes x 8 GPUs, half of them busy.
+
+    ``temp_c = 24 + rack offset + 0.066 C/W * power + noise + inlet rise``, where the
+    inlet rise of a rack follows ``rise(rack, ts)`` (degrees C).
+    """
+
+    def __init__(self, racks: int = 6, seed: int = 0):
+        self.racks = [f"r{i}" for i in range(racks)]
+        self.nodes = [f"n{r}{j}" for r in range(racks) for j in range(2)]
+        self.rng = np.random.default_rng(seed)
+        self.offset = dict(zip(self.racks, self.rng.uniform(-1, 1, racks), strict=True))
+        n = len(self.nodes) * 8
+        self.node = np.repeat(self.nodes, 8)
+        self.rack = np.array([self.racks[int(x[1:-1])] for x in self.node], dtype=object)
+        self.gpu_index = np.tile(np.arange(8), len(self.nodes)).astype(np.int16)
+        self.power = np.where(np.arange(n) % 2 == 0, 650.0, 65.0)
+        self.incidents: list[tuple[str, datetime, datetime, float]] = []
+
+    def topology(self) -> dict[str, pd.DataFrame]:
+        return {
+            "racks": pd.DataFrame({"rack": self.racks}),
+            "nodes": pd.DataFrame({"node": self.nodes, "rack": [self.racks[int(x[1:-1])]
+                                                               for x in self.nodes],
+                                   "partition": "train", "gpus": 8}),
+            "gpus": pd.DataFrame({"gpu_uuid": [f"GPU-{a}-{b}" for a, b in
+                                               zip(self.node, self.gpu_index, strict=True)],
+                                  "node": self.node, "gpu_index": self.gpu_index,
+                                  "model": "H100", "tdp_w": 700.0}),
+        }
+
+    def rise(self, rack: str, ts: datetime) -> float:
+        """Inlet rise by cooling incidents: +2.4 C per minute up to the plateau, back down
+        the same way (like the simulator's rack cooling failure)."""
+        total = 0.0
+        for r, start, end, peak in self.incidents:
+            if r != rack or ts < start:
+                continue
+            up = min(peak, peak / 5 * (int((ts - start).total_seconds() // 60) + 1))
+            if ts >= end:
+                up = max(0.0, peak - peak / 5 * (int((ts - end).total_seconds() // 60) + 1))
+            total += up
+        return total
+
+    def samples(self, ts: datetime) -> pd.DataFrame:
+        rise = np.array([self.rise(r, ts) for r in self.rack])
+        offs = np.array([self.offset[r] for r in self.rack])
+        temp = 24 + offs + 0.066 * self.power + rise + self.rng.normal(0, 0.2, len(rise))
+        return pd.DataFrame({
+            "ts": ts, "node": self.node, "gpu_index": self.gpu_index,
+            "interval_s": 15.0, "power_w": self.power, "temp_c": temp,
+            "mem_temp_c": temp + 5, "throttle_thermal": False,
+        })
+
+
+def alert_config(**overrides):
+    """Defaults with alert settings overridden (``webhook_url=...``)."""
+    return load(None, env={}).with_overrides(
+        **{f"alerts__{k.replace('.', '__')}": v for k, v in overrides.items()})
+
+
+def test_cluster_rise_ramps_like_the_simulator():
+    c = Cluster()
+    c.incidents.append(("r2", T0, T0 + timedelta(minutes=30), 12.0))
+    assert c.rise("r2", T0) == 2.4
+    assert c.rise("r2", T0 + timedelta(minutes=4, seconds=59)) == 12.0
+    assert c.rise("r1", T0 + timedelta(minutes=10)) == 0.0
+    assert c.rise("r2", T0 + timedelta(minutes=40)) == 0.0

@@ -1,0 +1,192 @@
+"""Every page's callbacks called as plain functions over the seeded cluster.
+
+One app is built (and serves one request, which claims the pages' callbacks for it);
+the clock is fixed at the seed's NOW.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import plotly.graph_objects as go
+import pytest
+
+from dashboard import context, filters, ids
+from dashboard.filters import Filters, from_query, from_search
+from tests.support.dash_seed import NOW, XSS_NAME, seed_dashboard
+from warehouse import Warehouse
+
+PAGES = ("overview", "utilization", "failures", "goodput", "energy", "thermal", "jobs",
+         "job", "reports")
+
+
+@pytest.fixture(scope="module")
+def app_and_wh():
+    from dashboard.app import create_app
+
+    with Warehouse(":memory:") as wh:
+        seed_dashboard(wh)
+        app = create_app(wh, refresh_s=5, now=lambda: NOW)
+        deps = app.server.test_client().get("/_dash-dependencies")  # claims the callbacks
+        assert deps.status_code == 200
+        yield app, wh, json.loads(deps.data)
+
+
+@pytest.fixture
+def pages(app_and_wh):
+    _, wh, _ = app_and_wh
+    context.set_context(wh, lambda: NOW, refresh_s=5)
+    return {name: sys.modules[f"dashboard.pages.{name}"] for name in PAGES}
+
+
+def _texts(component) -> list[str]:
+    """Every string in a component tree (what the browser shows as text)."""
+    out = []
+    if isinstance(component, str):
+        return [component]
+    if isinstance(component, (list, tuple)):
+        for c in component:
+            out += _texts(c)
+        return out
+    children = getattr(component, "children", None)
+    return out + (_texts(children) if children is not None else [])
+
+
+def test_every_page_is_served_with_its_callbacks(app_and_wh):
+    app, _, deps = app_and_wh
+    client = app.server.test_client()
+    for path in ("/", "/utilization", "/failures", "/goodput", "/energy", "/thermal",
+                 "/jobs", "/jobs/1001", "/reports"):
+        assert client.get(path).status_code == 200, path
+    outputs = [d["output"] for d in deps]
+    assert len(outputs) == len(set(outputs))
+    joined = " ".join(outputs)
+    for graph in (ids.UTIL_OVER_TIME, ids.THERMAL_FLOOR, ids.JOB_TIMELINE, ids.DRILL_RACK,
+                  ids.FAIL_RACK_DAY, ids.GOODPUT_MTTF, ids.ENERGY_OVER_TIME):
+        assert f"{graph}.figure" in joined
+
+
+def test_filters_round_trip_through_the_url():
+    f = from_search("?range=7d&partition=train&rack=r01&node=n01&evil=1")
+    assert f == Filters("7d", "train", "r01", "n01")
+    assert from_search(f.query_string()) == f
+    assert from_query({"range": "1y", "rack": "x" * 500}).range == filters.DEFAULT_RANGE
+    assert len(from_query({"rack": "x" * 500}).rack) == filters.MAX_NAME
+    assert from_query({"node": "n01"}).node is None  # a node needs its rack
+    assert Filters(rack="r01", node="n01").drill(rack="r02") == Filters(rack="r02")
+    start, end = Filters("6h").window(NOW)
+    assert (end - start).total_seconds() == 6 * 3600 and end == NOW
+
+
+def test_utilisation_callbacks(pages):
+    page = pages["utilization"]
+    data = Filters("6h").to_store()
+    fig, updated = page.update_over_time(data)
+    assert isinstance(fig, go.Figure) and [t.name for t in fig.data][:2] == [
+        "Installed", "Allocated"]
+    assert fig.layout.yaxis.title.text == "GPUs" and updated.startswith("Last 6 hours")
+    by = page.update_by(data, "user")
+    assert "alice" in by.data[0].y and by.layout.xaxis.title.text == "GPU-hours"
+    dist = page.update_job_distribution(data)
+    assert dist.layout.xaxis.title.text == "Job's mean GPU utilisation (%)"
+    idle = page.update_idle(data)
+    texts = _texts(idle)
+    assert "1002" in texts and XSS_NAME in texts  # the markup is a plain string child
+
+
+def test_filters_scope_the_charts(pages):
+    page = pages["utilization"]
+    fig, _ = page.update_over_time(Filters("6h", rack="r04").to_store())
+    assert max(fig.data[0].y) == 8  # installed GPUs of rack r04
+
+
+def test_thermal_callbacks_and_drill_down(pages, app_and_wh):
+    page = pages["thermal"]
+    data = Filters("24h", rack="r04").to_store()
+    fig, _ = page.update_floor_map(0, "util", data)
+    assert fig.data[0].marker.colorbar.title.text == "Mean utilisation (%)"
+    selected = [s for s in fig.layout.shapes if s.line.width == 3]
+    assert [s.name for s in selected] == ["r04"]
+    click = {"points": [{"customdata": ["r02", "A"]}]}
+    assert page.select_rack(click, Filters("7d").to_store()) == "?range=7d&rack=r02"
+    assert page.update_rack_temperatures(data).data[0].type == "box"
+    assert "Kind" in _texts(page.update_events(Filters("24h").to_store()))
+    # the drill-down panel (registered on the app): rack r04's nodes, node n08's GPUs
+    app, _, _ = app_and_wh
+    drill = sys.modules["dashboard.drilldown"]
+    assert callable(drill.register)
+    client = app.server.test_client()
+    body = {"output": "..drill-crumbs.children...drill-rack.figure...drill-rack-wrap.style..."
+                      "drill-node.children..",
+            "outputs": [{"id": ids.DRILL_CRUMBS, "property": "children"},
+                        {"id": ids.DRILL_RACK, "property": "figure"},
+                        {"id": ids.DRILL_RACK + "-wrap", "property": "style"},
+                        {"id": ids.DRILL_NODE, "property": "children"}],
+            "inputs": [{"id": ids.FILTERS, "property": "data",
+                        "value": Filters(rack="r04", node="n08").to_store()},
+                       {"id": ids.FLOOR_METRIC, "property": "value", "value": "temp"},
+                       {"id": ids.DRILL_RACK + "-refresh", "property": "n_intervals",
+                        "value": 0}],
+            "changedPropIds": [f"{ids.FILTERS}.data"], "state": []}
+    resp = client.post("/_dash-update-component", json=body)
+    assert resp.status_code == 200
+    payload = json.loads(resp.data)["response"]
+    assert payload[ids.DRILL_RACK]["figure"]["data"][0]["y"] == ["n07", "n08"]
+    node_table = json.dumps(payload[ids.DRILL_NODE]["children"])
+    assert "/jobs/1004" in node_table
+    assert json.dumps(XSS_NAME)[1:-1] in node_table  # a string child: rendered as text
+
+
+def test_jobs_and_job_page(pages):
+    jobs_page, job_page = pages["jobs"], pages["job"]
+    table, note = jobs_page.update_jobs(Filters("24h").to_store(), "sft", None, None)
+    assert "1002" in _texts(table) and "1 jobs" in note
+    empty, _ = jobs_page.update_jobs(Filters("1h").to_store(), "no-such-job", None, None)
+    assert "No job matches" in _texts(empty)[0]
+    summary, _ = job_page.update_summary("1004")
+    assert XSS_NAME in _texts(summary)
+    timeline = job_page.update_timeline("1001")
+    assert {t.name for t in timeline.data} == {"NODE_FAIL", "RUNNING"}
+    tel = job_page.update_telemetry("1001")
+    assert tel.layout.yaxis.title.text == "Utilisation (%)"
+    assert "kg CO₂e" in " ".join(_texts(job_page.update_energy("1001")))
+    failures = " ".join(_texts(job_page.update_failures("1001")))
+    assert "infrastructure" in failures and "<b>NCCL</b>" in failures  # evidence as text
+    assert "No job 'nope'" in _texts(job_page.update_summary("nope")[0])[0]
+
+
+def test_analytics_pages(pages):
+    data = Filters("7d").to_store()
+    rack_day, cat_week, reasons, xids, _ = pages["failures"].update_failures(data)
+    assert rack_day.data[0].type == "heatmap" and "r01" in rack_day.data[0].y
+    assert xids.data[0].y == ("XID 79",) or list(xids.data[0].y) == ["XID 79"]
+    assert pages["failures"].update_temperatures(data).data[0].type == "box"
+    cards, mttf = pages["goodput"].update_rate(data)
+    assert mttf.layout.yaxis.type == "log"
+    text, curve = pages["goodput"].update_advice(data, 1024, 15, 2)
+    assert "Checkpoint every" in text and curve.layout.xaxis.type == "log"
+    over, pue, _ = pages["energy"].update_over_time(data)
+    assert over.layout.yaxis.title.text == "IT energy (kWh)"
+    assert pages["energy"].update_by(data, "user_name").data[0].type == "bar"
+    assert pages["energy"].update_idle(data).layout.xaxis.title.text == "GPU energy (kWh)"
+
+
+def test_overview_alerts_and_reports(pages):
+    value, note, table = pages["overview"].update_alerts(0)
+    assert value == "0" and "No active alerts" in _texts(table)[0]
+    energy = pages["overview"].update_energy(0)
+    assert energy[0].endswith("kWh")
+    listing, _ = pages["reports"].update_reports(None)
+    assert "No weekly reports yet" in _texts(listing)[0]
+
+
+def test_empty_warehouse_says_why(pages):
+    with Warehouse(":memory:") as empty:
+        context.set_context(empty, lambda: NOW)
+        fig, _ = pages["utilization"].update_over_time(Filters().to_store())
+        assert fig.layout.meta == {"empty": True}
+        assert "No telemetry" in fig.layout.annotations[0].text
+        assert pages["thermal"].update_throttling(Filters().to_store()).layout.meta == {
+            "empty": True}
+        assert pages["job"].update_timeline("1").layout.meta == {"empty": True}

@@ -1,0 +1,129 @@
+"""Energy from the counter (resets, gaps, fallbacks), node overhead, jobs and idle GPUs."""
+
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.test_failures import H, T, add_job, run_refresh, wh  # noqa: F401 (fixture)
+from warehouse.analytics import Options
+from warehouse.queries import energy as qe
+
+STEP = 15.0  # seconds between samples
+
+
+def samples(node, gpu, start, n, power_w, *, counter=True, resets=(), util=50.0,
+            drop=()):
+    """n samples every 15 s at constant power; the counter integrates the power and
+    restarts from 0 at the sample indices in ``resets``; indices in ``drop`` are missing."""
+    ts = np.array([start + timedelta(seconds=STEP * k) for k in range(n)], "datetime64[us]")
+    energy = np.zeros(n)
+    acc = 0.0
+    for k in range(n):
+        acc = 0.0 if k in resets else acc + power_w * STEP
+        energy[k] = acc
+    df = pd.DataFrame({"ts": ts, "node": node, "gpu_index": gpu, "interval_s": STEP,
+                       "power_w": float(power_w), "util_pct": util,
+                       "energy_j": energy if counter else np.nan})
+    return df.drop(index=list(drop))
+
+
+def ingest(wh, *frames):  # noqa: F811
+    wh.ingest("samples", pd.concat(frames, ignore_index=True)).result()
+    wh.rollup().result()
+
+
+def gpu_energy(wh):  # noqa: F811
+    return wh.reader().execute(
+        "SELECT node, gpu_index, sum(energy_j) AS j, sum(counter_samples) AS c, "
+        "count(*) AS hours FROM gpu_energy_1h GROUP BY ALL ORDER BY ALL").df()
+
+
+def test_counter_deltas_with_reset_and_gap(wh):  # noqa: F811
+    n = 480  # two hours
+    # GPU 0: counter reset at sample 200; GPU 1: the counter runs at 300 W while the
+    # reported power says 250 W (the counter wins); GPU 2: a 10-minute gap of samples
+    g0 = samples("n0", 0, T, n, 400, resets={200})
+    g1 = samples("n0", 1, T, n, 300).assign(power_w=250.0)
+    g2 = samples("n0", 2, T, n, 200, drop=range(100, 140))
+    ingest(wh, g0, g1, g2)
+    run_refresh(wh, now=T + 3 * H)
+    e = gpu_energy(wh).set_index("gpu_index")
+    # per GPU: the first sample has no predecessor and falls back to power x interval
+    assert e.loc[0, "j"] == pytest.approx(400 * STEP * n)  # reset step: power fallback
+    assert e.loc[0, "c"] == n - 2
+    assert e.loc[1, "j"] == pytest.approx(250 * STEP + 300 * STEP * (n - 1))
+    # the 600 s gap is longer than max_counter_gap_s (300): the step after it uses
+    # power x interval (15 s), so the unobserved 585 s are not counted
+    assert e.loc[2, "j"] == pytest.approx(200 * STEP * (n - 40))
+    assert (e["hours"] == 2).all()
+
+
+def test_late_samples_recompute_their_hour_and_refresh_is_idempotent(wh):  # noqa: F811
+    ingest(wh, samples("n0", 0, T, 240, 100))
+    run_refresh(wh, now=T + 3 * H)
+    first = gpu_energy(wh)["j"].sum()
+    assert run_refresh(wh, now=T + 3 * H)["energy_hours"] == 0
+    ingest(wh, samples("n0", 0, T + H, 240, 100))  # the next hour arrives late
+    assert run_refresh(wh, now=T + 3 * H)["energy_hours"] == 1
+    assert gpu_energy(wh)["j"].sum() == pytest.approx(2 * first)
+
+
+def test_power_integral_when_no_counter(wh):  # noqa: F811
+    ingest(wh, samples("n1", 0, T, 240, 500, counter=False))
+    run_refresh(wh, now=T + 2 * H)
+    method = wh.reader().execute("SELECT DISTINCT method FROM gpu_energy_1h").fetchall()
+    assert method == [("power",)]
+    assert gpu_energy(wh)["j"].sum() == pytest.approx(500 * 3600)
+
+
+def test_energy_by_rack_with_node_overhead_and_measured_power(wh):  # noqa: F811
+    ingest(wh, samples("n0", 0, T, 240, 600), samples("n1", 0, T, 240, 300))
+    wh.write(lambda con: con.execute(
+        "INSERT INTO node_power VALUES (?, 'n1', 1000.0)", [T + timedelta(minutes=5)])).result()
+    run_refresh(wh, now=T + 2 * H)
+    opts = Options(node_overhead_w=1500.0, pue=1.3, fallback_g_per_kwh=400.0)
+    df = qe.energy_by(wh.reader(), start=T, end=T + H, by="rack", opts=opts).set_index("rack")
+    assert df.loc["r0", "gpu_kwh"] == pytest.approx(0.6)
+    assert df.loc["r0", "other_kwh"] == pytest.approx(1.5)  # configured overhead
+    assert df.loc["r1", "other_kwh"] == pytest.approx(1.0)  # measured
+    assert df.loc["r1", "facility_kwh"] == pytest.approx(1.3 * 1.3)
+    assert df.loc["r0", "carbon_kg"] == pytest.approx(2.1 * 1.3 * 400 / 1000)
+    fleet = qe.energy_by(wh.reader(), start=T, end=T + H, by="fleet", opts=opts)
+    assert fleet["it_kwh"].iloc[0] == pytest.approx(0.6 + 1.5 + 0.3 + 1.0)
+
+
+def test_job_energy_follows_allocations(wh):  # noqa: F811
+    # GPU 0 of n0 at 400 W for 2 h; job X holds it from 0:30 to 1:30, job Y (user bob)
+    # holds GPU 1 (100 W) for the 2 hours.
+    ingest(wh, samples("n0", 0, T, 480, 400), samples("n0", 1, T, 480, 100))
+    add_job(wh, "X", [{"start": T + 0.5 * H, "end": T + 1.5 * H, "state": "COMPLETED",
+                       "nodes": ["n0"], "gpu_indices": [0]}], gpus=1)
+    add_job(wh, "Y", [{"start": T, "end": T + 2 * H, "state": "COMPLETED",
+                       "nodes": ["n0"], "gpu_indices": [1]}], gpus=1, user="bob")
+    opts = Options(node_overhead_w=800.0, pue=1.0, fallback_g_per_kwh=500.0)
+    jobs = qe.job_energy(wh.reader(), start=T, end=T + 3 * H, opts=opts).set_index("job_id")
+    assert jobs.loc["X", "gpu_hours"] == pytest.approx(1.0)
+    assert jobs.loc["X", "gpu_kwh"] == pytest.approx(0.4)
+    assert jobs.loc["X", "it_kwh"] == pytest.approx(0.4 + 800 / 8 / 1000)
+    assert jobs.loc["Y", "gpu_kwh"] == pytest.approx(0.2)
+    assert jobs.loc["X", "carbon_kg"] == pytest.approx(0.5 * 500 / 1000)
+    users = qe.job_energy(wh.reader(), start=T, end=T + 3 * H, by="user_name", opts=opts)
+    assert set(users["user_name"]) == {"ann", "bob"}
+    # clipped to the query range: only the first hour of Y
+    part = qe.job_energy(wh.reader(), start=T, end=T + H, opts=opts).set_index("job_id")
+    assert part.loc["Y", "gpu_kwh"] == pytest.approx(0.1)
+
+
+def test_idle_energy_classes(wh):  # noqa: F811
+    ingest(wh, samples("n0", 0, T, 240, 300, util=80.0),   # allocated, busy
+           samples("n0", 1, T, 240, 70, util=0.0),          # allocated, idle
+           samples("n0", 2, T, 240, 60, util=0.0))          # unallocated
+    add_job(wh, "X", [{"start": T, "end": T + H, "state": "COMPLETED", "nodes": ["n0"],
+                       "gpu_indices": [0, 1]}], gpus=2)
+    df = qe.idle_energy(wh.reader(), start=T, end=T + H).set_index("state")
+    assert df.loc["busy", "gpu_kwh"] == pytest.approx(0.3)
+    assert df.loc["allocated_idle", "gpu_kwh"] == pytest.approx(0.07)
+    assert df.loc["unallocated", "mean_power_w"] == pytest.approx(60.0)
+    assert df["gpu_hours"].sum() == pytest.approx(3.0)

@@ -1,0 +1,222 @@
+"""Classification of failed runs on recorded evidence; lemon nodes; the fleet rate."""
+
+import json
+import re
+from datetime import datetime, timedelta
+
+import pandas as pd
+import pytest
+
+from warehouse import Warehouse
+from warehouse.analytics import Options, refresh
+from warehouse.queries import failures as qf
+
+T = datetime(2026, 11, 2)
+H = timedelta(hours=1)
+M = timedelta(minutes=1)
+
+
+# ----------------------------------------------------------- builders (shared by tests)
+
+def topology(wh, nodes=4, gpus=8, racks=2):
+    wh.ingest("nodes", pd.DataFrame({
+        "node": [f"n{i}" for i in range(nodes)],
+        "rack": [f"r{i % racks}" for i in range(nodes)],
+        "partition": "train", "gpus": gpus})).result()
+
+
+def add_job(wh, job_id, runs, *, gpus=8, user="ann", submit=T, end=None, state=None):
+    """runs: dicts with start, end, state and optional exit_code, reason, node (whole
+    node allocation), gpu_indices."""
+    last = runs[-1]
+    wh.ingest("jobs", pd.DataFrame([{
+        "job_id": job_id, "user_name": user, "partition": "train", "gpus": gpus,
+        "submit_ts": submit, "start_ts": runs[0]["start"], "end_ts": end or last["end"],
+        "state": state or last["state"]}])).result()
+    wh.ingest("runs", pd.DataFrame([{
+        "job_id": job_id, "run_index": i, "start_ts": r["start"], "end_ts": r["end"],
+        "state": r["state"], "exit_code": r.get("exit_code", 1 if r["state"] != "COMPLETED"
+                                                 else 0),
+        "reason": r.get("reason"), "gpus": gpus, "failed_node": r.get("failed_node")}
+        for i, r in enumerate(runs)])).result()
+    allocs = [{"job_id": job_id, "run_index": i, "node": node, "gpu_index": g,
+               "start_ts": r["start"], "end_ts": r["end"]}
+              for i, r in enumerate(runs) for node in r.get("nodes", [])
+              for g in r.get("gpu_indices", range(8))]
+    if allocs:
+        wh.ingest("allocations", pd.DataFrame(allocs)).result()
+
+
+def xid(wh, ts, node, gpu, code):
+    wh.ingest("events", pd.DataFrame([{"ts": ts, "node": node, "gpu_index": gpu,
+                                       "kind": "xid", "code": code}])).result()
+
+
+def run_refresh(wh, now=T + 24 * H, settings=None):
+    return wh.write(lambda con: refresh(con, now, settings)).result()
+
+
+def rows(wh):
+    df = wh.reader().execute("SELECT * FROM failures ORDER BY job_id, run_index").df()
+    return {(r.job_id, r.run_index): r for r in df.itertuples()}
+
+
+@pytest.fixture
+def wh():
+    w = Warehouse(":memory:")
+    topology(w)
+    yield w
+    w.close()
+
+
+# ---------------------------------------------------------------------------- tests
+
+def test_each_kind_of_evidence_decides(wh):
+    end = T + 5 * H
+    # 1: a hardware XID on the run's GPU 2 min before the end, log says nothing useful
+    add_job(wh, "1", [{"start": T, "end": end, "state": "FAILED", "nodes": ["n0"],
+                       "reason": "srun: error: task 3 exited"}])
+    xid(wh, end - 2 * M, "n0", 3, 48)
+    # 2: infrastructure log wins over a hardware XID's reason
+    add_job(wh, "2", [{"start": T, "end": end, "state": "FAILED", "nodes": ["n1"],
+                       "reason": "NCCL WARN NET/IB : mlx5_0:1 port error: link down"}])
+    xid(wh, end - M, "n1", 0, 79)
+    # 3: a script error whose node had a hardware XID 20 minutes earlier (outside the
+    # window) and one on a GPU the run did not hold: stays a script failure
+    add_job(wh, "3", [{"start": T, "end": end, "state": "FAILED", "nodes": ["n2"],
+                       "gpu_indices": [0, 1],
+                       "reason": "ModuleNotFoundError: No module named 'flash_attn'"}])
+    xid(wh, end - 20 * M, "n2", 0, 74)
+    xid(wh, end - M, "n2", 5, 74)
+    # 4: Slurm's state only
+    add_job(wh, "4", [{"start": T, "end": end, "state": "NODE_FAIL", "exit_code": 0,
+                       "nodes": ["n3"], "failed_node": "n3"}])
+    add_job(wh, "5", [{"start": T, "end": end, "state": "TIMEOUT", "exit_code": 0}])
+    # 6: only an application XID (page fault) inside the window after the end
+    add_job(wh, "6", [{"start": T, "end": end, "state": "FAILED", "nodes": ["n1"],
+                       "gpu_indices": [6]}])
+    xid(wh, end + 3 * M, "n1", 6, 31)
+    # 7: nothing but a signal; 8: completed (not a failure)
+    add_job(wh, "7", [{"start": T, "end": end, "state": "FAILED", "exit_code": 0}])
+    wh.ingest("runs", pd.DataFrame([{"job_id": "7", "run_index": 0, "signal": 9}])).result()
+    add_job(wh, "8", [{"start": T, "end": end, "state": "COMPLETED"}])
+
+    assert run_refresh(wh)["failures_classified"] == 7
+    got = {k[0]: (r.category, r.reason, r.source) for k, r in rows(wh).items()}
+    assert got == {
+        "1": ("infrastructure", "ECC error", "xid"),
+        "2": ("infrastructure", "network error", "log"),
+        "3": ("script", "import error", "log"),
+        "4": ("infrastructure", "node failure", "state"),
+        "5": ("scheduler", "time limit", "state"),
+        "6": ("framework", "runtime error", "xid"),
+        "7": ("unknown", "killed by signal 9", "exit"),
+    }
+    r = rows(wh)
+    ev = json.loads(r[("1", 0)].evidence)
+    assert [e["code"] for e in ev["events"]] == [48] and ev["events"][0]["gpu"] == 3
+    assert list(r[("1", 0)].xids) == [48] and r[("1", 0)].node == "n0"
+    assert r[("1", 0)].rack == "r0"
+    assert json.loads(r[("2", 0)].evidence)["matched"].lower().startswith("net/ib")
+    assert list(r[("3", 0)].xids) == []  # both XIDs excluded
+    assert r[("4", 0)].node == "n3" and r[("4", 0)].rack == "r1"
+
+
+def test_refresh_is_idempotent_and_incremental(wh):
+    add_job(wh, "1", [{"start": T, "end": T + H, "state": "FAILED", "reason": "KeyError: 'x'"}])
+    run_refresh(wh)
+    before = wh.reader().execute("SELECT * EXCLUDE (classified_at) FROM failures").df()
+    run_refresh(wh)
+    after = wh.reader().execute("SELECT * EXCLUDE (classified_at) FROM failures").df()
+    pd.testing.assert_frame_equal(before, after)
+    # a week later the run is outside the recheck window and not classified again
+    assert run_refresh(wh, now=T + 24 * 7 * H)["failures_classified"] == 0
+    assert len(rows(wh)) == 1
+
+
+def test_operator_rules_and_log_files(wh, tmp_path):
+    rules = tmp_path / "rules.csv"
+    rules.write_text("# local rules\npattern,category,reason\n"
+                     "quota exceeded,infrastructure,S3/storage error\n")
+    log = tmp_path / "slurm-9.err"
+    log.write_text("step 100 loss 2.1\n" * 2000 + "OSError: Disk quota exceeded\n")
+    add_job(wh, "9", [{"start": T, "end": T + H, "state": "FAILED"}])
+    wh.write(lambda con: con.execute("INSERT INTO run_logs VALUES ('9', 0, ?)",
+                                     [str(log)])).result()
+    run_refresh(wh, settings=Options(rules_file=str(rules)))
+    r = rows(wh)[("9", 0)]
+    assert (r.category, r.reason) == ("infrastructure", "S3/storage error")
+    assert "Disk quota exceeded" in json.loads(r.evidence)["log_tail"]
+    # with the shipped rules the same tail is an OS error of the script
+    run_refresh(wh)
+    assert rows(wh)[("9", 0)].reason == "OS error"
+
+
+def test_bad_rules_file_names_the_problem(wh, tmp_path):
+    bad = tmp_path / "r.csv"
+    bad.write_text("pattern,category\nfoo,\n")
+    with pytest.raises(ValueError, match="missing columns"):
+        run_refresh(wh, settings=Options(rules_file=str(bad)))
+
+
+def test_lemon_nodes_and_failure_rate(wh):
+    # 8 one-node runs of 10 h each on n0..n3; n0 fails 4 times with XIDs, n1 once
+    for i in range(8):
+        node = f"n{i % 4}"
+        start = T + i * 11 * H
+        fail = node == "n0" or (node == "n1" and i == 1)
+        add_job(wh, f"j{i}", [{"start": start, "end": start + 10 * H, "nodes": [node],
+                               "state": "FAILED" if fail else "COMPLETED",
+                               "failed_node": node if fail else None,
+                               "reason": "GPU has fallen off the bus" if fail else None}])
+        if node == "n0":
+            xid(wh, start + 10 * H - M, "n0", 0, 79)
+    for i in range(8, 14):  # n0 fails two more short runs
+        start = T + 100 * H + i * H
+        add_job(wh, f"j{i}", [{"start": start, "end": start + 0.5 * H, "nodes": ["n0"],
+                               "state": "NODE_FAIL", "failed_node": "n0"}])
+    run_refresh(wh, now=T + 200 * H)
+    cur = wh.reader()
+    rate = qf.failure_rate(cur, start=T, end=T + 200 * H)
+    node_days = (8 * 10 + 6 * 0.5) / 24
+    assert rate["failures"] == 2 + 6 + 1  # n0: runs i=0, 4 and 6 short ones; n1: one
+    assert rate["node_days"] == pytest.approx(node_days)
+    assert rate["r_f_per_1000_node_days"] == pytest.approx(1000 * 9 / node_days)
+    assert rate["r_f_low"] < rate["r_f_per_1000_node_days"] < rate["r_f_high"]
+    mttf = rate["mttf"].set_index("gpus")
+    assert mttf.loc[8, "mttf_h"] == pytest.approx(24 / (9 / node_days))
+    lemons = qf.lemon_nodes(cur, start=T, end=T + 200 * H, min_failures=3, p_value=0.05)
+    top = lemons.iloc[0]
+    assert top["node"] == "n0" and bool(top["lemon"]) and top["infra_failures"] == 8
+    assert top["xids"] == 2 and list(top["xid_codes"]) == [79]
+    assert not lemons.loc[lemons["node"] != "n0", "lemon"].any()
+    by_rack = qf.failures_by(cur, start=T, end=T + 200 * H, by="rack").set_index("rack")
+    assert by_rack.loc["r0", "failures"] == 8 and by_rack.loc["r1", "failures"] == 1
+    assert len(qf.failures(cur, start=T, end=T + 200 * H, category="infrastructure")) == 9
+
+
+@pytest.mark.slow
+def test_simulated_failures_are_classified_into_their_true_category():
+    sim = pytest.importorskip("collector.simulator")
+    from collector.simulator import failures as truth
+
+    patterns = [(re.compile(re.escape(r.log).replace(r"\{node\}", ".*").replace(
+        r"\{gpu\}", ".*")), r.category) for r in truth.ALL_REASONS]
+    anchor = datetime(2026, 11, 2)
+    wh = Warehouse(":memory:")
+    try:
+        cluster = sim.Cluster(sim.SimConfig(racks=2), anchor=anchor)
+        cluster.backfill(lambda kind, t: wh.ingest(kind, t).result(), anchor,
+                         anchor + timedelta(days=2), progress=False)
+        run_refresh(wh, now=anchor + timedelta(days=2))
+        df = wh.reader().execute(
+            "SELECT f.category, r.reason FROM failures f JOIN job_runs r "
+            "USING (job_id, run_index) WHERE r.reason IS NOT NULL").df()
+        expected = [next((c for p, c in patterns if p.fullmatch(text)), None)
+                    for text in df["reason"]]
+        known = [(e, c) for e, c in zip(expected, df["category"], strict=True) if e]
+        assert len(known) >= 20
+        right = sum(e == c for e, c in known)
+        assert right / len(known) >= 0.9
+    finally:
+        wh.close()

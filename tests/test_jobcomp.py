@@ -1,0 +1,40 @@
+"""The jobcomp/filetxt fallback, on lines as Slurm 22.05.8 writes them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from collector.jobcomp import JobcompReader, parse_jobcomp_line
+
+# Lines written by a real slurmctld 22.05.8 (tests/test_real_slurm.py), job 1 requeued.
+LINES = """JobId=1 UserId=root(0) GroupId=root(0) Name=rq.sh JobState=PENDING Partition=gpu TimeLimit=UNLIMITED StartTime=2026-11-22T14:52:34 EndTime=2026-11-22T14:52:34 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/work/main ReservationName= Tres=cpu=1,mem=1000M,node=1,billing=1,gres/gpu=4 Account=root QOS=normal WcKey= Cluster=gpulens SubmitTime=2026-11-22T14:52:31 EligibleTime=2026-11-22T14:52:31 DerivedExitCode=0:0 ExitCode=0:0
+JobId=2 UserId=alice(1000) GroupId=alice(1000) Name=my sft run JobState=FAILED Partition=gpu TimeLimit=60 StartTime=2026-11-22T14:52:33 EndTime=2026-11-22T14:52:35 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/tmp ReservationName= Tres=cpu=1,node=1,billing=1,gres/gpu=1 Account=ml QOS=normal WcKey= Cluster=gpulens SubmitTime=2026-11-22T14:52:30 EligibleTime=2026-11-22T14:52:30 DerivedExitCode=0:0 ExitCode=3:0
+JobId=1 UserId=root(0) GroupId=root(0) Name=rq.sh JobState=COMPLETED Partition=gpu TimeLimit=UNLIMITED StartTime=2026-11-22T14:52:37 EndTime=2026-11-22T14:52:39 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/work/main ReservationName= Tres=cpu=1,mem=1000M,node=1,billing=1,gres/gpu=4 Account=root QOS=normal WcKey= Cluster=gpulens SubmitTime=2026-11-22T14:52:35 EligibleTime=2026-11-22T14:52:35 DerivedExitCode=0:0 ExitCode=0:0
+"""
+
+
+def test_line_with_blanks_in_the_name():
+    f = parse_jobcomp_line(LINES.splitlines()[1])
+    assert f["Name"] == "my sft run" and f["ExitCode"] == "3:0" and f["ReservationName"] == ""
+
+
+def test_incremental_read_numbers_runs(tmp_path):
+    path = tmp_path / "jobcomp.txt"
+    lines = LINES.splitlines(keepends=True)
+    path.write_text("".join(lines[:2]) + lines[2][:40])  # last line half written
+    reader = JobcompReader(str(path), job_type_regex=r"(?P<type>sft)")
+    first = reader.read()
+    runs = {(r["job_id"], r["run_index"]): r for r in first.runs.to_pylist()}
+    assert runs[("1", 0)]["state"] == "REQUEUED"  # logged as PENDING by 22.05
+    assert runs[("2", 0)]["exit_code"] == 3 and runs[("2", 0)]["gpus"] == 1
+    jobs = {j["job_id"]: j for j in first.jobs.to_pylist()}
+    assert jobs["1"]["state"] == "PENDING" and jobs["1"]["end_ts"] is None
+    assert jobs["2"]["job_type"] == "sft" and jobs["2"]["user_name"] == "alice"
+    path.write_text("".join(lines))
+    second = reader.read()
+    (run,) = second.runs.to_pylist()
+    assert (run["job_id"], run["run_index"], run["state"]) == ("1", 1, "COMPLETED")
+    assert run["start_ts"] == datetime(2026, 11, 22, 14, 52, 37)
+    assert second.jobs.to_pylist()[0]["restarts"] == 1
+    path.write_text(lines[1])  # rotated: starts over
+    assert reader.read().runs.num_rows == 1

@@ -1,0 +1,162 @@
+"""Real Slurm 22.05 on localhost: jobs that complete, fail, time out and are requeued.
+
+The fixture (tests/support/slurm.py) starts munged, MariaDB, slurmdbd, slurmctld and a
+slurmd with eight fake GPUs. The collector (collector.slurm_source.SlurmSource, running
+the real squeue/sacct) is polled into a warehouse while the jobs go through their
+lives; every run must arrive with its state, exit code and GPU allocation.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from collector.jobcomp import JobcompReader
+from collector.slurm_source import SlurmSource
+from tests.support.integration import need
+from tests.support.slurm import DAEMONS, LocalSlurm
+from warehouse import Warehouse
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REQUEUE_SCRIPT = """#!/bin/bash
+if [ "${SLURM_RESTART_COUNT:-0}" = "0" ]; then sleep 300; else sleep 2; fi
+"""
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    for program, package in DAEMONS.items():
+        need(program, package)
+    if os.geteuid() != 0:
+        pytest.skip("the local Slurm cluster runs its daemons as root")
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+    started = time.monotonic()
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        cluster.start()
+        cluster.start_s = time.monotonic() - started
+        yield cluster
+    finally:
+        cluster.stop()
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
+
+
+def submit(cluster: LocalSlurm, *args: str) -> str:
+    out = cluster.run("sbatch", "--parsable", "-o", "/dev/null", *args)
+    return out.strip().split(";")[0]
+
+
+def state_of(cluster: LocalSlurm, job_id: str) -> str:
+    return cluster.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).strip()
+
+
+def wait_for(cond, timeout: float, what: str, poll=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if poll:
+            poll()
+        if cond():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_collector_sees_every_run(slurm, tmp_path):
+    assert slurm.start_s < 60, f"the fixture took {slurm.start_s:.1f} s to start"
+    wh = Warehouse(":memory:")
+    source = SlurmSource(interval_s=1, gpus_per_node=8, overlap_s=60, lookback_s=3600,
+                         job_type_regex=r"^(?P<type>sft|eval)-")
+
+    def poll():
+        for kind, table in source.collect(now()):
+            wh.ingest(kind, table).result()
+
+    script = tmp_path / "requeue.sh"
+    script.write_text(REQUEUE_SCRIPT)
+    jobs = {
+        "ok": submit(slurm, "--gres=gpu:2", "-J", "eval-ok", "--wrap", "sleep 1"),
+        "fail": submit(slurm, "--gres=gpu:1", "-J", "sft-fail", "--wrap", "sleep 1; exit 3"),
+        "timeout": submit(slurm, "--gres=gpu:1", "--time=1", "-J", "slow",
+                          "--wrap", "sleep 300"),
+        "requeue": submit(slurm, "--gres=gpu:4", "--requeue", "-J", "big",
+                          "--comment", "gpulens:type=pretrain", str(script)),
+    }
+    wait_for(lambda: state_of(slurm, jobs["requeue"]) == "RUNNING", 30, "first run",
+             poll=poll)
+    poll()  # squeue sees run 0 with its GPU indices
+    slurm.run("scontrol", "requeue", jobs["requeue"])
+    # A requeued job waits for its begin time; let it go at once.
+    wait_for(lambda: state_of(slurm, jobs["requeue"]) != "RUNNING", 30, "requeue", poll=poll)
+    slurm.run("scontrol", "update", f"JobId={jobs['requeue']}", "StartTime=now", check=False)
+    slurm.run("scontrol", "release", jobs["requeue"], check=False)
+    wait_for(lambda: state_of(slurm, jobs["requeue"]) == "RUNNING", 60, "second run",
+             poll=poll)
+    poll()
+    wait_for(lambda: all(state_of(slurm, j) == "" for j in jobs.values()), 150,
+             "every job to end", poll=poll)
+    time.sleep(1)
+    poll()
+
+    cur = wh.reader()
+    got = {
+        r[0]: r[1:] for r in cur.execute(
+            "SELECT job_id, state, job_type, restarts FROM jobs").fetchall()
+    }
+    runs = {
+        (r[0], r[1]): r[2:] for r in cur.execute(
+            "SELECT job_id, run_index, state, exit_code, gpus, nodelist, end_ts IS NOT NULL "
+            "FROM job_runs").fetchall()
+    }
+    allocs = cur.execute(
+        "SELECT job_id, run_index, count(*) FROM allocations GROUP BY ALL").fetchall()
+    allocs = {(a[0], a[1]): a[2] for a in allocs}
+
+    assert got[jobs["ok"]][:2] == ("COMPLETED", "eval")
+    assert got[jobs["fail"]][:2] == ("FAILED", "sft")
+    assert got[jobs["timeout"]][0] == "TIMEOUT"
+    assert got[jobs["requeue"]] == ("COMPLETED", "pretrain", 1)
+    assert runs[(jobs["ok"], 0)][:3] == ("COMPLETED", 0, 2)
+    # 22.05's sacct --json loses the exit code (prints 0); squeue saw 3 unless the job
+    # left its queue between two polls. Never a false 0.
+    assert runs[(jobs["fail"], 0)][0] == "FAILED"
+    assert runs[(jobs["fail"], 0)][1] in (3, None)
+    assert runs[(jobs["timeout"], 0)][0] == "TIMEOUT"
+    assert runs[(jobs["requeue"], 0)][0] == "REQUEUED"
+    assert runs[(jobs["requeue"], 1)][0] == "COMPLETED"
+    assert all(r[3] == "node1" and r[4] for r in runs.values())  # node list, ended
+    assert {k for k in runs if k[0] == jobs["requeue"]} == {(jobs["requeue"], 0),
+                                                            (jobs["requeue"], 1)}
+    # squeue gave each run of the requeued job its four GPU indices.
+    assert allocs[(jobs["requeue"], 0)] == 4 and allocs[(jobs["requeue"], 1)] == 4
+
+    # The jobcomp fallback sees the same runs.
+    part = JobcompReader(str(slurm.jobcomp)).read()
+    comp = {(r["job_id"], r["run_index"]): r["state"] for r in part.runs.to_pylist()}
+    assert comp[(jobs["ok"], 0)] == "COMPLETED"
+    assert comp[(jobs["fail"], 0)] == "FAILED"
+    assert comp[(jobs["timeout"], 0)] == "TIMEOUT"
+    assert comp[(jobs["requeue"], 1)] == "COMPLETED"
+    wh.close()
+
+
+def test_squeue_json_is_read_as_22_05(slurm):
+    """The documents the real squeue prints parse; a pending job has no run yet."""
+    job = submit(slurm, "--gres=gpu:1", "--hold", "-J", "held", "--wrap", "true")
+    source = SlurmSource(sacct="", interval_s=1)
+    batches = dict(source.collect(now()))
+    row = [r for r in batches["jobs"].to_pylist() if r["job_id"] == job][0]
+    assert row["state"] == "PENDING" and row["gpus"] == 1
+    assert job not in batches["runs"]["job_id"].to_pylist()
+    slurm.run("scancel", job)

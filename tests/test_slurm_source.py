@@ -1,0 +1,93 @@
+"""The Slurm source's transport: incremental sacct, the jobcomp fallback, job types."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from collector.slurm import infer_job_type, parse_sacct, parse_squeue
+from collector.slurm_source import SlurmCommandError, SlurmSource, run_command
+from collector.wire import render_sacct, render_squeue
+
+FIX = Path(__file__).parent / "fixtures" / "slurm"
+NOW = datetime(2026, 11, 2, 12, 0)
+
+
+class Runner:
+    def __init__(self, sacct_ok=True):
+        self.calls = []
+        self.sacct_ok = sacct_ok
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        if argv[0] == "squeue":
+            return (FIX / "squeue_24.05.json").read_text()
+        if not self.sacct_ok:
+            raise SlurmCommandError("sacct exited 1: Slurm accounting storage is disabled")
+        return (FIX / "sacct_24.05.json").read_text()
+
+
+def test_sacct_window_then_all_runs_of_the_changed_jobs():
+    run = Runner()
+    src = SlurmSource(run=run, overlap_s=600, lookback_s=3600, gpus_per_node=8)
+    b = src.collect(NOW)
+    kinds = [k for k, _ in b]
+    assert kinds == ["jobs", "runs", "allocations"] * 2  # sacct first, squeue last
+    window, by_id, squeue = run.calls
+    assert window[:4] == ["sacct", "--json", "-D", "-a"]
+    assert window[window.index("-S") + 1] == "2026-11-02T11:00:00"
+    assert by_id[by_id.index("-j") + 1].split(",")[0].isdigit()
+    assert squeue == ["squeue", "--json"]
+    src.collect(NOW + timedelta(minutes=1))
+    again = run.calls[3]
+    assert again[again.index("-S") + 1] == "2026-11-02T11:50:00"  # last read - overlap
+    assert dict(b[:3])["runs"].num_rows == parse_sacct(
+        (FIX / "sacct_24.05.json").read_text()).runs.num_rows
+
+
+def test_jobcomp_stands_in_when_sacct_fails(tmp_path):
+    comp = tmp_path / "jobcomp.txt"
+    comp.write_text("JobId=77 UserId=bob(1) GroupId=bob(1) Name=eval-x JobState=COMPLETED "
+                    "Partition=gpu TimeLimit=5 StartTime=2026-11-02T11:00:00 "
+                    "EndTime=2026-11-02T11:01:00 NodeList=n1 NodeCnt=1 ProcCnt=1 WorkDir=/ "
+                    "ReservationName= Tres=cpu=1,gres/gpu=2 Account=a QOS=q WcKey= Cluster=c "
+                    "SubmitTime=2026-11-02T10:59:00 EligibleTime=2026-11-02T10:59:00 "
+                    "DerivedExitCode=0:0 ExitCode=0:0\n")
+    src = SlurmSource(run=Runner(sacct_ok=False), jobcomp_file=str(comp))
+    b = src.collect(NOW)
+    assert "accounting storage is disabled" in src.sacct_error
+    assert b[1][1].to_pylist()[0]["job_id"] == "77"
+    with pytest.raises(SlurmCommandError):
+        SlurmSource(run=Runner(sacct_ok=False)).collect(NOW)
+
+
+def test_job_type_from_comment_or_name():
+    assert infer_job_type("gpulens:type=Pretrain", "x") == "pretrain"
+    assert infer_job_type({"job": "ckpt=1 gpulens:type=sft"}, None) == "sft"
+    assert infer_job_type("", "eval-mmlu-7b", r"^(eval|sft)-") == "eval"
+    assert infer_job_type(None, "llama-pretrain-70b", r"-(?P<type>pretrain)-") == "pretrain"
+    assert infer_job_type(None, "notebook", r"^(eval)-") is None
+
+
+def test_job_types_survive_the_wire():
+    """The simulator's job types travel as comments through render -> parse."""
+    squeue = parse_squeue((FIX / "squeue_24.05.json").read_text(), NOW)
+    jobs = squeue.jobs.set_column(
+        squeue.jobs.schema.get_field_index("job_type"), "job_type",
+        [["pretrain"] * squeue.jobs.num_rows])
+    doc = json.loads(render_squeue(jobs, squeue.runs, squeue.allocations, NOW))
+    assert doc["jobs"][0]["comment"] == "gpulens:type=pretrain"
+    back = parse_squeue(json.dumps(doc), NOW)
+    assert set(back.jobs["job_type"].to_pylist()) == {"pretrain"}
+    sacct = parse_sacct(render_sacct(jobs, squeue.runs, squeue.allocations))
+    assert set(sacct.jobs["job_type"].to_pylist()) == {"pretrain"}
+
+
+def test_run_command_errors_say_what_failed():
+    with pytest.raises(SlurmCommandError, match="not found"):
+        run_command(["/nonexistent/squeue", "--json"])
+    with pytest.raises(SlurmCommandError, match="exited 3"):
+        run_command(["sh", "-c", "echo boom >&2; exit 3"])

@@ -1,0 +1,105 @@
+"""Energy per GPU per hour from the energy counter, into the derived ``gpu_energy_1h``.
+
+A GPU's energy in a sampling step is the delta of its cumulative counter (``energy_j``,
+joules) between consecutive samples. The delta is used when it is trustworthy: both
+readings present, not negative (a negative delta is a counter reset: driver reload,
+reboot), the gap between the samples at most ``max_gap_s`` and the implied power below
+``MAX_PLAUSIBLE_W``. Otherwise the step falls back to ``power_w x interval_s`` (the
+integral of power, as the rollups compute it). Steps are attributed to the hour of the
+later sample. Hours whose raw samples are gone (retention) take the 1-hour rollup's
+power integral (``method = 'rollup'``).
+
+Incremental and idempotent: an hour is recomputed when the number of raw samples behind
+it differs from the 1-hour rollup's (new, late or repeated deliveries), so running the
+refresh after the rollup job keeps the table exact.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from warehouse.rollups import merge_ranges
+
+HOUR = timedelta(hours=1)
+SLICE = timedelta(hours=24)  # hours recomputed per statement
+MAX_PLAUSIBLE_W = 3000.0  # a counter delta implying more than this per GPU is garbage
+
+_STALE_HOURS_SQL = """
+SELECT h.ts FROM (SELECT ts, sum(samples) AS n FROM gpu_samples_1h WHERE ts <= $now
+                  GROUP BY ts) h
+LEFT JOIN (SELECT ts, sum(samples) AS n FROM gpu_energy_1h GROUP BY ts) e USING (ts)
+WHERE e.n IS DISTINCT FROM h.n
+ORDER BY h.ts
+"""
+
+_FROM_RAW_SQL = """
+INSERT INTO gpu_energy_1h
+WITH s AS (
+    SELECT ts, node, gpu_index, energy_j, power_w, interval_s,
+           lag(ts) OVER w AS prev_ts, lag(energy_j) OVER w AS prev_j
+    FROM gpu_samples WHERE ts >= $lo - $max_gap AND ts < $hi
+    WINDOW w AS (PARTITION BY node, gpu_index ORDER BY ts)
+),
+d AS (
+    SELECT date_trunc('hour', ts) AS ts, node, gpu_index,
+           energy_j - prev_j AS delta_j,
+           (epoch_us(ts) - epoch_us(prev_ts)) / 1e6 AS gap_s,
+           coalesce(power_w, 0) * coalesce(interval_s, 0) AS power_j
+    FROM s WHERE ts >= $lo
+),
+k AS (
+    SELECT *, coalesce(delta_j >= 0 AND gap_s <= $max_gap_s
+                       AND delta_j <= gap_s * $max_w, false) AS ok
+    FROM d
+)
+SELECT ts, node, gpu_index, sum(CASE WHEN ok THEN delta_j ELSE power_j END),
+       count(*), sum(ok::INTEGER),
+       CASE WHEN bool_and(ok) THEN 'counter' WHEN bool_or(ok) THEN 'mixed' ELSE 'power' END
+FROM k GROUP BY ts, node, gpu_index
+"""
+
+_FROM_ROLLUP_SQL = """
+INSERT INTO gpu_energy_1h
+SELECT ts, node, gpu_index, energy_j, samples, 0, 'rollup'
+FROM gpu_samples_1h WHERE ts >= $lo AND ts < $hi
+"""
+
+
+def refresh_energy(con, now: datetime, *, max_gap_s: float) -> int:
+    """Recompute the stale hours of ``gpu_energy_1h`` (see module doc); each slice in its
+    own transaction. Runs on the writer thread. Returns the hours recomputed."""
+    stale = [r[0] for r in con.execute(_STALE_HOURS_SQL, {"now": now}).fetchall()]
+    if not stale:
+        return 0
+    raw_from = con.execute("SELECT min(ts) FROM gpu_samples").fetchone()[0]
+    first_raw_hour = None
+    if raw_from is not None:  # the first partial hour of raw data is rollup-only
+        first_raw_hour = raw_from.replace(minute=0, second=0, microsecond=0)
+        first_raw_hour += HOUR if first_raw_hour < raw_from else timedelta(0)
+    for lo, hi in merge_ranges([(t, t) for t in stale], HOUR):
+        start = lo
+        while start < hi:
+            end = min(hi, start + SLICE)
+            raw = first_raw_hour is not None and start >= first_raw_hour
+            if not raw and first_raw_hour is not None and first_raw_hour < end:
+                end = first_raw_hour
+            _recompute(con, start, end, raw, max_gap_s)
+            start = end
+    return len(stale)
+
+
+def _recompute(con, lo: datetime, hi: datetime, raw: bool, max_gap_s: float) -> None:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM gpu_energy_1h WHERE ts >= $lo AND ts < $hi",
+                    {"lo": lo, "hi": hi})
+        if raw:
+            con.execute(_FROM_RAW_SQL, {"lo": lo, "hi": hi, "max_gap_s": float(max_gap_s),
+                                        "max_gap": timedelta(seconds=max_gap_s),
+                                        "max_w": MAX_PLAUSIBLE_W})
+        else:
+            con.execute(_FROM_ROLLUP_SQL, {"lo": lo, "hi": hi})
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise

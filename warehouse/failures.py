@@ -1,0 +1,273 @@
+"""Classification of failed runs from their evidence, into the derived ``failures`` table.
+
+Evidence per failed run (see warehouse/goodput.py for which runs count as failed):
+
+1. its log tail: the runs table's ``reason`` (the text the collectors saw) plus the tail
+   of its log file when ``run_logs`` knows a path, matched against the rules of
+   ``warehouse/data/failure_rules.csv`` (first match wins; operators extend the file);
+2. XIDs and other GPU events on its GPUs (node-wide events on its nodes) from
+   ``window_before`` before to ``window_after`` after it ended (Meta's attribution
+   window, 10 and 5 minutes), looked up in NVIDIA's XID catalogue
+   (``warehouse/data/xid_catalog.csv``);
+3. Slurm's state, exit code and signal.
+
+Decision: an infrastructure log rule wins; else a hardware XID (the GPU failed, whatever
+the program printed); else any other log rule; else the state (NODE_FAIL, BOOT_FAIL ->
+node failure; OUT_OF_MEMORY -> out of memory; TIMEOUT -> time limit); else an
+application XID; else the exit code or signal. Each row keeps its evidence as JSON so a
+user can see why. Categories follow Acme (NSDI'24): infrastructure, framework, script,
+plus ``scheduler`` (time limits) and ``unknown``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from datetime import datetime, timedelta
+from functools import lru_cache
+from importlib import resources
+
+import pandas as pd
+
+from warehouse import goodput
+
+LOG_TAIL_BYTES = 16_384  # bytes read from the end of a run's log file
+
+
+def _read_data_csv(text: str) -> pd.DataFrame:
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    return pd.read_csv(io.StringIO("\n".join(lines)), dtype=str, keep_default_na=False)
+
+
+@lru_cache(maxsize=8)
+def _shipped(name: str) -> str:
+    return resources.files("warehouse").joinpath("data", name).read_text()
+
+
+def load_rules(path: str = "") -> pd.DataFrame:
+    """Log rules (priority, pattern, category, reason) from ``path`` or the shipped file.
+
+    Raises ValueError naming the file and line of a rule that is not a valid pattern row.
+    """
+    text = open(path, encoding="utf-8").read() if path else _shipped("failure_rules.csv")
+    rules = _read_data_csv(text)
+    missing = {"pattern", "category", "reason"} - set(rules.columns)
+    if missing:
+        raise ValueError(f"rules file {path or 'failure_rules.csv'}: missing columns {missing}")
+    empty = rules[(rules["pattern"] == "") | (rules["category"] == "")]
+    if len(empty):
+        raise ValueError(f"rules file {path or 'failure_rules.csv'}: rule {empty.index[0] + 1}"
+                         " has an empty pattern or category")
+    rules = rules[["pattern", "category", "reason"]].copy()
+    rules.insert(0, "priority", range(len(rules)))
+    return rules
+
+
+def xid_catalog() -> pd.DataFrame:
+    """NVIDIA's XID catalogue as shipped: code, mnemonic, name, meaning, action, origin,
+    category, reason (the last two empty for XIDs that never classify on their own)."""
+    df = _read_data_csv(_shipped("xid_catalog.csv"))
+    df["code"] = df["code"].astype("int32")
+    return df
+
+
+def read_log_tail(path: str, max_bytes: int = LOG_TAIL_BYTES) -> str | None:
+    """The last ``max_bytes`` of a log file as text, None if it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+_TARGETS_SQL = f"CREATE OR REPLACE TEMP TABLE _f AS {goodput.loss_sql(goodput.BY_RECHECK)}"
+
+_LOG_PATHS_SQL = """
+SELECT l.job_id, l.run_index, l.path FROM run_logs l JOIN _f USING (job_id, run_index)
+"""
+
+_CLASSIFY_SQL = """
+WITH gpus_of AS (
+    SELECT DISTINCT f.job_id, f.run_index, a.node, a.gpu_index
+    FROM _f f JOIN allocations a USING (job_id, run_index)
+),
+nodes_of AS (
+    SELECT DISTINCT job_id, run_index, node FROM gpus_of
+    UNION SELECT job_id, run_index, failed_node FROM _f WHERE failed_node IS NOT NULL
+),
+ev AS (
+    SELECT f.job_id, f.run_index, e.ts, e.node, e.gpu_index, e.kind, e.code, e.detail,
+           x.name AS xid_name, x.origin, x.category AS xid_category, x.reason AS xid_reason
+    FROM _f f
+    JOIN nodes_of n USING (job_id, run_index)
+    JOIN gpu_events e ON e.node = n.node
+     AND e.ts >= f.end_ts - $before AND e.ts <= f.end_ts + $after
+    LEFT JOIN _xids x ON e.kind = 'xid' AND x.code = e.code
+    WHERE e.gpu_index IS NULL
+       OR NOT EXISTS (SELECT 1 FROM gpus_of g WHERE g.job_id = f.job_id
+                      AND g.run_index = f.run_index)
+       OR EXISTS (SELECT 1 FROM gpus_of g WHERE g.job_id = f.job_id
+                  AND g.run_index = f.run_index AND g.node = e.node
+                  AND g.gpu_index = e.gpu_index)
+),
+ev_agg AS (
+    SELECT job_id, run_index,
+           list(code ORDER BY ts) FILTER (WHERE kind = 'xid') AS xids,
+           list({'ts': ts, 'node': node, 'gpu': gpu_index, 'kind': kind, 'code': code,
+                 'name': coalesce(xid_name, detail)} ORDER BY ts) AS events,
+           arg_min(xid_category, ts) FILTER (WHERE origin = 'hardware') AS hw_category,
+           arg_min(xid_reason, ts) FILTER (WHERE origin = 'hardware') AS hw_reason,
+           arg_min(code, ts) FILTER (WHERE origin = 'hardware') AS hw_code,
+           arg_min(node, ts) FILTER (WHERE origin = 'hardware') AS hw_node,
+           arg_min(xid_category, ts) FILTER (WHERE xid_category <> '') AS app_category,
+           arg_min(xid_reason, ts) FILTER (WHERE xid_category <> '') AS app_reason,
+           arg_min(code, ts) FILTER (WHERE xid_category <> '') AS app_code
+    FROM ev GROUP BY job_id, run_index
+),
+texts AS (
+    SELECT f.job_id, f.run_index,
+           nullif(concat_ws(chr(10), f.reason, t.log_tail), '') AS text
+    FROM _f f LEFT JOIN _logs t USING (job_id, run_index)
+),
+matched AS (
+    SELECT t.job_id, t.run_index,
+           arg_min(r.category, r.priority) AS log_category,
+           arg_min(r.reason, r.priority) AS log_reason,
+           arg_min(r.pattern, r.priority) AS log_rule,
+           arg_min(regexp_extract(t.text, '(?i)' || r.pattern), r.priority) AS log_match
+    FROM texts t JOIN _rules r ON regexp_matches(t.text, '(?i)' || r.pattern)
+    GROUP BY t.job_id, t.run_index
+),
+decided AS (
+    SELECT f.*, t.text, m.log_rule, m.log_match, e.xids, e.events, e.hw_node,
+        CASE WHEN m.log_category = 'infrastructure' THEN 'log'
+             WHEN e.hw_category IS NOT NULL THEN 'xid'
+             WHEN m.log_category IS NOT NULL THEN 'log'
+             WHEN f.state IN ('NODE_FAIL', 'BOOT_FAIL', 'OUT_OF_MEMORY', 'TIMEOUT',
+                              'DEADLINE') THEN 'state'
+             WHEN e.app_category IS NOT NULL THEN 'xid'
+             WHEN coalesce(f.exit_code, 0) <> 0 OR coalesce(f.signal, 0) <> 0 THEN 'exit'
+             ELSE 'none' END AS source,
+        CASE WHEN m.log_category = 'infrastructure' THEN m.log_category
+             WHEN e.hw_category IS NOT NULL THEN e.hw_category
+             WHEN m.log_category IS NOT NULL THEN m.log_category
+             WHEN f.state IN ('NODE_FAIL', 'BOOT_FAIL') THEN 'infrastructure'
+             WHEN f.state = 'OUT_OF_MEMORY' THEN 'framework'
+             WHEN f.state IN ('TIMEOUT', 'DEADLINE') THEN 'scheduler'
+             WHEN e.app_category IS NOT NULL THEN e.app_category
+             WHEN f.exit_code IN (126, 127) THEN 'script'
+             ELSE 'unknown' END AS category,
+        CASE WHEN m.log_category = 'infrastructure' THEN m.log_reason
+             WHEN e.hw_category IS NOT NULL THEN e.hw_reason
+             WHEN m.log_category IS NOT NULL THEN m.log_reason
+             WHEN f.state IN ('NODE_FAIL', 'BOOT_FAIL') THEN 'node failure'
+             WHEN f.state = 'OUT_OF_MEMORY' THEN 'out of memory'
+             WHEN f.state IN ('TIMEOUT', 'DEADLINE') THEN 'time limit'
+             WHEN e.app_category IS NOT NULL THEN e.app_reason
+             WHEN f.exit_code IN (126, 127) THEN 'command not found'
+             WHEN coalesce(f.signal, 0) <> 0 THEN 'killed by signal ' || f.signal
+             WHEN coalesce(f.exit_code, 0) <> 0 THEN 'exit code ' || f.exit_code
+             ELSE 'unclassified' END AS reason_class
+    FROM _f f
+    LEFT JOIN texts t USING (job_id, run_index)
+    LEFT JOIN matched m USING (job_id, run_index)
+    LEFT JOIN ev_agg e USING (job_id, run_index)
+),
+single_node AS (
+    SELECT job_id, run_index, any_value(node) AS node FROM nodes_of
+    GROUP BY job_id, run_index HAVING count(DISTINCT node) = 1
+)
+SELECT d.job_id, d.run_index, d.start_ts, d.end_ts, d.state, j.user_name, j.partition,
+       j.job_type, d.gpus,
+       (SELECT count(DISTINCT node) FROM nodes_of n WHERE n.job_id = d.job_id
+          AND n.run_index = d.run_index)::INTEGER AS nodes,
+       coalesce(d.failed_node, CASE WHEN d.category = 'infrastructure'
+                                    THEN coalesce(d.hw_node, s.node) END) AS node,
+       NULL::VARCHAR AS rack,
+       d.category, d.reason_class AS reason, d.source,
+       coalesce(d.xids, []::INTEGER[]) AS xids,
+       to_json({'state': d.state, 'exit_code': d.exit_code, 'signal': d.signal,
+                'failed_node': d.failed_node, 'rule': d.log_rule, 'matched': d.log_match,
+                'log_tail': right(d.text, 500), 'events': d.events,
+                'next_run_start': d.next_start_ts,
+                'checkpoint_known': d.checkpoint_known})::VARCHAR AS evidence,
+       d.restarted, d.since_checkpoint_h, d.restart_overhead_h, d.gpu_hours_lost,
+       d.checkpoint_known, $now AS classified_at
+FROM decided d
+LEFT JOIN jobs j USING (job_id)
+LEFT JOIN single_node s USING (job_id, run_index)
+"""
+
+_REPLACE_SQL = f"""
+DELETE FROM failures WHERE (job_id, run_index) IN (SELECT (job_id, run_index) FROM _f);
+INSERT INTO failures BY NAME ({_CLASSIFY_SQL});
+UPDATE failures SET rack = n.rack FROM nodes n
+WHERE failures.node = n.node AND failures.rack IS NULL
+  AND (failures.job_id, failures.run_index) IN (SELECT (job_id, run_index) FROM _f);
+"""
+
+
+def refresh_failures(con, now: datetime, *, recheck_from: datetime, rules: pd.DataFrame,
+                     interval_h: float, warmup_h: float, window_before: timedelta,
+                     window_after: timedelta) -> int:
+    """Classify and cost failed runs ended by ``now`` that are new or ended after
+    ``recheck_from``; replace their rows of ``failures``. Runs on the writer thread, in
+    the caller's transaction. Returns the number of runs (re)classified."""
+    con.execute(_TARGETS_SQL, goodput.loss_params(
+        now=now, interval_h=interval_h, warmup_h=warmup_h, recheck_from=recheck_from))
+    try:
+        n = con.execute("SELECT count(*) FROM _f").fetchone()[0]
+        if not n:
+            return 0
+        paths = con.execute(_LOG_PATHS_SQL).fetchall()
+        logs = pd.DataFrame(
+            [(j, r, read_log_tail(p)) for j, r, p in paths],
+            columns=["job_id", "run_index", "log_tail"],
+        ).astype({"job_id": "string", "run_index": "int32", "log_tail": "string"})
+        con.register("_logs", logs)
+        con.register("_rules", rules)
+        con.register("_xids", xid_catalog())
+        params = {"now": now, "before": window_before, "after": window_after}
+        for stmt in filter(str.strip, _REPLACE_SQL.split(";\n")):
+            con.execute(stmt, params if "$" in stmt else None)
+        return int(n)
+    finally:
+        for view in ("_logs", "_rules", "_xids"):
+            try:
+                con.unregister(view)
+            except Exception:  # noqa: BLE001 - not registered when we returned early
+                pass
+        con.execute("DROP TABLE IF EXISTS _f")
+
+
+
+
+def write_frame(con, sql: str, name: str, frame: pd.DataFrame) -> int:
+    """Run ``sql`` (an upsert reading the view ``name``) over ``frame`` in one
+    transaction on the writer's connection; return the rows in the frame."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.register(name, frame)
+        con.execute(sql)
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.unregister(name)
+    return len(frame)
+
+
+_RUN_LOGS_SQL = """
+INSERT INTO run_logs SELECT job_id, run_index, path FROM _paths
+ON CONFLICT (job_id, run_index) DO UPDATE SET path = excluded.path
+"""
+
+
+def write_run_logs(con, paths: pd.DataFrame) -> int:
+    """Upsert log paths (job_id, run_index, path) of runs; runs on the writer thread."""
+    paths = paths.drop_duplicates(["job_id", "run_index"], keep="last")
+    return write_frame(con, _RUN_LOGS_SQL, "_paths", paths) if len(paths) else 0

@@ -1,0 +1,153 @@
+"""Failures: classified failed runs, breakdowns, the fleet failure rate and lemon nodes.
+
+Reads the derived ``failures`` table (warehouse/analytics.py refreshes it); every query
+is bounded by ``[start, end)`` on the run's end (naive UTC). r_f is in failures per
+1,000 node-days as Meta reports it; hours elsewhere.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pandas as pd
+
+from warehouse import reliability
+
+#: Columns a breakdown may group by (constant SQL expressions, never user text).
+GROUPS = {
+    "category": "category", "reason": "category, reason", "rack": "rack", "node": "node",
+    "user": "user_name", "partition": "partition", "job_type": "job_type",
+    "week": "date_trunc('week', end_ts)",
+}
+
+_LIST_SQL = """
+SELECT * FROM failures WHERE end_ts >= $start AND end_ts < $end
+  AND ($category IS NULL OR category = $category)
+ORDER BY end_ts DESC, job_id, run_index
+"""
+
+_EXPOSURE_SQL = """
+WITH r AS (
+    SELECT r.job_id, r.run_index,
+           greatest(r.start_ts, $start) AS s, least(coalesce(r.end_ts, $end), $end) AS e,
+           coalesce((SELECT count(DISTINCT a.node) FROM allocations a
+                     WHERE a.job_id = r.job_id AND a.run_index = r.run_index),
+                    0) AS alloc_nodes,
+           j.nodes, coalesce(r.gpus, j.gpus, 0) AS gpus
+    FROM job_runs r LEFT JOIN jobs j USING (job_id)
+    WHERE r.start_ts < $end AND coalesce(r.end_ts, $end) > $start
+)
+SELECT coalesce(sum(greatest(0, epoch_us(e) - epoch_us(s)) / 8.64e10
+                    * coalesce(nullif(alloc_nodes, 0), nodes,
+                               ceil(gpus / $gpus_per_node))), 0) AS node_days
+FROM r
+"""
+
+_INFRA_COUNT_SQL = """
+SELECT count(*) FROM failures
+WHERE end_ts >= $start AND end_ts < $end AND category = 'infrastructure'
+"""
+
+_NODE_SQL = """
+WITH exposure AS (
+    SELECT a.node, sum(greatest(0, epoch_us(least(coalesce(a.end_ts, $end), $end))
+                               - epoch_us(greatest(a.start_ts, $start))) / 8.64e10)
+               / any_value(coalesce(n.gpus, $gpus_per_node)) AS node_days
+    FROM allocations a LEFT JOIN nodes n USING (node)
+    WHERE a.start_ts < $end AND coalesce(a.end_ts, $end) > $start
+    GROUP BY a.node
+),
+infra AS (
+    SELECT node, count(*) AS infra_failures, sum(gpu_hours_lost) AS gpu_hours_lost,
+           list(DISTINCT reason) AS reasons, list(job_id || '#' || run_index) AS runs
+    FROM failures WHERE end_ts >= $start AND end_ts < $end AND category = 'infrastructure'
+      AND node IS NOT NULL GROUP BY node
+),
+involved AS (
+    SELECT a.node, count(DISTINCT (f.job_id, f.run_index)) AS failed_runs_on_node
+    FROM failures f JOIN allocations a USING (job_id, run_index)
+    WHERE f.end_ts >= $start AND f.end_ts < $end GROUP BY a.node
+),
+xids AS (
+    SELECT node, count(*) AS xids, list(DISTINCT code ORDER BY code) AS xid_codes
+    FROM gpu_events WHERE kind = 'xid' AND ts >= $start AND ts < $end GROUP BY node
+)
+SELECT n.node, n.rack, coalesce(e.node_days, 0) AS node_days,
+       coalesce(i.infra_failures, 0) AS infra_failures,
+       coalesce(v.failed_runs_on_node, 0) AS failed_runs_on_node,
+       coalesce(x.xids, 0) AS xids, x.xid_codes, i.reasons, i.runs,
+       coalesce(i.gpu_hours_lost, 0) AS gpu_hours_lost
+FROM (SELECT node, rack FROM nodes
+      UNION SELECT node, NULL FROM infra WHERE node NOT IN (SELECT node FROM nodes)) n
+LEFT JOIN exposure e USING (node) LEFT JOIN infra i USING (node)
+LEFT JOIN involved v USING (node) LEFT JOIN xids x USING (node)
+"""
+
+
+def failures(cur, *, start: datetime, end: datetime, category: str | None = None
+             ) -> pd.DataFrame:
+    """Classified failed runs that ended in ``[start, end)``, newest first, with their
+    evidence (JSON text), reason, source and GPU-hours lost."""
+    return cur.execute(_LIST_SQL, {"start": start, "end": end, "category": category}).df()
+
+
+def failures_by(cur, *, start: datetime, end: datetime, by: str = "category") -> pd.DataFrame:
+    """Failed runs and GPU-hours lost grouped by one of :data:`GROUPS`: columns are the
+    group, ``failures``, ``gpu_hours_lost`` (GPU-hours) and ``share_of_lost`` (0..1)."""
+    if by not in GROUPS:
+        raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
+    sql = (f"SELECT {GROUPS[by]}, count(*) AS failures, sum(gpu_hours_lost) AS gpu_hours_lost,"
+           " sum(gpu_hours_lost) / nullif(sum(sum(gpu_hours_lost)) OVER (), 0) AS share_of_lost"
+           " FROM failures WHERE end_ts >= $start AND end_ts < $end"
+           " GROUP BY ALL ORDER BY gpu_hours_lost DESC NULLS LAST")
+    return cur.execute(sql, {"start": start, "end": end}).df()
+
+
+def failure_rate(cur, *, start: datetime, end: datetime, gpus_per_node: int = 8,
+                 confidence: float = 0.95,
+                 job_gpus: tuple[int, ...] = (8, 64, 512, 1024, 4096, 16384, 131072)) -> dict:
+    """The fleet's infrastructure failure rate r_f and the MTTF it projects.
+
+    r_f = infrastructure failures / node-days of runs in ``[start, end)`` (Kokolis et al.
+    2024), with an exact Poisson confidence interval. Returns ``failures``,
+    ``node_days``, ``r_f_per_1000_node_days``, ``r_f_low``, ``r_f_high`` (same unit) and
+    ``mttf`` (a DataFrame: gpus, nodes, mttf_h and its bounds mttf_h_low/high, hours).
+    """
+    p = {"start": start, "end": end}
+    n = int(cur.execute(_INFRA_COUNT_SQL, p).fetchone()[0])
+    node_days = float(cur.execute(_EXPOSURE_SQL, {**p, "gpus_per_node": gpus_per_node}
+                                  ).fetchone()[0])
+    rate = n / node_days if node_days > 0 else float("nan")
+    low, high = reliability.rate_interval(n, node_days, confidence)
+    rows = [{"gpus": g, "nodes": g / gpus_per_node,
+             "mttf_h": reliability.mttf_hours(g, rate, gpus_per_node),
+             "mttf_h_low": reliability.mttf_hours(g, high, gpus_per_node),
+             "mttf_h_high": reliability.mttf_hours(g, low, gpus_per_node)}
+            for g in job_gpus]
+    return {"failures": n, "node_days": node_days, "confidence": confidence,
+            "r_f_per_1000_node_days": 1000 * rate, "r_f_low": 1000 * low,
+            "r_f_high": 1000 * high, "mttf": pd.DataFrame(rows)}
+
+
+def lemon_nodes(cur, *, start: datetime, end: datetime, min_failures: int = 3,
+                p_value: float = 0.01, gpus_per_node: int = 8) -> pd.DataFrame:
+    """Nodes ranked by how unlikely their infrastructure failures are under the fleet rate.
+
+    expected = fleet r_f x the node's node-days of allocated work; ``p_value`` =
+    P(Poisson(expected) >= observed). A node is a ``lemon`` when it has at least
+    ``min_failures`` failures attributed to it and p_value < the threshold (Meta's lemon
+    nodes fail jobs repeatedly yet pass health checks). Columns include the evidence:
+    XID counts and codes, reasons and the failed runs.
+    """
+    params = {"start": start, "end": end, "gpus_per_node": gpus_per_node}
+    df = cur.execute(_NODE_SQL, params).df()
+    total_days = float(df["node_days"].sum())
+    rate = float(df["infra_failures"].sum()) / total_days if total_days > 0 else 0.0
+    df["expected_failures"] = df["node_days"] * rate
+    df["p_value"] = [reliability.poisson_tail(int(o), float(e))
+                     for o, e in zip(df["infra_failures"], df["expected_failures"], strict=True)]
+    xid_mean = float(df["xids"].mean()) if len(df) else 0.0
+    df["xids_vs_fleet"] = df["xids"] / xid_mean if xid_mean > 0 else 0.0
+    df["lemon"] = (df["infra_failures"] >= min_failures) & (df["p_value"] < p_value)
+    return df.sort_values(["lemon", "p_value", "xids"], ascending=[False, True, False]
+                          ).reset_index(drop=True)

@@ -1,0 +1,103 @@
+"""Goodput: GPU-hours lost to failures and restarts, ETTR per job, expected ETTR curves.
+
+The cost model is warehouse/goodput.py's (hours, GPU-hours). ``lost_gpu_hours_total`` and
+``lost_runs`` compute live from the scheduler tables with the caller's checkpoint
+interval (the Overview page); ``lost_by`` reads the classified ``failures`` table.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+
+from warehouse import goodput, reliability
+
+GROUPS = {"week": "date_trunc('week', end_ts)", "user": "user_name",
+          "partition": "partition", "category": "category", "rack": "rack",
+          "job_type": "job_type"}
+
+_LOST_SQL = (f"SELECT * FROM ({goodput.loss_sql(goodput.BY_END_RANGE)}) "
+             "ORDER BY end_ts, job_id, run_index")
+_TOTAL_SQL = (f"SELECT coalesce(sum(gpu_hours_lost), 0) "
+              f"FROM ({goodput.loss_sql(goodput.BY_END_RANGE)})")
+
+
+def _params(start, end, now, checkpoint_interval_h, restart_warmup_min) -> dict:
+    return goodput.loss_params(now=now or end, interval_h=checkpoint_interval_h,
+                               warmup_h=restart_warmup_min / 60.0, start=start, end=end)
+
+
+def lost_runs(cur, *, start: datetime, end: datetime, checkpoint_interval_h: float = 2.0,
+              restart_warmup_min: float = 0.0, now: datetime | None = None) -> pd.DataFrame:
+    """Failed runs that ended in ``[start, end)`` (and by ``now``, default ``end``) and the
+    GPU-hours each lost: since_checkpoint_h + restart_overhead_h (hours) x gpus."""
+    return cur.execute(_LOST_SQL, _params(start, end, now, checkpoint_interval_h,
+                                          restart_warmup_min)).df()
+
+
+def lost_gpu_hours_total(cur, *, start: datetime, end: datetime,
+                         checkpoint_interval_h: float = 2.0, restart_warmup_min: float = 0.0,
+                         now: datetime | None = None) -> float:
+    """GPU-hours lost to failed runs that ended in ``[start, end)`` (see :func:`lost_runs`)."""
+    row = cur.execute(_TOTAL_SQL, _params(start, end, now, checkpoint_interval_h,
+                                          restart_warmup_min)).fetchone()
+    return float(row[0] or 0.0)
+
+
+def lost_by(cur, *, start: datetime, end: datetime, by: str = "week") -> pd.DataFrame:
+    """Classified failures' GPU-hours lost grouped by week, user, partition, category,
+    rack or job_type: columns the group, failures, gpu_hours_lost, restarts."""
+    if by not in GROUPS:
+        raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
+    sql = (f"SELECT {GROUPS[by]} AS {by}, count(*) AS failures, "
+           "sum(gpu_hours_lost) AS gpu_hours_lost, count(*) FILTER (WHERE restarted) "
+           "AS restarts FROM failures WHERE end_ts >= $start AND end_ts < $end "
+           "GROUP BY 1 ORDER BY gpu_hours_lost DESC NULLS LAST")
+    return cur.execute(sql, {"start": start, "end": end}).df()
+
+
+def ettr_jobs(cur, *, start: datetime, end: datetime, now: datetime,
+              checkpoint_interval_h: float = 2.0, restart_warmup_min: float = 0.0,
+              min_gpus: int = 0, job_type: str | None = None) -> pd.DataFrame:
+    """ETTR (productive / wall time, 0..1) of each job active in ``[start, end)``."""
+    return goodput.ettr(cur, start=start, end=end, now=now, interval_h=checkpoint_interval_h,
+                        warmup_h=restart_warmup_min / 60.0, min_gpus=min_gpus,
+                        job_type=job_type)
+
+
+def ettr_by(jobs: pd.DataFrame, by: str = "user_name") -> pd.DataFrame:
+    """GPU-weighted ETTR of the jobs of :func:`ettr_jobs` grouped by a column
+    (user_name, partition, job_type) or ``week`` (of submission)."""
+    df = jobs.copy()
+    if by == "week":
+        df["week"] = pd.to_datetime(df["submit_ts"]).dt.to_period("W-SUN").dt.start_time
+    df["gpu_wall_h"] = df["gpus"].fillna(0) * df["wall_h"]
+    df["gpu_productive_h"] = df["gpus"].fillna(0) * df["productive_h"]
+    out = df.groupby(by, dropna=False).agg(
+        jobs=("job_id", "count"), gpu_wall_h=("gpu_wall_h", "sum"),
+        gpu_productive_h=("gpu_productive_h", "sum"),
+        gpu_hours_lost=("gpu_hours_lost", "sum")).reset_index()
+    out["ettr"] = out["gpu_productive_h"] / out["gpu_wall_h"].where(out["gpu_wall_h"] > 0)
+    return out
+
+
+def ettr_curve(*, n_nodes: float, failures_per_1000_node_days: float,
+               restart_overhead_h: float, checkpoint_write_h: float = 0.0,
+               intervals_h=None) -> pd.DataFrame:
+    """Expected ETTR as a function of the checkpoint interval (reliability.expected_ettr),
+    with a boolean column ``optimal`` on the row nearest Daly's optimum (hours)."""
+    r_f = failures_per_1000_node_days / 1000.0
+    if intervals_h is None:
+        intervals_h = np.round(np.geomspace(1 / 12, 24, 40), 4)
+    rows = [{"checkpoint_interval_h": float(t),
+             "expected_ettr": reliability.expected_ettr(n_nodes, r_f, restart_overhead_h,
+                                                        float(t), checkpoint_write_h)}
+            for t in intervals_h]
+    df = pd.DataFrame(rows)
+    best = reliability.optimal_checkpoint_interval_h(n_nodes, r_f, checkpoint_write_h)
+    df["optimal"] = False
+    if np.isfinite(best) and best > 0:
+        df.loc[(df["checkpoint_interval_h"] - best).abs().idxmin(), "optimal"] = True
+    return df

@@ -1,0 +1,243 @@
+"""Queries of the Utilisation page: allocated against utilised GPUs, by group, idle now.
+
+Telemetry comes from a rollup tier chosen by the range (:func:`tier`): ``gpu_samples_1m``
+up to :data:`MINUTE_TIER_MAX`, ``gpu_samples_1h`` beyond, so a 30-day view reads ~720
+rows per GPU instead of 172,800 raw ones. Every function takes ``start``/``end`` (naive
+UTC, ``[start, end)``), optional ``partition`` and ``rack`` filters (None = all) and a
+row cap where rows are listed. Table names come from the fixed :data:`TIERS`; values are
+always parameters.
+
+"Allocated" is the time a GPU spent in ``allocations`` intervals (open intervals end at
+``end``; rollup rows are averaged per GPU into join buckets of :data:`JOIN_STEP_S`
+and each allocation is expanded to the buckets it touches, so the join is on equal
+keys); "utilised" is ``util_pct / 100`` of those GPU-seconds, so a GPU allocated for
+an hour at 25 % utilisation is 1 allocated and 0.25 utilised GPU-hour.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pandas as pd
+
+MINUTE_TIER_MAX = timedelta(days=2)
+TIERS = {"gpu_samples_1m": 60, "gpu_samples_1h": 3600}  # table -> bucket seconds
+JOIN_STEP_S = {"gpu_samples_1m": 900, "gpu_samples_1h": 3600}  # telemetry x allocations
+NICE_STEPS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
+DEFAULT_LIMIT = 500
+
+#: Scope on ``nodes n``: optional partition and rack, as parameters.
+SCOPE = ("($partition::VARCHAR IS NULL OR n.partition = $partition) "
+         "AND ($rack::VARCHAR IS NULL OR n.rack = $rack)")
+
+#: Group keys of :func:`utilisation_by` (fixed SQL expressions, never user text).
+GROUPS = {"rack": "x.rack", "partition": "x.partition",
+          "user": "coalesce(j.user_name, '(unknown)')",
+          "job_type": "coalesce(j.job_type, '(unknown)')"}
+
+
+def tier(start: datetime, end: datetime) -> str:
+    """The rollup table to read for ``[start, end)``."""
+    return "gpu_samples_1m" if end - start <= MINUTE_TIER_MAX else "gpu_samples_1h"
+
+
+def bucket_s(start: datetime, end: datetime, points: int = 160) -> int:
+    """A round bucket width giving about ``points`` buckets, never finer than the tier."""
+    floor = TIERS[tier(start, end)]
+    want = (end - start).total_seconds() / points
+    return max(floor, next((s for s in NICE_STEPS_S if s >= want), NICE_STEPS_S[-1]))
+
+
+def scope_params(start, end, partition=None, rack=None, **extra) -> dict:
+    """Parameters shared by the scoped queries (also used by thermal and topology)."""
+    return {"start": start, "end": end, "partition": partition, "rack": rack, **extra}
+
+
+def _per_tier(template: str) -> dict[str, str]:
+    return {table: template.replace("{tier}", table) for table in TIERS}
+
+
+_OVER_TIME = _per_tier(f"""
+WITH buckets AS (
+    SELECT unnest(range(time_bucket(to_seconds($bucket_s), $start::TIMESTAMP),
+                        $end::TIMESTAMP, to_seconds($bucket_s))) AS ts
+),
+installed AS (
+    SELECT count(*) AS gpus FROM gpus g JOIN nodes n USING (node) WHERE {SCOPE}
+),
+alloc AS (
+    SELECT greatest(a.start_ts, $start::TIMESTAMP) AS lo,
+           least(coalesce(a.end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi
+    FROM allocations a JOIN nodes n USING (node)
+    WHERE a.start_ts < $end AND (a.end_ts IS NULL OR a.end_ts > $start) AND {SCOPE}
+),
+allocated AS (
+    SELECT b.ts, sum(epoch(least(a.hi, b.ts + to_seconds($bucket_s)))
+                     - epoch(greatest(a.lo, b.ts))) / $bucket_s AS allocated_gpus
+    FROM buckets b JOIN alloc a ON a.lo < b.ts + to_seconds($bucket_s) AND a.hi > b.ts
+    GROUP BY b.ts
+),
+per_ts AS (  -- first per rollup timestamp, then the mean over the display bucket
+    SELECT t.ts, count(*) AS gpus, sum(t.util_pct_avg) / 100.0 AS busy,
+           sum(t.power_w_avg) / 1000.0 AS kw
+    FROM {{tier}} t
+    WHERE t.ts >= $start AND t.ts < $end
+      AND ($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL
+           OR t.node IN (SELECT node FROM nodes n WHERE {SCOPE}))
+    GROUP BY t.ts
+),
+used AS (
+    SELECT time_bucket(to_seconds($bucket_s), ts) AS ts, avg(gpus) AS gpus_reporting,
+           avg(busy) AS utilised_gpus, avg(kw) AS power_kw
+    FROM per_ts GROUP BY 1
+)
+SELECT b.ts, (SELECT gpus FROM installed) AS gpus_installed,
+       u.gpus_reporting, coalesce(a.allocated_gpus, 0) AS allocated_gpus,
+       u.utilised_gpus, u.power_kw
+FROM buckets b LEFT JOIN allocated a USING (ts) LEFT JOIN used u USING (ts)
+WHERE b.ts >= time_bucket(to_seconds($bucket_s), $start::TIMESTAMP)
+ORDER BY b.ts
+""")
+
+_ALLOCATED_SAMPLES = f"""
+s AS (  -- per GPU per join bucket ($step_s: 15 minutes on the minute tier, else an hour)
+    SELECT time_bucket(to_seconds($step_s), t.ts) AS ts, t.node, t.gpu_index,
+           avg(coalesce(t.util_pct_avg, 0)) AS util, any_value(n.rack) AS rack,
+           any_value(n.partition) AS partition
+    FROM {{tier}} t JOIN nodes n USING (node)
+    WHERE t.ts >= $start AND t.ts < $end AND {SCOPE}
+    GROUP BY ALL
+),
+al AS (
+    SELECT job_id, node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS lo,
+           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi
+    FROM allocations
+    WHERE start_ts < $end AND (end_ts IS NULL OR end_ts > $start)
+),
+alb AS (  -- each allocation once per bucket it touches: an equi-join, not a range join
+    SELECT al.*, unnest(range(time_bucket(to_seconds($step_s), lo), hi,
+                              to_seconds($step_s))) AS ts
+    FROM al WHERE hi > lo
+),
+x AS (
+    SELECT s.*, alb.job_id,
+           epoch(least(alb.hi, s.ts + to_seconds($step_s)))
+           - epoch(greatest(alb.lo, s.ts)) AS alloc_s
+    FROM s JOIN alb USING (node, gpu_index, ts)
+)"""
+
+_BY = {
+    (table, key): f"""
+WITH {_ALLOCATED_SAMPLES.replace('{tier}', table)}
+SELECT {expr} AS "group", sum(alloc_s) / 3600.0 AS allocated_gpu_h,
+       sum(alloc_s * util / 100.0) / 3600.0 AS utilised_gpu_h,
+       100.0 * sum(alloc_s * util / 100.0) / nullif(sum(alloc_s), 0) AS util_pct
+FROM x LEFT JOIN jobs j USING (job_id)
+GROUP BY 1 ORDER BY allocated_gpu_h DESC, "group" LIMIT $limit
+"""
+    for table in TIERS for key, expr in GROUPS.items()
+}
+
+_JOBS = _per_tier(f"""
+WITH {_ALLOCATED_SAMPLES},
+per_job AS (
+    SELECT job_id, sum(alloc_s) / 3600.0 AS allocated_gpu_h,
+           100.0 * sum(alloc_s * util / 100.0) / nullif(sum(alloc_s), 0) AS util_pct
+    FROM x GROUP BY job_id
+)
+SELECT p.job_id, j.name, j.user_name, j.job_type, j.state, j.gpus, p.allocated_gpu_h,
+       p.util_pct
+FROM per_job p LEFT JOIN jobs j USING (job_id)
+ORDER BY p.allocated_gpu_h DESC, p.job_id LIMIT $limit
+""")
+
+_IDLE_NOW = f"""
+WITH latest AS (
+    SELECT node, gpu_index, ts, util_pct, power_w, mem_used_mib
+    FROM gpu_samples WHERE ts > $since AND ts <= $now
+    QUALIFY row_number() OVER (PARTITION BY node, gpu_index ORDER BY ts DESC) = 1
+),
+recent AS (
+    SELECT node, gpu_index, max(util_pct_max) AS util_max_pct
+    FROM gpu_samples_1m WHERE ts >= $recent_since AND ts <= $now GROUP BY ALL
+),
+allocated AS (
+    SELECT a.job_id, a.node, a.gpu_index, a.start_ts FROM allocations a
+    WHERE a.start_ts <= $now AND (a.end_ts IS NULL OR a.end_ts > $now)
+)
+SELECT n.rack, a.node, a.gpu_index, a.job_id, j.name, j.user_name, j.job_type,
+       a.start_ts AS allocated_since, l.util_pct, r.util_max_pct, l.power_w,
+       l.mem_used_mib
+FROM allocated a JOIN latest l USING (node, gpu_index) JOIN nodes n USING (node)
+LEFT JOIN recent r USING (node, gpu_index) LEFT JOIN jobs j USING (job_id)
+WHERE l.util_pct < $idle_pct AND coalesce(r.util_max_pct, 0) < $idle_pct AND {SCOPE}
+ORDER BY a.start_ts, a.node, a.gpu_index LIMIT $limit
+"""
+
+_ENERGY = _per_tier(f"""
+SELECT sum(t.energy_j) / 3.6e6 AS energy_kwh
+FROM {{tier}} t JOIN nodes n USING (node)
+WHERE t.ts >= $start AND t.ts < $end AND {SCOPE}
+""")
+
+
+def allocated_vs_used(cur, *, start: datetime, end: datetime, partition: str | None = None,
+                      rack: str | None = None) -> pd.DataFrame:
+    """GPUs allocated and utilised over time, one row per bucket (:func:`bucket_s`).
+
+    Columns: ts (bucket start), gpus_installed, gpus_reporting (mean GPUs with a
+    sample), allocated_gpus (mean GPUs allocated), utilised_gpus (sum of util_pct / 100
+    over reporting GPUs: GPU-equivalents busy), power_kw (mean total GPU power, kW).
+    """
+    params = scope_params(start, end, partition, rack, bucket_s=bucket_s(start, end))
+    return cur.execute(_OVER_TIME[tier(start, end)], params).df()
+
+
+def utilisation_by(cur, *, by: str, start: datetime, end: datetime,
+                   partition: str | None = None, rack: str | None = None,
+                   limit: int = 50) -> pd.DataFrame:
+    """Allocated and utilised GPU-hours per ``by`` (rack, partition, user or job_type).
+
+    Columns: group, allocated_gpu_h, utilised_gpu_h (GPU-hours), util_pct (percent),
+    the largest ``limit`` groups by allocated GPU-hours.
+    """
+    if by not in GROUPS:
+        raise ValueError(f"by={by!r}: expected one of {', '.join(GROUPS)}")
+    table = tier(start, end)
+    params = scope_params(start, end, partition, rack, step_s=JOIN_STEP_S[table], limit=limit)
+    return cur.execute(_BY[(table, by)], params).df()
+
+
+def job_utilisation(cur, *, start: datetime, end: datetime, partition: str | None = None,
+                    rack: str | None = None, limit: int = 2000) -> pd.DataFrame:
+    """Per job in the range: job_id, name, user_name, job_type, state, gpus,
+    allocated_gpu_h (GPU-hours in the range) and util_pct (GPU-hour-weighted mean)."""
+    table = tier(start, end)
+    params = scope_params(start, end, partition, rack, step_s=JOIN_STEP_S[table], limit=limit)
+    return cur.execute(_JOBS[table], params).df()
+
+
+def idle_allocated_now(cur, *, now: datetime, partition: str | None = None,
+                       rack: str | None = None, idle_pct: float = 5.0,
+                       recent_min: float = 15, stale_after_s: float = 120,
+                       limit: int = DEFAULT_LIMIT) -> pd.DataFrame:
+    """GPUs allocated to a running job but idle: latest sample and every minute of the
+    last ``recent_min`` minutes below ``idle_pct`` percent utilisation.
+
+    Columns: rack, node, gpu_index, job_id, name, user_name, job_type, allocated_since,
+    util_pct (latest), util_max_pct (max over the recent minutes), power_w, mem_used_mib.
+    """
+    params = {
+        "now": now, "since": now - timedelta(seconds=stale_after_s),
+        "recent_since": now - timedelta(minutes=recent_min), "idle_pct": float(idle_pct),
+        "partition": partition, "rack": rack, "limit": limit,
+    }
+    return cur.execute(_IDLE_NOW, params).df()
+
+
+def fleet_energy_kwh(cur, *, start: datetime, end: datetime, partition: str | None = None,
+                     rack: str | None = None) -> float:
+    """GPU energy used in ``[start, end)`` from the rollups (kWh); 0.0 without data."""
+    row = cur.execute(_ENERGY[tier(start, end)],
+                      scope_params(start, end, partition, rack)).fetchone()
+    return float(row[0]) if row and row[0] is not None else 0.0
