@@ -11,7 +11,7 @@ that honours it never pages twice when a response got lost after it was handled.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -35,13 +35,19 @@ class Backoff:
 
 def deliver_due(warehouse, sinks: Mapping[str, Sink], *, now: datetime,
                 backoff: Backoff = Backoff(), timeout_s: float = 10.0,
-                send: Callable[..., int] = post) -> dict[str, int]:
-    """One pass over the outbox at ``now``; returns counts of delivered and failed."""
+                send: Callable[..., int] = post,
+                only: Collection[str] | None = None) -> dict[str, int]:
+    """One pass over the outbox at ``now``; returns counts of delivered and failed.
+
+    A sink object with a ``deliver(body, key, timeout_s=...)`` method (the e-mail sink,
+    alerts/mail.py) sends its rows itself; the others go through ``send`` (HTTP POST).
+    ``only``: handle the rows of these sinks and leave the others for another pass.
+    """
     rows = q.pending_notifications(warehouse.reader())
     counts = {"delivered": 0, "failed": 0}
     blocked: set[str] = set()
     for row in rows.itertuples(index=False):
-        if row.sink in blocked:
+        if row.sink in blocked or (only is not None and row.sink not in only):
             continue
         if row.next_attempt_at > now:  # backing off: keep this sink's order
             blocked.add(row.sink)
@@ -51,7 +57,10 @@ def deliver_due(warehouse, sinks: Mapping[str, Sink], *, now: datetime,
         try:
             if sink is None:
                 raise DeliveryError(f"{row.sink}: sink not configured")
-            send(sink, row.body, row.notification_key, timeout_s=timeout_s)
+            if hasattr(sink, "deliver"):
+                sink.deliver(row.body, row.notification_key, timeout_s=timeout_s)
+            else:
+                send(sink, row.body, row.notification_key, timeout_s=timeout_s)
         except DeliveryError as exc:
             blocked.add(row.sink)
             counts["failed"] += 1

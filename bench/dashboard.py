@@ -251,11 +251,16 @@ def browser_times(app) -> list[tuple[str, float]]:
 
     paths = ["/", "/utilization?range=30d", "/failures?range=30d", "/goodput?range=30d",
              "/energy?range=30d", "/thermal?range=7d", "/jobs?range=7d", "/reports"]
-    script = ("const g=[...document.querySelectorAll('.js-plotly-plot')];"
+    # ready: the page is drawn, no "Loading…" placeholder is left, and every dcc.Graph
+    # (div.dash-graph, there from the first render, also while plotly.js still loads)
+    # has drawn a figure with data or an empty figure that says why
+    script = ("const plot=d=>d.classList.contains('js-plotly-plot')?d:"
+              "d.querySelector('.js-plotly-plot');"
+              "const g=[...document.querySelectorAll('.dash-graph')].map(plot);"
               "const loading=[...document.querySelectorAll('.empty')].some("
               "e=>e.textContent.startsWith('Loading'));"
               "return document.querySelector('.page')!==null && !loading && g.every("
-              "p=>p.layout && (p.data.length>0 || (p.layout.meta||{}).empty!==undefined"
+              "p=>p && p.layout && (p.data.length>0 || (p.layout.meta||{}).empty!==undefined"
               " && !(p.layout.annotations||[]).some(a=>a.text.startsWith('Loading'))));")
     out = []
     with LiveServer(app, threads=8) as server, chromium() as driver:

@@ -1,17 +1,21 @@
 """Layout pieces every page shares: the page frame, filter bar, panels, graphs, tables.
 
 Pages compose these instead of repeating markup. Everything here is layout only (no
-data is read); strings from jobs, users or logs go in as component children, which Dash
-renders as text, never as HTML.
+data is read); strings from jobs, users or logs go in as component children or plain
+DataTable cells, which Dash renders as text, never as HTML (a table's link column is
+Markdown with escaped text, see :func:`md_link`).
 """
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import pandas as pd
-from dash import dcc, html
+from dash import dash_table, dcc, html
 
 from dashboard import context, figures, ids
 from dashboard.filters import RANGES, Filters
@@ -113,36 +117,88 @@ def cell_text(value, fmt=None) -> str:
     return fmt(value) if fmt else str(value)
 
 
+#: Rows a table ships to the browser (beyond them a note says how many there were) and
+#: rows on one page of it. A DataTable is one React component, so hundreds of rows cost
+#: a few milliseconds to mount, not ~3 ms per cell as a tree of html.Td components did.
+MAX_TABLE_ROWS = 500
+PAGE_SIZE = 50
+
+_MD_PUNCT = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation mark
+_SAFE_HREF = re.compile(r"^(/(?!/)|https?://)")  # a site path or an http(s) URL
+_HREF_SAFE = "/?&=#%:;,@+$~.-_!*"  # URL characters kept; ( ) < > space are quoted
+
+# Cell styles as DataTable props (inline): they win over the table's own stylesheet.
+# Colours and sizes follow assets/gpulens.css (.data-table).
+_STYLE_CELL = {
+    "fontFamily": "var(--font)", "fontSize": "13px", "color": "var(--ink)",
+    "padding": "7px 10px", "textAlign": "left", "backgroundColor": "transparent",
+    "border": "none", "borderBottom": "1px solid #f0f2f5", "whiteSpace": "normal",
+    "height": "auto", "maxWidth": "420px", "overflowWrap": "anywhere",
+    "fontVariantNumeric": "tabular-nums",
+}
+_STYLE_HEADER = {
+    "color": "var(--muted)", "fontWeight": 600, "fontSize": "12px",
+    "borderBottom": "1px solid var(--line)", "padding": "8px 10px",
+    "whiteSpace": "nowrap", "backgroundColor": "transparent",
+}
+
+
+def md_escape(text: str) -> str:
+    """``text`` as literal Markdown: every ASCII punctuation mark backslash-escaped and
+    line breaks made spaces, so names like ``<img ...>`` or ``[x](y)`` stay text."""
+    return _MD_PUNCT.sub(r"\\\1", " ".join(str(text).splitlines()))
+
+
+def md_link(text: str, href: str) -> str:
+    """A Markdown link with escaped ``text``; ``href`` must be a site path or an
+    http(s) URL (anything else, e.g. ``javascript:``, gives the bare text)."""
+    if not _SAFE_HREF.match(href):
+        return md_escape(text)
+    return f"[{md_escape(text)}]({quote(href, safe=_HREF_SAFE)})"
+
+
 def table(df: pd.DataFrame | None, columns: Sequence[Column], *, empty_message: str,
-          table_id: str | None = None, max_rows: int = 50) -> html.Div:
-    """An HTML table of ``df``'s ``columns``; cells are text (never HTML)."""
+          table_id: str | None = None, max_rows: int = MAX_TABLE_ROWS,
+          page_size: int = PAGE_SIZE) -> html.Div:
+    """``df``'s ``columns`` as one ``dash_table.DataTable`` (paged by ``page_size``).
+
+    Cells are plain text, never HTML or Markdown: only a column with ``href`` is a
+    Markdown column, holding a link whose text is escaped (:func:`md_link`)."""
     if df is None or len(df) == 0:
         return empty(empty_message)
-    head = html.Thead(html.Tr([html.Th(c.title, className="num" if c.numeric else None)
-                               for c in columns]))
-    rows = []
-    for rec in df.head(max_rows).to_dict("records"):
-        cells = []
+    records = df.head(max_rows).to_dict("records")
+    data = []
+    for rec in records:
+        row = {}
         for c in columns:
             text = cell_text(rec.get(c.key), c.fmt)
             target = c.href(rec) if c.href else None
-            # a plain anchor: hundreds of dcc.Link components make a table slow to mount
-            content = html.A(text, href=target) if target else text
-            cells.append(html.Td(content, className="num" if c.numeric else None))
-        rows.append(html.Tr(cells))
+            row[c.key] = md_link(text, target) if target else (
+                md_escape(text) if c.href else text)
+        data.append(row)
+    spec = [{"id": c.key, "name": c.title,
+             **({"presentation": "markdown"} if c.href else {})} for c in columns]
+    right = [{"if": {"column_id": c.key}, "textAlign": "right"} for c in columns if c.numeric]
+    with warnings.catch_warnings():
+        # DataTable is deprecated in favour of dash-ag-grid, which is not a dependency
+        warnings.simplefilter("ignore", DeprecationWarning)
+        grid = dash_table.DataTable(
+            data=data, columns=spec, page_action="native" if len(data) > page_size else "none",
+            page_size=page_size, cell_selectable=False, style_as_list_view=True,
+            markdown_options={"link_target": "_self", "html": False},
+            style_table={"overflowX": "auto"}, style_cell=_STYLE_CELL,
+            style_header=_STYLE_HEADER, style_cell_conditional=right,
+            **({"id": table_id} if table_id else {}),
+        )
     note = []
     if len(df) > max_rows:
         note = [html.P(f"Showing the first {max_rows:,} of {len(df):,} rows.",
                        className="panel-sub")]
-    extra = {"id": table_id} if table_id else {}
-    return html.Div([html.Table([head, html.Tbody(rows)], className="data-table", **extra),
-                     *note], className="table-wrap")
+    return html.Div([grid, *note], className="table-wrap data-table")
 
 
 def job_href(rec: dict) -> str | None:
     """Link to a job's page (the id is URL-quoted)."""
-    from urllib.parse import quote
-
     job = rec.get("job_id")
     return f"/jobs/{quote(str(job), safe='')}" if job and not missing(job) else None
 

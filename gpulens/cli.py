@@ -9,6 +9,7 @@ import sys
 import click
 
 from gpulens import __version__
+from gpulens.cli_agent import agent
 from gpulens.cli_alerts import alerts as alerts_group
 from gpulens.cli_import import import_
 from gpulens.config import ConfigError, load
@@ -118,6 +119,7 @@ def hash_password(method: str) -> None:
     click.echo(_hash(password, method=method))
 
 
+cli.add_command(agent)
 cli.add_command(alerts_group)
 cli.add_command(import_)
 

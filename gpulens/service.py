@@ -241,6 +241,9 @@ class Service:
     def _healthz(self):
         stale = 3 * max((s.interval_s for s in self.sources), default=15.0)
         report = self.health.report(self.now(), stale_after_s=stale)
+        for source in self.sources:
+            entry = report["sources"].setdefault(source.name, {})
+            entry.update(_source_details(source))
         report["version"] = __version__
         report["database"] = {
             "path": self.warehouse.path,
@@ -269,5 +272,27 @@ class Service:
             thread.join(timeout=30)
         if self.server is not None:
             self.server.close()
+        for source in self.sources:
+            if hasattr(source, "close"):
+                try:
+                    source.close()
+                except Exception:
+                    log.exception("closing source %s failed", source.name)
         if self.warehouse is not None:
             self.warehouse.close()
+
+
+def _source_details(source, max_listed: int = 20) -> dict:
+    """What a source tells beyond success and error: rows it dropped as implausible (per
+    reason) and, for scraping sources, its targets (up count, the first few down)."""
+    details: dict = {}
+    if hasattr(source, "dropped"):
+        details["dropped"] = source.dropped.as_dict()
+    status = getattr(source, "status", None)
+    if isinstance(status, dict) and status:
+        down = {key: st.last_error for key, st in status.items() if not st.up}
+        details["targets"] = {
+            "total": len(status), "up": len(status) - len(down),
+            "down": dict(list(sorted(down.items()))[:max_listed]),
+        }
+    return details

@@ -7,10 +7,12 @@ the clock is fixed at the seed's NOW.
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import plotly.graph_objects as go
 import pytest
+from dash.dash_table import DataTable
 
 from dashboard import context, filters, ids
 from dashboard.filters import Filters, from_query, from_search
@@ -40,6 +42,24 @@ def pages(app_and_wh):
     return {name: sys.modules[f"dashboard.pages.{name}"] for name in PAGES}
 
 
+_MD_LINK = re.compile(r"^\[(.*)\]\((.*)\)$", re.S)
+_MD_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def _table_texts(table: DataTable) -> list[str]:
+    """A DataTable's headers and cells as the browser shows them: plain cells verbatim,
+    Markdown (link) cells as their link text without escapes."""
+    out = [c["name"] for c in table.columns]
+    for row in table.data:
+        for c in table.columns:
+            value = row[c["id"]]
+            if c.get("presentation") == "markdown":
+                link = _MD_LINK.match(value)
+                value = _MD_ESCAPED.sub(r"\1", link.group(1) if link else value)
+            out.append(value)
+    return out
+
+
 def _texts(component) -> list[str]:
     """Every string in a component tree (what the browser shows as text)."""
     out = []
@@ -49,6 +69,8 @@ def _texts(component) -> list[str]:
         for c in component:
             out += _texts(c)
         return out
+    if isinstance(component, DataTable):
+        return _table_texts(component)
     children = getattr(component, "children", None)
     return out + (_texts(children) if children is not None else [])
 

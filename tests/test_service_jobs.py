@@ -89,3 +89,21 @@ def test_a_source_recovers_after_backoff(service):
     clock.t += timedelta(seconds=15)
     svc.collect_once(bad)
     assert svc.health.sources["bad"].last_success == floor_ts(clock.t, 15)
+
+
+def test_health_details_name_dropped_rows_and_down_targets():
+    from collector.sanitize import DropCounter
+    from collector.scrape import TargetStatus
+    from gpulens.service import _source_details
+
+    class Scraper:
+        name = "dcgm"
+        dropped = DropCounter()
+        status = {"node001": TargetStatus("http://node001:9400/metrics", up=True),
+                  "node002": TargetStatus("http://node002:9400/metrics", up=False,
+                                          last_error="timed out after 5 s")}
+
+    Scraper.dropped.add({"negative": 3, "nan": 0})
+    details = _source_details(Scraper())
+    assert details["dropped"] == {"negative": 3}
+    assert details["targets"] == {"total": 2, "up": 1, "down": {"node002": "timed out after 5 s"}}

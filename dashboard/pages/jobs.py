@@ -21,7 +21,7 @@ dash.register_page(
     description="Search jobs by id, name, user and state.",
 )
 
-LIMIT = 50  # rows: each table cell is a React component (see docs/dashboard.md)
+LIMIT = 500  # rows (one DataTable, 50 to a page)
 
 
 def _ts(v) -> str:

@@ -1,0 +1,129 @@
+"""The plain-language summary at the top of the weekly report, generated from its numbers.
+
+Every sentence states a figure of the report (or its change from the previous week)
+and nothing else: no causes, no advice the numbers do not carry. A figure that is
+missing leaves its sentence out rather than saying "0".
+"""
+
+from __future__ import annotations
+
+from dashboard.formatting import fmt_gpu_hours, fmt_int, fmt_temp, missing
+from dashboard.report.model import Report, fmt_hours, fmt_num
+
+
+def _trend(this, prev, *, unit_fmt, points: bool = False) -> str:
+    """``" (up from 71.0 %)"`` / ``" (down from ...)"`` / ``" (as last week)"``, or ""."""
+    if missing(this) or missing(prev):
+        return ""
+    if abs(float(this) - float(prev)) < (0.05 if points else 1e-9):
+        return " (as last week)"
+    word = "up" if this > prev else "down"
+    return f" ({word} from {unit_fmt(prev)})"
+
+
+def _pct(v) -> str:
+    return f"{v:.0f} %"
+
+
+def fleet(r: Report) -> list[str]:
+    f, p = r.this["fleet"], r.prev["fleet"]
+    if not f["gpus"]:
+        return ["No GPUs are in the topology yet, so the fleet figures are empty."]
+    if not f["reporting_gpu_h"]:
+        return [f"The fleet has {fmt_int(f['gpus'])} GPUs, but none reported telemetry "
+                "this week."]
+    out = [f"The fleet has {fmt_int(f['gpus'])} GPUs; "
+           f"{_pct(f['allocated_share_pct'])} of their GPU-hours were allocated to jobs"
+           + _trend(f["allocated_share_pct"], p.get("allocated_share_pct"), unit_fmt=_pct,
+                    points=True) + "."]
+    if not missing(f["util_of_allocated_pct"]):
+        out.append(f"Allocated GPUs were {_pct(f['util_of_allocated_pct'])} utilised"
+                   + _trend(f["util_of_allocated_pct"], p.get("util_of_allocated_pct"),
+                            unit_fmt=_pct, points=True)
+                   + f", and sat allocated but idle for "
+                   f"{fmt_gpu_hours(f['idle_allocated_gpu_h'])}.")
+    if not missing(f.get("coverage_pct")) and f["coverage_pct"] < 90:
+        out.append(f"Telemetry covered only {_pct(f['coverage_pct'])} of the week's "
+                   "GPU-hours; figures from telemetry count that part only.")
+    return out
+
+
+def reliability(r: Report) -> list[str]:
+    x, p = r.this["reliability"], r.prev["reliability"]
+    if not x["failures"]:
+        return ["No run failed this week."]
+    out = [f"{fmt_int(x['failures'])} runs failed ({fmt_int(x['infra_failures'])} from "
+           f"infrastructure), losing {fmt_gpu_hours(x['gpu_hours_lost'])} to failures and "
+           "restarts" + _trend(x["gpu_hours_lost"], p["gpu_hours_lost"],
+                               unit_fmt=fmt_gpu_hours) + "."]
+    reasons = x["by_reason"]
+    if len(reasons):
+        top = reasons.iloc[0]
+        share = top["share_of_lost"]
+        out.append(f"The largest loss was {top['reason']} ({top['category']}): "
+                   f"{fmt_gpu_hours(top['gpu_hours_lost'])}"
+                   + ("" if missing(share) else f", {share:.0%} of the GPU-hours lost") + ".")
+    lemons = x["nodes"][x["nodes"]["lemon"]] if len(x["nodes"]) else x["nodes"]
+    if len(lemons):
+        n = lemons.iloc[0]
+        out.append(f"Node {n['node']} had {fmt_int(n['infra_failures'])} infrastructure "
+                   f"failures against {n['expected_failures']:.1f} expected at the fleet's "
+                   f"rate (p = {n['p_value']:.2g}): a lemon candidate.")
+    if x["infra_failures"]:
+        out.append(f"At this week's rate of {fmt_num(x['r_f_per_1000_node_days'], 2)} "
+                   "failures per 1,000 node-days, a 1,024-GPU job would fail every "
+                   f"{fmt_hours(x['mttf_1024_h'])} and a 4,096-GPU job every "
+                   f"{fmt_hours(x['mttf_4096_h'])}.")
+    if x["large_jobs"]:
+        out.append(f"{fmt_int(x['large_jobs'])} large jobs ({fmt_int(x['large_job_gpus'])} "
+                   f"GPUs or more) had a GPU-weighted ETTR of {x['large_ettr']:.2f}"
+                   + _trend(x["large_ettr"], p.get("large_ettr"),
+                            unit_fmt=lambda v: f"{v:.2f}") + ".")
+    return out
+
+
+def thermal(r: Report) -> list[str]:
+    t = r.this["thermal"]
+    head = (f"{fmt_int(t['alerts_fired'])} thermal alerts fired "
+            f"({fmt_int(t['critical_alerts'])} critical)" if t["alerts_fired"]
+            else "No thermal alert fired")
+    hot = t["hottest_racks"]
+    if len(hot):
+        rack = hot.iloc[0]
+        head += (f"; the hottest rack was {rack['rack']} (95th percentile "
+                 f"{fmt_temp(rack['p95_c'])}, peak {fmt_temp(rack['max_c'])})")
+    head += f", and GPUs were thermally throttled for {fmt_gpu_hours(t['throttled_gpu_h'])}."
+    return [head]
+
+
+def energy(r: Report) -> list[str]:
+    e, p = r.this["energy"], r.prev["energy"]
+    if not e["it_kwh"]:
+        return ["No energy was measured this week."]
+    out = [f"The cluster used {fmt_num(e['facility_kwh'], 0, 'kWh')} at the facility"
+           + _trend(e["facility_kwh"], p["facility_kwh"],
+                    unit_fmt=lambda v: fmt_num(v, 0, "kWh"))
+           + f", {fmt_num(e['it_kwh'], 0, 'kWh')} of it in IT equipment, and emitted "
+           f"{fmt_num(e['tco2e'], 2, 't CO₂e')}."]
+    out.append(f"Idle GPUs used {fmt_num(e['idle_kwh'], 0, 'kWh')}; the GPU-hours lost to "
+               f"failures cost {fmt_num(e['lost_kwh'], 0, 'kWh')} and "
+               f"{fmt_num(e['lost_carbon_kg'], 0, 'kg CO₂e')}.")
+    if len(e["top_users"]):
+        u = e["top_users"].iloc[0]
+        share = u["facility_kwh"] / e["facility_kwh"] if e["facility_kwh"] else None
+        out.append(f"The user with the most energy was {u['user_name']} with "
+                   f"{fmt_num(u['facility_kwh'], 0, 'kWh')}"
+                   + ("" if missing(share) else f" ({share:.0%} of the facility energy)")
+                   + ".")
+    return out
+
+
+def summarise(r: Report) -> list[str]:
+    """The summary's sentences, in section order."""
+    lines = []
+    if r.in_progress:
+        lines.append(f"This week is still in progress: figures run to "
+                     f"{r.end:%a %d %b %H:%M} UTC.")
+    for part in (fleet, reliability, thermal, energy):
+        lines.extend(part(r))
+    return lines

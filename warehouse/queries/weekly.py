@@ -1,0 +1,333 @@
+"""The numbers of the weekly report: every section's figures for one week (issue #7).
+
+    nums = week_numbers(wh.reader, start=start, end=end, now=now, opts=Options())
+
+``reader`` is a callable returning a fresh cursor (``Warehouse.reader``): each query
+function gets its own and drops it. Weeks are ISO weeks, Monday 00:00 to Monday 00:00 in
+the report's time zone, turned into the naive UTC ``[start, end)`` the tables use
+(:func:`week_range`); a week still in progress ends at ``now``.
+
+Most figures come from the existing query modules (failures, goodput, energy,
+thermal). Three are computed here from the **1-hour tier** so one report costs seconds
+at 24,576 GPUs (the 1-minute-tier queries ``idle_energy`` and ``job_energy`` take minutes
+there, see docs/analytics.md):
+
+- :func:`fleet_hours`: allocated, utilised and *allocated-but-idle* GPU-hours (an
+  allocated GPU-hour is idle when the hour's maximum utilisation stayed below
+  ``energy.idle_util_pct``: idle the whole hour), their GPU energy, throttled GPU-hours;
+- :func:`run_energy_hourly`: energy and carbon of each job run, each GPU-hour's energy
+  prorated by the allocation's overlap with the hour, plus the node's non-GPU share;
+- :func:`alerts_fired`: thermal alerts that fired in the week, per rule and severity.
+Units are in the names: GPU-hours (``_gpu_h``), kWh, kg CO2e, hours.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import pandas as pd
+
+from warehouse import carbon
+from warehouse.analytics import Options
+from warehouse.queries import energy as qe
+from warehouse.queries import failures as qf
+from warehouse.queries import goodput as qg
+from warehouse.queries import thermal as qt
+from warehouse.queries import utilisation as qu
+
+WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+MTTF_JOB_GPUS = (1024, 4096)
+
+# ----------------------------------------------------------------------------- weeks
+
+
+def parse_week(week: str) -> date:
+    """The Monday of an ISO week written ``2026-W47``; ValueError when malformed."""
+    m = WEEK.match(week.strip())
+    if not m:
+        raise ValueError(f"week {week!r}: expected an ISO week like 2026-W47")
+    try:
+        return date.fromisocalendar(int(m[1]), int(m[2]), 1)
+    except ValueError:
+        raise ValueError(f"week {week!r}: {m[1]} has no week {int(m[2])}") from None
+
+
+def week_name(monday: date) -> str:
+    """``2026-W47`` for any day of that ISO week."""
+    year, wk, _ = monday.isocalendar()
+    return f"{year}-W{wk:02d}"
+
+
+def previous_week(week: str) -> str:
+    return week_name(parse_week(week) - timedelta(days=7))
+
+
+def week_range(week: str, tz: str = "UTC") -> tuple[datetime, datetime]:
+    """``[start, end)`` of the ISO week as naive UTC: Monday 00:00 to Monday 00:00 in ``tz``."""
+    monday = parse_week(week)
+    zone = ZoneInfo(tz)
+
+    def utc(d: date) -> datetime:
+        local = datetime(d.year, d.month, d.day, tzinfo=zone)
+        return local.astimezone(UTC).replace(tzinfo=None)
+
+    return utc(monday), utc(monday + timedelta(days=7))
+
+
+def last_complete_week(now_utc: datetime, tz: str = "UTC") -> str:
+    """The most recent ISO week (in ``tz``) that ended at or before ``now_utc`` (naive)."""
+    local = now_utc.replace(tzinfo=UTC).astimezone(ZoneInfo(tz))
+    return week_name(local.date() - timedelta(days=7))
+
+
+# ----------------------------------------------------------------------- hour tier SQL
+
+_ALLOC = """
+al AS (
+    SELECT job_id, run_index, node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS lo,
+           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi
+    FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
+),
+alb AS (  -- each allocation once per hour it touches: an equi-join with the hour tier
+    SELECT al.*, unnest(range(date_trunc('hour', lo), hi, INTERVAL 1 HOUR)) AS ts
+    FROM al WHERE hi > lo
+)"""
+
+_FLEET_SQL = f"""
+WITH {_ALLOC},
+ah AS (
+    SELECT node, gpu_index, ts,
+           least(3600.0, sum(epoch(least(hi, ts + INTERVAL 1 HOUR))
+                             - epoch(greatest(lo, ts)))) / 3600.0 AS af
+    FROM alb GROUP BY ALL
+),
+h AS (
+    SELECT coalesce(h.covered_s, 0) AS cov, coalesce(h.util_pct_avg, 0) AS util,
+           coalesce(h.util_pct_max, 0) < $idle_pct AS idle, coalesce(h.energy_j, 0) AS j,
+           coalesce(h.throttle_thermal_s, 0) AS thr, coalesce(a.af, 0) AS af
+    FROM gpu_samples_1h h LEFT JOIN ah a USING (node, gpu_index, ts)
+    WHERE h.ts >= $start AND h.ts < $end
+)
+SELECT sum(cov) / 3600 AS reporting_gpu_h,
+       sum(af * cov) / 3600 AS allocated_gpu_h,
+       sum(af * cov * util / 100) / 3600 AS utilised_gpu_h,
+       coalesce(sum(af * cov) FILTER (WHERE idle), 0) / 3600 AS idle_allocated_gpu_h,
+       coalesce(sum(af * j) FILTER (WHERE idle), 0) / 3.6e6 AS idle_allocated_kwh,
+       sum((1 - af) * cov) / 3600 AS unallocated_gpu_h,
+       sum((1 - af) * j) / 3.6e6 AS unallocated_kwh,
+       sum(thr) / 3600 AS throttled_gpu_h
+FROM h
+"""
+
+_SCHEDULED_SQL = """
+SELECT coalesce(nullif((SELECT count(*) FROM gpus), 0), (SELECT sum(gpus) FROM nodes), 0),
+       (SELECT coalesce(sum(epoch(least(coalesce(end_ts, $end), $end))
+                            - epoch(greatest(start_ts, $start))), 0) / 3600
+        FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start)
+"""
+
+_RUN_SQL = """
+WITH {alloc},
+x AS (
+    SELECT b.job_id, b.run_index, b.ts,
+           epoch(least(b.hi, b.ts + INTERVAL 1 HOUR)) - epoch(greatest(b.lo, b.ts)) AS s,
+           h.energy_j / nullif(h.covered_s, 0) AS w, coalesce(n.gpus, 8) AS node_gpus
+    FROM alb b JOIN gpu_samples_1h h USING (node, gpu_index, ts)
+    LEFT JOIN nodes n ON n.node = b.node
+),
+per_h AS (
+    SELECT job_id, run_index, ts, sum(s * coalesce(w, 0)) AS gpu_j,
+           sum(s * $node_w / node_gpus) AS other_j, sum(s) AS gpu_s
+    FROM x GROUP BY ALL
+),
+buckets AS (SELECT DISTINCT ts FROM per_h),
+{ctes}
+SELECT p.job_id, p.run_index, sum(p.gpu_s) / 3600.0 AS gpu_hours,
+       sum(p.gpu_j) / 3.6e6 AS gpu_kwh, sum(p.gpu_j + p.other_j) / 3.6e6 AS it_kwh,
+       sum((p.gpu_j + p.other_j) * f.pue) / 3.6e6 AS facility_kwh,
+       sum((p.gpu_j + p.other_j) * f.pue * i.g_co2_per_kwh) / 3.6e9 AS carbon_kg
+FROM per_h p JOIN pue_of f USING (ts) JOIN intensity i USING (ts)
+GROUP BY ALL
+"""
+
+_JOBS_SQL = """
+SELECT job_id, name, user_name, partition, job_type, gpus FROM jobs
+WHERE job_id IN (SELECT unnest($ids::VARCHAR[]))
+"""
+
+_ALERTS_SQL = """
+SELECT rule, severity, count(*) AS alerts, count(DISTINCT rack) AS racks,
+       max(peak) AS peak, any_value(unit) AS unit
+FROM alerts WHERE fired_at >= $start AND fired_at < $end
+GROUP BY rule, severity ORDER BY alerts DESC, rule
+"""
+
+_ALERT_RACKS_SQL = """
+SELECT rack, count(*) AS alerts FROM alerts
+WHERE fired_at >= $start AND fired_at < $end AND rack IS NOT NULL
+GROUP BY rack ORDER BY alerts DESC, rack LIMIT $limit
+"""
+
+
+def _f(v) -> float:
+    return 0.0 if v is None or (isinstance(v, float) and np.isnan(v)) else float(v)
+
+
+def fleet_hours(cur, *, start: datetime, end: datetime, idle_util_pct: float = 5.0) -> dict:
+    """GPU-hours and GPU energy of the week from the 1-hour tier (see module docstring):
+    gpus (installed), scheduled_gpu_h (allocations, with or without telemetry),
+    reporting_gpu_h, allocated_gpu_h and utilised_gpu_h (with telemetry),
+    idle_allocated_gpu_h / _kwh, unallocated_gpu_h / _kwh, throttled_gpu_h."""
+    p = {"start": start, "end": end}
+    gpus, scheduled = cur.execute(_SCHEDULED_SQL, p).fetchone()
+    row = cur.execute(_FLEET_SQL, {**p, "idle_pct": float(idle_util_pct)}).df().iloc[0]
+    out = {k: _f(v) for k, v in row.items()}
+    return {"gpus": int(gpus or 0), "scheduled_gpu_h": _f(scheduled), **out}
+
+
+def run_energy_hourly(cur, *, start: datetime, end: datetime, opts: Options | None = None
+                      ) -> pd.DataFrame:
+    """Energy and carbon of each job run in ``[start, end)`` from the 1-hour tier: job_id,
+    run_index, gpu_hours, gpu_kwh, it_kwh, facility_kwh, carbon_kg (the hourly analogue
+    of :func:`warehouse.queries.energy.run_energy`)."""
+    opts = opts or Options()
+    sql = _RUN_SQL.format(alloc=_ALLOC, ctes=carbon.intensity_ctes().strip())
+    params = {"start": start, "end": end, "node_w": opts.node_overhead_w,
+              **qe._carbon_params(opts, timedelta(hours=1))}
+    return cur.execute(sql, params).df()
+
+
+def alerts_fired(cur, *, start: datetime, end: datetime) -> pd.DataFrame:
+    """Thermal alerts that fired in ``[start, end)``: rule, severity, alerts, racks,
+    peak (in the rule's unit), unit."""
+    return cur.execute(_ALERTS_SQL, {"start": start, "end": end}).df()
+
+
+def alert_racks(cur, *, start: datetime, end: datetime, limit: int = 5) -> pd.DataFrame:
+    """Racks with the most alerts fired in ``[start, end)``: rack, alerts."""
+    return cur.execute(_ALERT_RACKS_SQL, {"start": start, "end": end, "limit": limit}).df()
+
+
+def _energy_tops(reader, runs: pd.DataFrame, top: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``top`` jobs and users by facility energy, from per-run energy."""
+    cols = ["gpu_hours", "facility_kwh", "carbon_kg"]
+    if runs.empty:
+        empty = pd.DataFrame(columns=["job_id", "name", "user_name", *cols])
+        return empty, pd.DataFrame(columns=["user_name", *cols])
+    jobs = reader().execute(_JOBS_SQL, {"ids": runs["job_id"].unique().tolist()}).df()
+    per_job = runs.groupby("job_id")[cols].sum().reset_index().merge(jobs, on="job_id",
+                                                                       how="left")
+    per_user = per_job.groupby("user_name", dropna=False)[cols].sum().reset_index()
+    return (per_job.nlargest(top, "facility_kwh").reset_index(drop=True),
+            per_user.nlargest(top, "facility_kwh").reset_index(drop=True))
+
+
+def _failure_carbon(fails: pd.DataFrame, runs: pd.DataFrame, energy: dict) -> dict:
+    """Facility kWh and kg CO2e of the GPU-hours lost to failures: each at its run's
+    energy per GPU-hour this week, else the fleet's (IT x PUE per reporting GPU-hour)."""
+    lost = float(fails["gpu_hours_lost"].sum()) if len(fails) else 0.0
+    if not len(fails):
+        return {"lost_kwh": 0.0, "lost_carbon_kg": 0.0}
+    df = fails.merge(runs, on=["job_id", "run_index"], how="left")
+    per_h = df["gpu_hours"].where(df["gpu_hours"] > 0)
+    kwh = df["gpu_hours_lost"] * df["facility_kwh"] / per_h
+    kg = df["gpu_hours_lost"] * df["carbon_kg"] / per_h
+    fleet_kwh_h, fleet_kg_h = energy["facility_kwh_per_gpu_h"], energy["kg_per_gpu_h"]
+    kwh = kwh.fillna(df["gpu_hours_lost"] * fleet_kwh_h)
+    kg = kg.fillna(df["gpu_hours_lost"] * fleet_kg_h)
+    return {"lost_kwh": float(kwh.sum()), "lost_carbon_kg": float(kg.sum()),
+            "gpu_hours_lost": lost}
+
+
+def _ettr(jobs: pd.DataFrame) -> dict:
+    if jobs is None or jobs.empty:
+        return {"jobs": 0, "ettr": None, "ettr_min": None}
+    g = jobs["gpus"].fillna(0)
+    wall = float((g * jobs["wall_h"]).sum())
+    return {"jobs": int(len(jobs)),
+            "ettr": float((g * jobs["productive_h"]).sum()) / wall if wall > 0 else None,
+            "ettr_min": float(jobs["ettr"].min())}
+
+
+def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datetime,
+                 opts: Options | None = None, large_job_gpus: int = 256, top: int = 5,
+                 gpus_per_node: int = 8) -> dict:
+    """Every figure of one report week ``[start, end)`` (clipped at ``now``), by section:
+    ``fleet``, ``reliability``, ``thermal``, ``energy``; scalars plus small frames."""
+    opts = opts or Options()
+    end = min(end, max(now, start))
+    w = {"start": start, "end": end}
+    fleet = fleet_hours(reader(), idle_util_pct=opts.idle_util_pct, **w)
+    hours = max((end - start).total_seconds() / 3600, 0.0)
+    fleet["hours"] = hours
+    installed_h = fleet["gpus"] * hours
+    fleet["allocated_share_pct"] = (100 * fleet["scheduled_gpu_h"] / installed_h
+                                    if installed_h else None)
+    fleet["util_of_allocated_pct"] = (100 * fleet["utilised_gpu_h"] / fleet["allocated_gpu_h"]
+                                      if fleet["allocated_gpu_h"] else None)
+
+    fails = qf.failures(reader(), **w)
+    lost = qg.lost_by(reader(), by="category", **w)
+    rate = qf.failure_rate(reader(), gpus_per_node=gpus_per_node, job_gpus=MTTF_JOB_GPUS, **w)
+    lemons = qf.lemon_nodes(reader(), min_failures=opts.lemon_min_failures,
+                            p_value=opts.lemon_p_value, gpus_per_node=gpus_per_node, **w)
+    large = qg.ettr_jobs(reader(), now=now, checkpoint_interval_h=opts.checkpoint_interval_h,
+                         restart_warmup_min=opts.restart_warmup_min, min_gpus=large_job_gpus,
+                         **w)
+    mttf = rate["mttf"].set_index("gpus")["mttf_h"]
+    reliability = {
+        "failures": int(len(fails)),
+        "infra_failures": int(rate["failures"]),
+        "gpu_hours_lost": float(lost["gpu_hours_lost"].sum()) if len(lost) else 0.0,
+        "restarts": int(lost["restarts"].sum()) if len(lost) else 0,
+        "r_f_per_1000_node_days": rate["r_f_per_1000_node_days"],
+        "r_f_low": rate["r_f_low"], "r_f_high": rate["r_f_high"],
+        "node_days": rate["node_days"],
+        **{f"mttf_{g}_h": float(mttf[g]) for g in MTTF_JOB_GPUS},
+        "large_job_gpus": large_job_gpus, **{f"large_{k}": v for k, v in _ettr(large).items()},
+        "by_category": qf.failures_by(reader(), by="category", **w),
+        "by_reason": qf.failures_by(reader(), by="reason", **w).head(12),
+        "by_rack": qf.failures_by(reader(), by="rack", **w).head(top),
+        "nodes": lemons[lemons["infra_failures"] > 0].head(top),
+        "lemons": int(lemons["lemon"].sum()),
+        "failures_frame": fails, "rate": rate, "ettr_frame": large,
+    }
+
+    alerts = alerts_fired(reader(), **w)
+    temps = qt.rack_temperatures(reader(), **w)
+    thermal = {
+        "alerts_fired": int(alerts["alerts"].sum()) if len(alerts) else 0,
+        "critical_alerts": int(alerts.loc[alerts["severity"] == "critical", "alerts"].sum()),
+        "alerts": alerts, "alert_racks": alert_racks(reader(), limit=top, **w),
+        "throttled_gpu_h": fleet["throttled_gpu_h"],
+        "hottest_racks": temps.sort_values("p95_c", ascending=False).head(top),
+        "rack_temps": temps,
+        "max_temp_c": float(temps["max_c"].max()) if len(temps) else None,
+    }
+
+    fleet_e = qe.energy_by(reader(), by="fleet", opts=opts, **w)
+    e0 = fleet_e.iloc[0] if len(fleet_e) else {}
+    energy = {k: _f(e0.get(k)) if len(fleet_e) else 0.0
+              for k in ("gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg")}
+    energy["tco2e"] = energy["carbon_kg"] / 1000
+    energy["pue"] = energy["facility_kwh"] / energy["it_kwh"] if energy["it_kwh"] else None
+    energy["g_per_kwh"] = (1000 * energy["carbon_kg"] / energy["facility_kwh"]
+                           if energy["facility_kwh"] else None)
+    reporting = fleet["reporting_gpu_h"]
+    energy["facility_kwh_per_gpu_h"] = energy["facility_kwh"] / reporting if reporting else 0.0
+    energy["kg_per_gpu_h"] = energy["carbon_kg"] / reporting if reporting else 0.0
+    energy["idle_allocated_kwh"] = fleet["idle_allocated_kwh"]
+    energy["unallocated_kwh"] = fleet["unallocated_kwh"]
+    energy["idle_kwh"] = fleet["idle_allocated_kwh"] + fleet["unallocated_kwh"]
+    runs = run_energy_hourly(reader(), opts=opts, **w)
+    energy["top_jobs"], energy["top_users"] = _energy_tops(reader, runs, top)
+    energy.update(_failure_carbon(fails, runs, energy))
+    energy["by_day"] = qe.energy_by(reader(), by="day", opts=opts, **w)
+    energy.pop("gpu_hours_lost", None)
+    return {"start": start, "end": end, "fleet": fleet, "reliability": reliability,
+            "thermal": thermal, "energy": energy,
+            "over_time": qu.allocated_vs_used(reader(), **w)}
