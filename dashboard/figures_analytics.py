@@ -31,7 +31,7 @@ def _heatmap(pivot: pd.DataFrame, *, x_title: str, y_title: str, z_title: str,
     ))
     fig.update_layout(**_layout(max(240, 90 + 28 * len(pivot)), hovermode="closest",
                                 uirevision=uirevision),
-                      xaxis={"title": {"text": x_title}, "type": "date"},
+                      xaxis={"title": {"text": x_title}, "type": "category"},
                       yaxis={"title": {"text": y_title}, "type": "category",
                              "automargin": True})
     return fig
@@ -39,10 +39,13 @@ def _heatmap(pivot: pd.DataFrame, *, x_title: str, y_title: str, z_title: str,
 
 def failures_heatmap(df: pd.DataFrame | None, *, rows: str, period: str) -> go.Figure:
     """Failed runs per ``rows`` (rack or category) x ``period`` ("D" day or "W" week)."""
-    label = {"D": "Day (UTC)", "W": "Week (UTC)"}[period]
+    label = {"D": "Day (UTC)", "W": "ISO week (UTC)"}[period]
     if df is None or len(df) == 0:
         return empty_figure("No classified failures in this range.")
-    d = df.assign(period=pd.to_datetime(df["end_ts"]).dt.to_period(period).dt.start_time,
+    # Periods as labels on a category axis: a date axis with one or two columns shows
+    # sub-second ticks. ISO dates and "2026-W47" labels sort in time order.
+    fmt = {"D": "%Y-%m-%d", "W": "%G-W%V"}[period]
+    d = df.assign(period=pd.to_datetime(df["end_ts"]).dt.strftime(fmt),
                   row=df[rows].fillna("(unknown)"))
     pivot = d.pivot_table(index="row", columns="period", values="job_id", aggfunc="count",
                           fill_value=0).sort_index()

@@ -220,3 +220,21 @@ def test_simulated_failures_are_classified_into_their_true_category():
         assert right / len(known) >= 0.9
     finally:
         wh.close()
+
+
+def test_every_failure_held_in_one_rack_is_placed_in_that_rack():
+    with Warehouse(":memory:") as wh:
+        topology(wh, nodes=4, racks=2)  # n0, n2 in r0; n1, n3 in r1
+        add_job(wh, "s1", [{"start": T, "end": T + H, "state": "FAILED",
+                            "reason": "FileNotFoundError: /data/shard-7", "nodes": ["n1"]}])
+        add_job(wh, "s2", [{"start": T, "end": T + H, "state": "FAILED",
+                            "reason": "KeyError: 'lr'", "nodes": ["n0", "n2"]}])
+        add_job(wh, "s3", [{"start": T, "end": T + H, "state": "FAILED",
+                            "reason": "ImportError: no module named apex",
+                            "nodes": ["n0", "n1"]}])
+        run_refresh(wh)
+        got = {r.job_id: (r.rack, r.node, r.category) for r in rows(wh).values()}
+    assert got["s1"][0] == "r1" and got["s2"][0] == "r0"
+    assert pd.isna(got["s3"][0])  # across racks and no failed node: no rack to blame
+    assert all(pd.isna(node) for _, node, _ in got.values())  # a script error names no node
+    assert {cat for *_, cat in got.values()} == {"script"}

@@ -127,3 +127,18 @@ def test_headline_texts_explain_missing_values():
     assert texts["util"][0] == "—" and texts["allocated"][0] == "—"
     assert texts["lost"] == ("0.0 GPU·h", "Across 0 failed runs since Mon 16 Nov 00:00 UTC")
     assert texts["alerts"][0] == "—"
+
+
+def test_failure_heatmap_labels_periods_on_a_category_axis():
+    import pandas as pd
+
+    from dashboard.figures_analytics import failures_heatmap
+
+    df = pd.DataFrame({"job_id": ["1", "2", "3"], "category": ["script", "script", "framework"],
+                       "end_ts": pd.to_datetime(["2026-11-17 10:00", "2026-11-18 11:00",
+                                                 "2026-11-24 09:00"])})
+    fig = failures_heatmap(df, rows="category", period="W")
+    assert list(fig.data[0].x) == ["2026-W47", "2026-W48"]  # one column per ISO week
+    assert fig.layout.xaxis.type == "category"
+    z = dict(zip(fig.data[0].y, map(list, fig.data[0].z), strict=True))
+    assert z == {"framework": [0, 1], "script": [2, 0]}

@@ -179,6 +179,11 @@ decided AS (
 single_node AS (
     SELECT job_id, run_index, any_value(node) AS node FROM nodes_of
     GROUP BY job_id, run_index HAVING count(DISTINCT node) = 1
+),
+single_rack AS (  -- the rack of a run held within one rack, whatever failed it
+    SELECT o.job_id, o.run_index, any_value(k.rack) AS rack
+    FROM nodes_of o JOIN nodes k ON k.node = o.node
+    GROUP BY o.job_id, o.run_index HAVING count(DISTINCT k.rack) = 1
 )
 SELECT d.job_id, d.run_index, d.start_ts, d.end_ts, d.state, j.user_name, j.partition,
        j.job_type, d.gpus,
@@ -186,7 +191,7 @@ SELECT d.job_id, d.run_index, d.start_ts, d.end_ts, d.state, j.user_name, j.part
           AND n.run_index = d.run_index)::INTEGER AS nodes,
        coalesce(d.failed_node, CASE WHEN d.category = 'infrastructure'
                                     THEN coalesce(d.hw_node, s.node) END) AS node,
-       NULL::VARCHAR AS rack,
+       sr.rack AS rack,
        d.category, d.reason_class AS reason, d.source,
        coalesce(d.xids, []::INTEGER[]) AS xids,
        to_json({'state': d.state, 'exit_code': d.exit_code, 'signal': d.signal,
@@ -199,11 +204,13 @@ SELECT d.job_id, d.run_index, d.start_ts, d.end_ts, d.state, j.user_name, j.part
 FROM decided d
 LEFT JOIN jobs j USING (job_id)
 LEFT JOIN single_node s USING (job_id, run_index)
+LEFT JOIN single_rack sr USING (job_id, run_index)
 """
 
 _REPLACE_SQL = f"""
 DELETE FROM failures WHERE (job_id, run_index) IN (SELECT (job_id, run_index) FROM _f);
 INSERT INTO failures BY NAME ({_CLASSIFY_SQL});
+-- a run across racks is placed in its failed node's rack, when one is known
 UPDATE failures SET rack = n.rack FROM nodes n
 WHERE failures.node = n.node AND failures.rack IS NULL
   AND (failures.job_id, failures.run_index) IN (SELECT (job_id, run_index) FROM _f);

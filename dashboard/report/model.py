@@ -27,7 +27,7 @@ class ReportOptions:
     """What shapes a report besides the data (gpulens/settings/reports.py)."""
 
     timezone: str = "UTC"  # weeks run Monday 00:00 to Monday 00:00 here
-    large_job_gpus: int = 256  # "large jobs" for ETTR: at least this many GPUs
+    large_job_gpus: int = 64  # "large jobs" for ETTR: at least this many GPUs
     top: int = 5  # rows of the top-N tables
     dashboard_url: str = "http://127.0.0.1:8050/"
     analytics: Options = field(default_factory=Options)

@@ -47,7 +47,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("reports.pdf_timeout_s", float, 120.0,
             "Seconds Chromium may take to print one report.", between(5, 1800),
             "a number of seconds from 5 to 1800"),
-    Setting("reports.large_job_gpus", int, 256,
+    Setting("reports.large_job_gpus", int, 64,
             "Jobs with at least this many GPUs count as large (their ETTR is reported).",
             between(1, 1_000_000), "a positive integer"),
     Setting("reports.top", int, 5, "Rows of the report's top-N tables (racks, nodes, "

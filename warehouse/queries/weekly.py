@@ -254,7 +254,7 @@ def _ettr(jobs: pd.DataFrame) -> dict:
 
 
 def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datetime,
-                 opts: Options | None = None, large_job_gpus: int = 256, top: int = 5,
+                 opts: Options | None = None, large_job_gpus: int = 64, top: int = 5,
                  gpus_per_node: int = 8) -> dict:
     """Every figure of one report week ``[start, end)`` (clipped at ``now``), by section:
     ``fleet``, ``reliability``, ``thermal``, ``energy``; scalars plus small frames."""

@@ -1,0 +1,104 @@
+"""Helpers shared by bench/vs_prometheus.py and bench/scale.py: timing, memory, tables.
+
+Every figure a benchmark prints is a median (and p95 where said) over repeated runs:
+the 2-core machine these run on is shared with other work, so single runs are noisy.
+"""
+
+from __future__ import annotations
+
+import resource
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the benches run as scripts: python bench/x.py
+    sys.path.insert(0, str(ROOT))
+
+
+def p95(values: Sequence[float]) -> float:
+    """The 95th percentile (nearest rank) of ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def repeat(fn: Callable[[], object], runs: int, warmup: int = 1) -> list[float]:
+    """Seconds of ``runs`` calls of ``fn`` after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    """(seconds, result) of one call."""
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dir_bytes(path: str | Path) -> int:
+    """Bytes of every file under ``path``."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.1f} ms"
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[object]],
+                align: str | None = None) -> None:
+    """A plain-text table; ``align`` gives 'l' or 'r' per column (default: first left)."""
+    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    align = align or "l" + "r" * (len(header) - 1)
+    for k, r in enumerate(cells):
+        print("  ".join(c.ljust(w) if a == "l" else c.rjust(w)
+                        for c, w, a in zip(r, widths, align, strict=True)).rstrip())
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def machine() -> str:
+    """One line naming the machine: cores, memory, Python, DuckDB."""
+    import os
+    import platform
+
+    import duckdb
+
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    load = os.getloadavg()[0]
+    return (f"{os.cpu_count()} cores, {mem / 2**30:.0f} GiB, Python "
+            f"{platform.python_version()}, DuckDB {duckdb.__version__}; "
+            f"load average at start {load:.2f}")

@@ -1,0 +1,182 @@
+"""Exports of the warehouse: hive-partitioned Parquet, and OpenMetrics text for promtool.
+
+Parquet (``gpulens export parquet``): every time-stamped table is written as
+``DIR/<table>/date=YYYY-MM-DD/part-<n>.parquet``, one folder per UTC day, which DuckDB
+(``read_parquet('DIR/gpu_samples/**/*.parquet', hive_partitioning = true)``), Spark and
+Trino read as a partitioned table; topology tables go whole to ``DIR/<table>/<table>.parquet``.
+The range is widened to whole days and each day's folder is replaced as a unit, so
+exporting a day again (it was still filling up, or jobs ended since) replaces it and a
+daily export job can simply run on the last two days.
+
+OpenMetrics (:func:`write_openmetrics`): raw samples as dcgm-exporter series with
+explicit timestamps, the input of ``promtool tsdb create-blocks-from openmetrics``
+(moving history into Prometheus; bench/vs_prometheus.py loads Prometheus this way).
+
+Table and column names come from the fixed maps below; values are parameters. Paths
+cannot be parameters of COPY, so they are quoted as SQL string literals.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+
+#: table -> the timestamp column its rows are partitioned by (UTC day).
+PARTITIONED: dict[str, str] = {
+    "gpu_samples": "ts",
+    "gpu_samples_1m": "ts",
+    "gpu_samples_1h": "ts",
+    "gpu_energy_1h": "ts",
+    "gpu_events": "ts",
+    "node_power": "ts",
+    "pue": "ts",
+    "carbon_intensity": "ts",
+    "checkpoints": "ts",
+    "jobs": "submit_ts",
+    "job_runs": "start_ts",
+    "allocations": "start_ts",
+    "failures": "end_ts",
+}
+#: small tables exported whole.
+WHOLE = ("racks", "nodes", "gpus")
+
+DAY = timedelta(days=1)
+
+
+def _literal(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def day_range(since: datetime, until: datetime) -> tuple[datetime, datetime]:
+    """``[since, until)`` widened to whole UTC days."""
+    lo = datetime.combine(since.date(), datetime.min.time())
+    hi = datetime.combine(until.date(), datetime.min.time())
+    return lo, hi if hi == until else hi + DAY
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    start: datetime  # whole days exported: [start, end)
+    end: datetime
+    rows: dict[str, int]  # table -> rows written
+    days: dict[str, list[date]]  # table -> day partitions written (replaced)
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+    ).fetchall()}
+
+
+def _partition_sql(table: str, col: str, staging: Path) -> str:
+    return (f"COPY (SELECT *, CAST({col} AS DATE) AS date FROM {table} "
+            f"WHERE {col} >= $start AND {col} < $end ORDER BY {col}) "
+            f"TO {_literal(staging)} (FORMAT parquet, COMPRESSION zstd, "
+            f"PARTITION_BY (date), FILENAME_PATTERN 'part-{{i}}', WRITE_PARTITION_COLUMNS false)")
+
+
+def export_parquet(con: duckdb.DuckDBPyConnection, out: str | Path, *, since: datetime,
+                   until: datetime, tables: list[str] | None = None) -> ExportResult:
+    """Write ``[since, until)`` (widened to whole UTC days) under ``out``; see the module
+    docstring for the layout. ``tables`` restricts the export (default: all of them).
+
+    Runs on any cursor (a read). Returns rows and day partitions written per table.
+    """
+    start, end = day_range(since, until)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    present = _tables(con)
+    wanted = tables or [*PARTITIONED, *WHOLE]
+    unknown = [t for t in wanted if t not in PARTITIONED and t not in WHOLE]
+    if unknown:
+        raise ValueError(f"cannot export {unknown}: expected some of "
+                         f"{', '.join([*PARTITIONED, *WHOLE])}")
+    rows: dict[str, int] = {}
+    days: dict[str, list[date]] = {}
+    params = {"start": start, "end": end}
+    for table in wanted:
+        if table not in present:
+            continue
+        if table in WHOLE:
+            (out / table).mkdir(exist_ok=True)
+            target = out / table / f"{table}.parquet"
+            tmp = target.with_suffix(".parquet.tmp")
+            n = con.execute(f"COPY (SELECT * FROM {table}) TO {_literal(tmp)} "
+                            "(FORMAT parquet, COMPRESSION zstd)").fetchone()
+            tmp.replace(target)
+            rows[table] = int(n[0]) if n else 0
+            continue
+        col = PARTITIONED[table]
+        staging = out / f".staging-{table}-{uuid.uuid4().hex[:8]}"
+        try:
+            n = con.execute(_partition_sql(table, col, staging), params).fetchone()
+            rows[table] = int(n[0]) if n else 0
+            written = sorted(staging.glob("date=*")) if staging.exists() else []
+            days[table] = [date.fromisoformat(p.name[5:]) for p in written]
+            for part in written:  # replace each day's folder as a unit
+                final = out / table / part.name
+                final.parent.mkdir(exist_ok=True)
+                if final.exists():
+                    shutil.rmtree(final)
+                part.replace(final)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return ExportResult(start, end, rows, days)
+
+
+# --- OpenMetrics for promtool --------------------------------------------------------
+
+#: dcgm-exporter metric name -> (type, SQL expression over gpu_samples s, its unit)
+OPENMETRICS: dict[str, tuple[str, str]] = {
+    "DCGM_FI_DEV_GPU_TEMP": ("gauge", "s.temp_c"),
+    "DCGM_FI_DEV_POWER_USAGE": ("gauge", "s.power_w"),
+    "DCGM_FI_DEV_GPU_UTIL": ("gauge", "s.util_pct"),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("counter", "round(s.energy_j * 1000)"),  # mJ
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("gauge", "s.mem_util_pct"),
+    "DCGM_FI_DEV_FB_USED": ("gauge", "s.mem_used_mib"),
+    "DCGM_FI_DEV_SM_CLOCK": ("gauge", "s.sm_clock_mhz"),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("gauge", "s.mem_temp_c"),
+}
+
+
+def _openmetrics_sql(metric: str, expr: str, part: Path) -> str:
+    # one line per sample: name{labels} value unix-seconds. Rows come in the table's
+    # insertion order (time order for collected data): promtool needs each series'
+    # samples in time order.
+    line = (f"'{metric}{{gpu=\"' || s.gpu_index || '\",Hostname=\"' || s.node || "
+            f"'\",rack=\"' || coalesce(n.rack, '') || '\"}} ' || ({expr})::DOUBLE || ' ' || "
+            "epoch(s.ts)::BIGINT")
+    return (f"COPY (SELECT {line} FROM gpu_samples s LEFT JOIN nodes n USING (node) "
+            f"WHERE s.ts >= $start AND s.ts < $end AND ({expr}) IS NOT NULL) "
+            f"TO {_literal(part)} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', "
+            "DELIMITER '\\x01')")
+
+
+def write_openmetrics(con: duckdb.DuckDBPyConnection, path: str | Path, *, start: datetime,
+                      end: datetime, metrics: list[str]) -> int:
+    """Write the raw samples of ``[start, end)`` as OpenMetrics text to ``path``:
+    the ``metrics`` (keys of :data:`OPENMETRICS`) one family after another, series
+    labelled ``gpu``, ``Hostname`` and ``rack``, timestamps in seconds, ``# EOF`` last.
+    Returns the number of sample lines."""
+    path = Path(path)
+    total = 0
+    with open(path, "wb") as fh:
+        for metric in metrics:
+            kind, expr = OPENMETRICS[metric]
+            part = path.with_name(f".{path.name}.{metric}.part")
+            try:
+                row = con.execute(_openmetrics_sql(metric, expr, part),
+                                  {"start": start, "end": end}).fetchone()
+                total += int(row[0]) if row else 0
+                fh.write(f"# TYPE {metric} {kind}\n".encode())
+                with open(part, "rb") as src:
+                    shutil.copyfileobj(src, fh, 16 << 20)
+            finally:
+                part.unlink(missing_ok=True)
+        fh.write(b"# EOF\n")
+    return total

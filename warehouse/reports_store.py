@@ -1,0 +1,88 @@
+"""The ``reports`` table and the report's deliveries (issue #7).
+
+Writes run on the writer thread (pass them to ``Warehouse.write``): :func:`record` stores
+the report's files and queues its e-mail and webhook notifications in the alerts outbox
+(``notifications``), in one transaction, so a report is announced exactly when it is
+recorded and the outbox's retries (alerts/delivery.py) carry it to the receivers.
+Reads: :func:`has_report`, :func:`report_files`; the Reports page reads the table through
+``warehouse/queries/reports.py``. Times are naive UTC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import duckdb
+
+from warehouse.alerts_store import _transaction, enqueue
+
+#: The table (warehouse/migrations/005_reports.sql holds the same statement). Until that
+#: migration is numbered in (004 is taken by another change), :func:`ensure_schema`
+#: creates it; both are idempotent.
+DDL = """
+CREATE TABLE IF NOT EXISTS reports (
+    week VARCHAR NOT NULL,            -- ISO week, e.g. 2026-W47
+    format VARCHAR NOT NULL,          -- html | pdf
+    week_start TIMESTAMP NOT NULL,    -- naive UTC
+    week_end TIMESTAMP NOT NULL,      -- naive UTC; earlier than a week while in progress
+    generated_at TIMESTAMP NOT NULL,
+    title VARCHAR,
+    path VARCHAR NOT NULL,
+    size_bytes BIGINT,
+    headline VARCHAR,                 -- JSON: the report's headline numbers
+    PRIMARY KEY (week, format)
+)
+"""
+
+_FIELDS = ("week", "format", "week_start", "week_end", "generated_at", "title", "path",
+           "size_bytes", "headline")
+_UPSERT = (f"INSERT INTO reports ({', '.join(_FIELDS)}) "
+           f"VALUES ({', '.join('?' for _ in _FIELDS)}) "
+           "ON CONFLICT (week, format) DO UPDATE SET "
+           + ", ".join(f"{f} = excluded.{f}" for f in _FIELDS[2:]))
+_EXISTS = ("SELECT count(*) FROM information_schema.tables "
+           "WHERE table_name = 'reports' AND table_schema = current_schema()")
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(DDL)
+
+
+def record(con: duckdb.DuckDBPyConnection, files: Iterable[Mapping],
+           outbox: Iterable[Mapping] = ()) -> None:
+    """Upsert one row per report file and queue ``outbox`` rows, in one transaction."""
+    rows = [[f.get(k) for k in _FIELDS] for f in files]
+    outbox = list(outbox)
+    ensure_schema(con)
+
+    def work():
+        if rows:
+            con.executemany(_UPSERT, rows)
+        enqueue(con, outbox)
+
+    _transaction(con, work)
+
+
+def has_report(cur: duckdb.DuckDBPyConnection, week: str) -> bool:
+    """True when a report of ``week`` is recorded."""
+    if not cur.execute(_EXISTS).fetchone()[0]:
+        return False
+    row = cur.execute("SELECT count(*) FROM reports WHERE week = ?", [week]).fetchone()
+    return bool(row[0])
+
+
+def report_files(cur: duckdb.DuckDBPyConnection, week: str) -> dict[str, str]:
+    """format -> path of the recorded files of ``week`` (empty when none)."""
+    if not cur.execute(_EXISTS).fetchone()[0]:
+        return {}
+    rows = cur.execute("SELECT format, path FROM reports WHERE week = ?", [week]).fetchall()
+    return dict(rows)
+
+
+def week_has_data(cur: duckdb.DuckDBPyConnection, start, end) -> bool:
+    """True when telemetry of ``[start, end)`` is stored (hourly rollup or raw samples)."""
+    row = cur.execute(
+        "SELECT EXISTS (SELECT 1 FROM gpu_samples_1h WHERE ts >= $s AND ts < $e) "
+        "OR EXISTS (SELECT 1 FROM gpu_samples WHERE ts >= $s AND ts < $e)",
+        {"s": start, "e": end}).fetchone()
+    return bool(row[0])
