@@ -23,7 +23,7 @@ class Reason:
     weight: float = 1.0  # relative frequency within its draw
 
 
-# Hardware faults: drawn at a rate per node-day, hit the long multi-node runs.
+# Hardware faults: drawn at a rate per node-day, so they hit the long multi-node runs.
 HARDWARE = (
     Reason(INFRA, "NVLink error",
            "RuntimeError: NCCL error: unhandled cuda error, NVLink fatal error on {node} GPU {gpu}"
@@ -42,7 +42,9 @@ HARDWARE = (
            "RuntimeError: CUDA error: uncorrectable ECC error encountered on {node} GPU {gpu}"
            " (contained, Xid 94)", (94, 64), repair=True, weight=0.04),
 )
-# Network and storage faults: no XID; also hit small jobs with a per-run probability.
+# Network and storage faults: no XID. Like hardware faults they arrive at the configured
+# rate per node-day (SimConfig.infra_failures_per_1000_node_days), so the fleet's measured
+# r_f matches the configured one.
 NETWORK = (
     Reason(INFRA, "NCCL timeout",
            "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE)"

@@ -45,7 +45,6 @@ class JobType:
     partition: int  # topology.TRAIN or topology.EVAL
     p_framework: float
     p_script: float  # first run only
-    p_env: float  # network/storage fault, independent of size
     p_cancel: float
     p_timeout: float
     requeue: bool  # requeued after infrastructure and framework failures
@@ -53,10 +52,10 @@ class JobType:
 
 
 TYPES = {
-    "pretrain": JobType("pretrain", 1, 0, 0.08, 0.10, 0.0, 0.0, 0.0, True, 14 * DAY),
-    "sft": JobType("sft", 2, 0, 0.12, 0.16, 0.02, 0.03, 0.04, True, 24 * HOUR),
-    "eval": JobType("eval", 3, 1, 0.15, 0.18, 0.06, 0.05, 0.02, False, 2 * HOUR),
-    "debug": JobType("debug", 4, 0, 0.20, 0.24, 0.02, 0.10, 0.02, False, 1 * HOUR),
+    "pretrain": JobType("pretrain", 1, 0, 0.08, 0.10, 0.0, 0.0, True, 14 * DAY),
+    "sft": JobType("sft", 2, 0, 0.12, 0.16, 0.03, 0.04, True, 24 * HOUR),
+    "eval": JobType("eval", 3, 1, 0.15, 0.18, 0.05, 0.02, False, 2 * HOUR),
+    "debug": JobType("debug", 4, 0, 0.20, 0.24, 0.10, 0.02, False, 1 * HOUR),
 }
 
 
@@ -162,9 +161,6 @@ def draw_fate(rng, c: SimConfig, job: Job, run: Run, hazard: np.ndarray, planned
     if rate > 0:
         reasons = F.INFRA_REASONS
         cands.append((rng.exponential(1 / rate), "FAIL", pick(rng, reasons, F.weights(reasons))))
-    if rng.random() < jt.p_env:
-        net = pick(rng, F.NETWORK, F.weights(F.NETWORK))
-        cands.append((rng.uniform(0, planned_s), "FAIL", net))
     if rng.random() < jt.p_framework:
         t = min(rng.lognormal(math.log(6 * 60), 1.0), planned_s * rng.uniform(0.1, 0.9))
         cands.append((t, "FAIL", pick(rng, F.FRAMEWORK_REASONS, F.weights(F.FRAMEWORK_REASONS))))
