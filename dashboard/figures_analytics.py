@@ -137,8 +137,12 @@ def ettr_jobs(df: pd.DataFrame | None, *, min_gpus: int) -> go.Figure:
         text=[html.escape(str(j)) for j in df["job_id"]],
         hovertemplate="Job %{text}: ETTR %{y:.2f} on %{x} GPUs<extra></extra>",
     ))
+    sizes = [2 ** k for k in range(0, 21)]  # job sizes are powers of two: tick those
+    lo, hi = float(df["gpus"].min()), float(df["gpus"].max())
+    ticks = [g for g in sizes if lo / 2 <= g <= hi * 2]
     fig.update_layout(**_layout(hovermode="closest", uirevision="ettr"),
-                      xaxis={**GRID, "title": {"text": "GPUs"}, "type": "log"},
+                      xaxis={**GRID, "title": {"text": "GPUs"}, "type": "log",
+                             "tickvals": ticks, "ticktext": [f"{g:,}" for g in ticks]},
                       yaxis={**GRID, "title": {"text": "ETTR (productive / wall time)"},
                              "range": [0, 1.05]})
     return fig
