@@ -114,7 +114,8 @@ class AlertRuntime:
         """Send the due outbox rows; re-send firing alerts to Alertmanager when due."""
         now = self.now()
         counts = deliver_due(self.warehouse, self.sinks, now=now, backoff=self.backoff,
-                             timeout_s=self.timeout_s, send=self.send)
+                             timeout_s=self.timeout_s, send=self.send,
+                             only=set(self.sinks))  # reports' rows are theirs to send
         if "alertmanager" in self.sinks and (
                 self._resent_at is None
                 or (now - self._resent_at).total_seconds() >= self.resend_s):

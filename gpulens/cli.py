@@ -12,6 +12,7 @@ from gpulens import __version__
 from gpulens.cli_agent import agent
 from gpulens.cli_alerts import alerts as alerts_group
 from gpulens.cli_import import import_
+from gpulens.cli_report import report
 from gpulens.config import ConfigError, load
 
 # Errors a user can act on: one line, exit status 2, no traceback.
@@ -122,6 +123,7 @@ def hash_password(method: str) -> None:
 cli.add_command(agent)
 cli.add_command(alerts_group)
 cli.add_command(import_)
+cli.add_command(report)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
     reports = ReportScheduler(warehouse, config, now=service.now)
     reports.install(scheduler)     # cron reports.cron in reports.timezone
+    reports.install_delivery(scheduler, guard)  # e-mail and webhook, through the outbox
     reports.catch_up()             # at start: the last scheduled report, if it was missed
 
 A scheduled run reports the most recent complete ISO week (in ``reports.timezone``). A
@@ -19,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
 
+from alerts.delivery import Backoff, deliver_due
 from dashboard.report import generate as gen
 from warehouse import reports_store
 from warehouse.queries import weekly
@@ -39,13 +41,28 @@ class ReportScheduler:
         self.enabled: bool = config["reports.enabled"]
         self.tz = ZoneInfo(config["reports.timezone"])
         self.trigger = CronTrigger.from_crontab(config["reports.cron"], timezone=self.tz)
-        self.sinks = gen.sinks(config)  # add these to the alert runtime's sinks
+        self.sinks = gen.sinks(config)  # outbox sink name -> sink (email, report webhook)
+        a = config.section("alerts")  # the outbox's retry policy is the alerts'
+        self.backoff = Backoff(a["retry_initial_s"], a["retry_max_s"], a["give_up_h"] * 3600)
+        self.timeout_s: float = a["timeout_s"]
+        self.deliver_interval_s: float = a["deliver_interval_s"]
 
     def install(self, scheduler) -> None:
         """Add the cron job to an APScheduler scheduler (nothing when disabled)."""
         if self.enabled:
             scheduler.add_job(self.run_scheduled, self.trigger, id=JOB_ID,
                               misfire_grace_time=6 * 3600, coalesce=True, max_instances=1)
+
+    def install_delivery(self, scheduler, guard) -> None:
+        """Deliver the reports' outbox rows in the background (nothing without sinks)."""
+        if self.sinks:
+            scheduler.add_job(guard, "interval", args=(self.deliver_once, "report delivery"),
+                              seconds=self.deliver_interval_s, id="reports:deliver")
+
+    def deliver_once(self) -> dict[str, int]:
+        """Send the due e-mails and report webhooks (the alerts' sinks deliver their own)."""
+        return deliver_due(self.warehouse, self.sinks, now=self.now(), backoff=self.backoff,
+                           timeout_s=self.timeout_s, only=set(self.sinks))
 
     def week_for(self, fire_utc: datetime) -> str:
         """The week a run at ``fire_utc`` (naive UTC) reports: the last complete one."""

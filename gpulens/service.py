@@ -22,9 +22,11 @@ from flask import jsonify
 
 from alerts.api import create_blueprint
 from alerts.runtime import AlertRuntime
+from dashboard.report import api as reports_api
 from gpulens import __version__
 from gpulens.config import BY_NAME, Config
 from gpulens.health import Health, utcnow
+from gpulens.report_schedule import ReportScheduler
 from gpulens.sources import build_sources
 from warehouse import Retention, Warehouse, analytics, meta
 
@@ -54,6 +56,7 @@ class Service:
         self.warehouse: Warehouse | None = None
         self.sources: list = []
         self.alerts = None  # alerts.runtime.AlertRuntime
+        self.reports = None  # gpulens.report_schedule.ReportScheduler
         self.scheduler: BackgroundScheduler | None = None
         self.server = None
         self._threads: list[threading.Thread] = []
@@ -67,6 +70,7 @@ class Service:
         try:
             self.sources = build_sources(self.config, self.warehouse, now=self.now())
             self.alerts = AlertRuntime(self.warehouse, self.config, now=self.now)
+            self.reports = ReportScheduler(self.warehouse, self.config, now=self.now)
             for source in self.sources:
                 if hasattr(source, "topology"):
                     self.warehouse.ingest_all(source.topology())
@@ -76,6 +80,8 @@ class Service:
             raise
         for source in self.sources:
             self._start_history(source)
+        if not self._threads:  # with history, the catch-up runs once it is written
+            self._background(self.reports.catch_up, "report catch-up")
         self._start_jobs()
         host, port = self.server.effective_host, self.server.effective_port
         url = f"http://{host}:{port}/"
@@ -90,9 +96,12 @@ class Service:
         app = create_app(
             self.warehouse, refresh_s=self.config["dashboard.refresh_s"], now=self.now,
             auth_config=AuthConfig.from_settings(self.config),
+            reports_dir=self.config["reports.dir"],
         )
         app.server.add_url_rule("/healthz", "healthz", self._healthz)
         app.server.register_blueprint(create_blueprint(self.warehouse, now=self.now))
+        app.server.register_blueprint(reports_api.create_blueprint(
+            lambda week, send: self.reports.run(week, send=send), self.config["reports.dir"]))
         host, port = self.config["service.host"], self.config["service.port"]
         try:
             self.server = waitress.create_server(
@@ -139,6 +148,8 @@ class Service:
                 self._guarded, "interval", args=(self.alerts.deliver_once, "alert delivery"),
                 seconds=self.alerts.deliver_interval_s, id="alerts:deliver",
             )
+        self.reports.install(self.scheduler)
+        self.reports.install_delivery(self.scheduler, self._guarded)
         self.scheduler.start()
 
     def _start_history(self, source) -> None:
@@ -156,6 +167,12 @@ class Service:
             target=self._history, args=(source, start, end), name="gpulens-history",
             daemon=True,
         )
+        thread.start()
+        self._threads.append(thread)
+
+    def _background(self, job: Callable[[], object], what: str) -> None:
+        thread = threading.Thread(target=self._guarded, args=(job, what), daemon=True,
+                                  name=f"gpulens-{what.replace(' ', '-')}")
         thread.start()
         self._threads.append(thread)
 
@@ -230,6 +247,7 @@ class Service:
             source.history(ingest, start, end, progress=False)
             self.warehouse.rollup().result()
             self.analytics_once()  # classify the history's failures now, not in 5 minutes
+            self.reports.catch_up()  # a weekly report missed while the service was down
             self.health.set_backfill(state="done")
         except InterruptedError:
             self.health.set_backfill(state="interrupted")

@@ -31,12 +31,15 @@ def seeded_copy(tmp_path) -> str:
 
         base = tmp_path.parent / "report-seed.duckdb"
         wh = Warehouse(base)
-        Cluster(SimConfig(racks=2), anchor=START).backfill(
+        # a raised fault rate, so two days hold infrastructure failures and the lemon shows
+        Cluster(SimConfig(racks=2, infra_failures_per_1000_node_days=400.0),
+                anchor=START).backfill(
             lambda k, t: wh.ingest(k, t).result(), START, NOW, progress=False)
         wh.rollup().result()
         wh.write(lambda con: analytics.refresh(con, NOW, None)).result()
         wh.close()
         _CACHE["path"] = base
+    tmp_path.mkdir(parents=True, exist_ok=True)
     dst = tmp_path / "w.duckdb"
     shutil.copy(_CACHE["path"], dst)
     return str(dst)
@@ -75,7 +78,8 @@ def test_fleet_figures_match_the_warehouse(wh, report):
     assert f["gpus"] == 128 and end == NOW
     by_part = qu.utilisation_by(wh.reader(), by="partition", start=start, end=end)
     assert f["allocated_gpu_h"] == pytest.approx(by_part["allocated_gpu_h"].sum(), rel=0.01)
-    assert f["utilised_gpu_h"] == pytest.approx(by_part["utilised_gpu_h"].sum(), rel=0.02)
+    # within 5 %: here each GPU-hour counts its telemetry coverage (covered_s)
+    assert f["utilised_gpu_h"] == pytest.approx(by_part["utilised_gpu_h"].sum(), rel=0.05)
     assert f["allocated_share_pct"] == pytest.approx(
         100 * f["scheduled_gpu_h"] / (128 * 36), rel=1e-9)
     assert f["util_of_allocated_pct"] == pytest.approx(

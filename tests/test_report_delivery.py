@@ -7,14 +7,14 @@ import email
 import json
 import socket
 import subprocess
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 from alerts.delivery import Backoff, deliver_due
 from alerts.mail import MailSink, document
-from alerts.sinks import DeliveryError
 from alerts.receiver import start_receiver
+from alerts.sinks import DeliveryError
 from dashboard.report import generate as gen
 from tests.test_report import NOW, WEEK, report_config, seeded_copy
 from warehouse import Warehouse, alerts_store

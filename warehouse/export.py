@@ -145,14 +145,14 @@ OPENMETRICS: dict[str, tuple[str, str]] = {
 
 
 def _openmetrics_sql(metric: str, expr: str, part: Path) -> str:
-    # one line per sample: name{labels} value unix-seconds. Rows come in the table's
-    # insertion order (time order for collected data): promtool needs each series'
-    # samples in time order.
+    # one line per sample: name{labels} value unix-seconds, in time order (promtool
+    # rejects a series' sample older than its previous one; a parallel scan and join
+    # does not keep the insertion order)
     line = (f"'{metric}{{gpu=\"' || s.gpu_index || '\",Hostname=\"' || s.node || "
             f"'\",rack=\"' || coalesce(n.rack, '') || '\"}} ' || ({expr})::DOUBLE || ' ' || "
             "epoch(s.ts)::BIGINT")
     return (f"COPY (SELECT {line} FROM gpu_samples s LEFT JOIN nodes n USING (node) "
-            f"WHERE s.ts >= $start AND s.ts < $end AND ({expr}) IS NOT NULL) "
+            f"WHERE s.ts >= $start AND s.ts < $end AND ({expr}) IS NOT NULL ORDER BY s.ts) "
             f"TO {_literal(part)} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', "
             "DELIMITER '\\x01')")
 

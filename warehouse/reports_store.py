@@ -16,24 +16,6 @@ import duckdb
 
 from warehouse.alerts_store import _transaction, enqueue
 
-#: The table (warehouse/migrations/005_reports.sql holds the same statement). Until that
-#: migration is numbered in (004 is taken by another change), :func:`ensure_schema`
-#: creates it; both are idempotent.
-DDL = """
-CREATE TABLE IF NOT EXISTS reports (
-    week VARCHAR NOT NULL,            -- ISO week, e.g. 2026-W47
-    format VARCHAR NOT NULL,          -- html | pdf
-    week_start TIMESTAMP NOT NULL,    -- naive UTC
-    week_end TIMESTAMP NOT NULL,      -- naive UTC; earlier than a week while in progress
-    generated_at TIMESTAMP NOT NULL,
-    title VARCHAR,
-    path VARCHAR NOT NULL,
-    size_bytes BIGINT,
-    headline VARCHAR,                 -- JSON: the report's headline numbers
-    PRIMARY KEY (week, format)
-)
-"""
-
 _FIELDS = ("week", "format", "week_start", "week_end", "generated_at", "title", "path",
            "size_bytes", "headline")
 _UPSERT = (f"INSERT INTO reports ({', '.join(_FIELDS)}) "
@@ -44,16 +26,11 @@ _EXISTS = ("SELECT count(*) FROM information_schema.tables "
            "WHERE table_name = 'reports' AND table_schema = current_schema()")
 
 
-def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(DDL)
-
-
 def record(con: duckdb.DuckDBPyConnection, files: Iterable[Mapping],
            outbox: Iterable[Mapping] = ()) -> None:
     """Upsert one row per report file and queue ``outbox`` rows, in one transaction."""
     rows = [[f.get(k) for k in _FIELDS] for f in files]
     outbox = list(outbox)
-    ensure_schema(con)
 
     def work():
         if rows:

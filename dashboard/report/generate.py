@@ -69,7 +69,7 @@ def webhook_document(report: Report, files: list[dict], key: str) -> dict:
             "start": payloads.iso(report.start), "end": payloads.iso(report.end),
             "generated_at": payloads.iso(report.generated_at),
             "summary": report.summary, "headline": report.headline(),
-            "previous": {k: v for k, v in _headline_prev(report).items()},
+            "previous": _headline_prev(report),
             "dashboard_url": link(report),
             "files": {f["format"]: Path(f["path"]).name for f in files}}
 

@@ -11,11 +11,11 @@ from dashboard.formatting import fmt_gpu_hours, fmt_int, fmt_temp, missing
 from dashboard.report.model import Report, fmt_hours, fmt_num
 
 
-def _trend(this, prev, *, unit_fmt, points: bool = False) -> str:
+def _trend(this, prev, *, unit_fmt) -> str:
     """``" (up from 71.0 %)"`` / ``" (down from ...)"`` / ``" (as last week)"``, or ""."""
     if missing(this) or missing(prev):
         return ""
-    if abs(float(this) - float(prev)) < (0.05 if points else 1e-9):
+    if unit_fmt(this) == unit_fmt(prev):
         return " (as last week)"
     word = "up" if this > prev else "down"
     return f" ({word} from {unit_fmt(prev)})"
@@ -34,12 +34,11 @@ def fleet(r: Report) -> list[str]:
                 "this week."]
     out = [f"The fleet has {fmt_int(f['gpus'])} GPUs; "
            f"{_pct(f['allocated_share_pct'])} of their GPU-hours were allocated to jobs"
-           + _trend(f["allocated_share_pct"], p.get("allocated_share_pct"), unit_fmt=_pct,
-                    points=True) + "."]
+           + _trend(f["allocated_share_pct"], p.get("allocated_share_pct"), unit_fmt=_pct) + "."]
     if not missing(f["util_of_allocated_pct"]):
         out.append(f"Allocated GPUs were {_pct(f['util_of_allocated_pct'])} utilised"
                    + _trend(f["util_of_allocated_pct"], p.get("util_of_allocated_pct"),
-                            unit_fmt=_pct, points=True)
+                            unit_fmt=_pct)
                    + f", and sat allocated but idle for "
                    f"{fmt_gpu_hours(f['idle_allocated_gpu_h'])}.")
     if not missing(f.get("coverage_pct")) and f["coverage_pct"] < 90:

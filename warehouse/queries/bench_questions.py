@@ -103,3 +103,22 @@ def hottest_gpus(cur, *, now: datetime, limit: int = 10,
     """
     params = {"now": now, "since": now - timedelta(seconds=stale_after_s), "limit": limit}
     return cur.execute(_HOTTEST, params).df()
+
+
+#: tables :func:`storage` measures (names are formatted into the SQL: fixed ones only)
+STORAGE_TABLES = ("gpu_samples", "gpu_samples_1m", "gpu_samples_1h")
+
+_STORAGE = """
+SELECT (SELECT count(*) FROM {table}) AS "rows",
+       (SELECT count(DISTINCT block_id) FROM pragma_storage_info('{table}')
+        WHERE block_id >= 0)
+       * (SELECT block_size FROM pragma_database_size()
+          WHERE database_name = current_database()) AS bytes
+"""
+
+
+def storage(cur) -> pd.DataFrame:
+    """Rows and approximate bytes on disk of the telemetry tiers (the DuckDB blocks
+    their column segments use; blocks are 256 KiB). Columns: table, rows, bytes."""
+    out = [(t, *cur.execute(_STORAGE.format(table=t)).fetchone()) for t in STORAGE_TABLES]
+    return pd.DataFrame(out, columns=["table", "rows", "bytes"])

@@ -1,0 +1,115 @@
+"""Benchmark: one weekly report (HTML + PDF) of a 24,576-GPU fleet. Target: under 60 s.
+
+    .venv/bin/python bench/report.py [--gpus 24576] [--no-pdf]
+
+The warehouse holds two weeks (the report week and the one before) written straight
+into the tiers the report reads, with the generators of bench/analytics.py (topology,
+whole-node jobs 1-12 h with 35 % failing) and bench/dashboard.py (rollup rows):
+``gpu_samples_1h`` and ``gpu_energy_1h`` for every GPU and hour (2 x 4.1 M rows), jobs,
+runs and allocations on every node, then ``analytics.refresh`` classifies the failures.
+The report reads no 1-minute data (see warehouse/queries/weekly.py). Prints the time to
+build the numbers of both weeks, to render the HTML, to print the PDF, and the total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from dashboard.report import ReportOptions, build, render_html  # noqa: E402
+from dashboard.report.pdf import PdfError, html_to_pdf  # noqa: E402
+from warehouse import Warehouse  # noqa: E402
+from warehouse.analytics import Options, refresh  # noqa: E402
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gen_a = _load("analytics")  # topology(), jobs(), _append(); T0 is a Monday
+gen_d = _load("dashboard")  # _telemetry(): rollup rows for (times, nodes, gpus)
+T0 = gen_a.T0
+WEEK = "2026-W46"  # the report week; 2026-W45 (from T0) is the previous one
+TARGET_S = 60.0
+
+
+def hourly(con, nodes: list[str], days: int, rng) -> int:
+    rows = 0
+    for day in range(days):
+        times = pd.date_range(T0 + timedelta(days=day), periods=24, freq="h")
+        busy = rng.random((24, len(nodes))) < 0.8
+        df = gen_d._telemetry(times, nodes, busy, rng, 3600.0)
+        gen_a._append(con, "gpu_samples_1h", pa.Table.from_pandas(df, preserve_index=False))
+        rows += len(df)
+    con.execute("INSERT INTO gpu_energy_1h (ts, node, gpu_index, energy_j, samples, "
+                "counter_samples, method) SELECT ts, node, gpu_index, energy_j, samples, "
+                "samples, 'counter' FROM gpu_samples_1h")
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", type=int, default=24576)
+    ap.add_argument("--no-pdf", action="store_true")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    n_nodes = args.gpus // gen_a.GPN
+    nodes = [f"n{i:05d}" for i in range(n_nodes)]
+    end = T0 + timedelta(days=14)
+    with tempfile.TemporaryDirectory() as tmp:
+        wh = Warehouse(Path(tmp) / "bench.duckdb")
+        t = time.perf_counter()
+
+        def fill(con):
+            gen_a.topology(con, n_nodes)
+            return hourly(con, nodes, 14, rng), gen_a.jobs(con, nodes, 14, rng)
+
+        h_rows, runs = wh.write(fill).result()
+        wh.write(lambda con: refresh(con, end, Options())).result()
+        print(f"generated in {time.perf_counter() - t:.1f} s: {h_rows:,} hourly GPU rows "
+              f"({args.gpus:,} GPUs x 2 weeks), {runs:,} job runs, failures classified")
+
+        t0 = time.perf_counter()
+        report = build(wh.reader, week=WEEK, now=datetime(2026, 11, 20),
+                       options=ReportOptions(large_job_gpus=8))
+        t1 = time.perf_counter()
+        html = render_html(report)
+        path = Path(tmp) / f"{report.stem}.html"
+        path.write_text(html, encoding="utf-8")
+        t2 = time.perf_counter()
+        pdf_s = None
+        if not args.no_pdf:
+            try:
+                html_to_pdf(path, Path(tmp) / f"{report.stem}.pdf")
+                pdf_s = time.perf_counter() - t2
+            except PdfError as exc:
+                print(f"PDF skipped: {exc}")
+        total = time.perf_counter() - t0
+        print(f"numbers of both weeks (build)       {t1 - t0:7.2f} s")
+        print(f"HTML with 5 charts ({len(html) / 1e6:.1f} MB)       {t2 - t1:7.2f} s")
+        print("PDF (headless Chromium)             "
+              + (f"{pdf_s:7.2f} s" if pdf_s is not None else "   skipped"))
+        print(f"weekly report, {args.gpus:,} GPUs        {total:7.2f} s  "
+              f"(target < {TARGET_S:.0f} s: {total / TARGET_S:.0%} of it)")
+        print("summary:", *report.summary, sep="\n  ")
+        wh.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

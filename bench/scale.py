@@ -1,0 +1,274 @@
+"""The scale run: one machine watching 24,576 GPUs (3,072 nodes, 384 racks).
+
+    .venv/bin/python bench/scale.py [--racks 384] [--live-minutes 60] [--history-days 7]
+                                    [--minute-hours 24] [--coarse-step 900] [--quick]
+
+One process, one warehouse file, the simulated fleet
+``SimConfig(racks=384, infra_failures_per_1000_node_days=6.5)``; ``NOW`` is the end:
+
+1. history through the bulk path (``Cluster.backfill`` -> ``Warehouse.ingest``, then
+   the rollup job). A week of 15-s samples at this size is ~990 M raw rows, more than
+   this 2-core machine writes in a benchmark's time, so history is simulated coarser
+   and the rollup tiers the dashboard reads come out full-size:
+   ``[NOW - history, NOW - minute-hours)`` sampled every ``--coarse-step`` s (900 s: 4
+   samples per GPU-hour -> every row of the 1-hour tier), ``[NOW - minute-hours,
+   NOW - live)`` every 60 s (-> every row of the 1-minute tier, which the dashboard reads
+   for ranges up to 2 days); the raw tier holds 1/60 and 1/4 of the real rows there.
+2. the live path for ``--live-minutes`` at 15 s, the clock stepped (faster than real
+   time): the simulator renders every node's dcgm-exporter text (not timed: that is the
+   exporters' work), then the timed cycle: collector.dcgm parse -> sanitize -> writer,
+   committed. Every simulated minute the rollup job and the alert evaluation
+   (alerts.runtime.AlertRuntime.evaluate_once) run and are timed.
+3. the scheduler state at NOW, the analytics refresh, the weekly report (if
+   dashboard/report is there) and every dashboard page callback (bench/dashboard.py's
+   list, called directly) over 24h and 7d.
+
+Prints cycle time (median, p95) and headroom against 15 s, the process's peak RSS
+(resource.getrusage; it includes the simulator standing in for the fleet), and the
+times of rollup, alerts, report and callbacks against their targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # ahead of bench/: `dashboard` is the package
+
+from bench.common import (  # noqa: E402
+    human_bytes,
+    machine,
+    median,
+    p95,
+    peak_rss_bytes,
+    print_table,
+    repeat,
+    timed,
+)
+from collector.dcgm import DcgmCollector  # noqa: E402
+from collector.sanitize import sanitize_samples  # noqa: E402
+from collector.simulator import Cluster, SimConfig  # noqa: E402
+from warehouse import Warehouse  # noqa: E402
+from warehouse.queries import bench_questions as bq  # noqa: E402
+
+NOW = datetime(2026, 11, 16, 12, 0)  # a Monday noon: the week before is complete
+TARGETS = {"cycle_s": 2.0, "rss": 2 * 2**30, "callback_p95_s": 0.5}
+
+
+def current_rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        import os
+
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def write_history(wh: Warehouse, config: SimConfig, anchor: datetime, args) -> dict:
+    """Coarse then minute-rate history through the bulk path, then the rollup."""
+    live_start = NOW - timedelta(minutes=args.live_minutes)
+    minute_start = NOW - timedelta(hours=args.minute_hours)
+    futures = []
+
+    def ingest(kind, table):
+        futures.append(wh.ingest(kind, table))
+
+    parts = [(args.coarse_step, anchor, minute_start), (60.0, minute_start, live_start)]
+    rows = 0
+    write_s = 0.0
+    for step, a, b in parts:
+        if b <= a:
+            continue
+        cluster = Cluster(SimConfig(**{**config.__dict__, "interval_s": step}), anchor=anchor)
+        s, _ = timed(lambda: cluster.backfill(ingest, a, b, progress=False))  # noqa: B023
+        s2, n = timed(lambda: sum(f.result() for f in futures))
+        futures.clear()
+        write_s += s + s2
+        rows += n
+    rollup_s, res = timed(lambda: wh.rollup().result())
+    wh.checkpoint().result()
+    return {"rows": rows, "write_s": write_s, "rollup_s": rollup_s,
+            "minute_rows": res.minute_rows, "hour_rows": res.hour_rows}
+
+
+def one_cycle(collector: DcgmCollector, wh: Warehouse, texts: dict[str, str],
+              ts: datetime) -> int:
+    """The timed part of a cycle: parse every node's text, sanitize, commit."""
+    result = collector.collect(texts, ts)
+    samples, _ = sanitize_samples(result.samples, ts)
+    events = wh.ingest("events", result.events)
+    rows = wh.ingest("samples", samples).result()
+    events.result()
+    return rows
+
+
+def live(wh: Warehouse, cluster: Cluster, args, alerts) -> dict:
+    """The stepped-clock live path; rollup and alerts every simulated minute."""
+    collector = DcgmCollector(cluster.config.interval_s)
+    start = NOW - timedelta(minutes=args.live_minutes)
+    cycles = int(args.live_minutes * 60 / cluster.config.interval_s)
+    cycle_s, rollup_s, alert_s, render_s = [], [], [], []
+    lines = rows = 0
+    fired = set()
+    for k in range(cycles):
+        ts = start + timedelta(seconds=k * cluster.config.interval_s)
+        s, texts = timed(lambda: cluster.dcgm_texts(ts))  # noqa: B023
+        render_s.append(s)
+        if k == 0:
+            lines = sum(t.count("\n") for t in texts.values())
+        s, rows = timed(lambda: one_cycle(collector, wh, texts, ts))  # noqa: B023
+        cycle_s.append(s)
+        texts = None  # the next cycle's text is rendered while this one is freed
+        if k % 4 == 3:  # each simulated minute: the rollup job, then the alert rules
+            rollup_s.append(timed(lambda: wh.rollup().result())[0])
+            alerts.now = lambda: ts + timedelta(seconds=1)  # noqa: B023
+            s, result = timed(alerts.evaluate_once)
+            alert_s.append(s)
+            if result is not None:
+                fired |= {a.rule for a in result.upserts}
+    return {"cycles": cycles, "cycle_s": cycle_s, "rollup_s": rollup_s, "alert_s": alert_s,
+            "render_s": render_s, "lines": lines, "gpus": rows, "fired": sorted(fired)}
+
+
+def weekly_report(wh: Warehouse) -> str:
+    try:
+        from dashboard.report.model import build
+        from dashboard.report.render import render_html
+        from warehouse.queries.weekly import last_complete_week
+    except ImportError as exc:
+        return f"pending (dashboard/report not importable: {exc})"
+    week = last_complete_week(NOW)
+    s, html = timed(lambda: render_html(build(wh.reader, week=week, now=NOW)))
+    return f"{s:.1f} s (week {week}, {len(html) / 1e6:.1f} MB of HTML, no PDF)"
+
+
+def dashboard_callbacks(wh: Warehouse, ranges: list[str], runs: int) -> list[tuple]:
+    """bench/dashboard.py's callbacks, each timed ``runs`` times per range."""
+    import importlib
+
+    bd = importlib.import_module("bench.dashboard")
+    from dashboard import context
+    from dashboard.app import create_app
+    from dashboard.filters import Filters
+
+    app = create_app(wh, now=lambda: NOW)
+    app.server.test_client().get("/_dash-dependencies")  # claim the page callbacks
+    context.set_context(wh, lambda: NOW)
+    pages = {n: sys.modules[f"dashboard.pages.{n}"] for n in (
+        "overview", "utilization", "failures", "goodput", "energy", "thermal", "jobs", "job",
+        "reports")}
+    row = wh.reader().execute(  # a running job, as bench/dashboard.py picks one
+        "SELECT job_id FROM jobs WHERE state = 'RUNNING' ORDER BY gpus DESC LIMIT 1"
+    ).fetchone()
+    out = []
+    for (page, name), fn in bd.callbacks(pages, row[0] if row else "none").items():
+        for rng in ranges:
+            data = Filters(rng).to_store()
+            try:
+                times = repeat(lambda: fn(data), runs)  # noqa: B023
+            except Exception as exc:  # another engineer's page changed under us: report it
+                out.append((page, name, rng, None, f"{type(exc).__name__}: {exc}"[:60]))
+                continue
+            out.append((page, name, rng, median(times), p95(times)))
+    return out
+
+
+def run(args) -> int:
+    logging.basicConfig(level=logging.WARNING)
+    from alerts.runtime import AlertRuntime
+    from gpulens.config import load
+    from warehouse.analytics import Options, refresh
+
+    config = SimConfig(racks=args.racks, infra_failures_per_1000_node_days=6.5)
+    anchor = NOW - timedelta(days=args.history_days)
+    print(f"machine: {machine()}")
+    print(f"fleet: {config.n_gpus:,} GPUs, {config.n_nodes:,} nodes, {config.racks} racks; "
+          f"history {args.history_days:g} d ({args.coarse_step:g}-s samples, the last "
+          f"{args.minute_hours:g} h at 60 s), live {args.live_minutes:g} min at 15 s")
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        wh = Warehouse(Path(tmp) / "scale.duckdb")
+        try:
+            h = write_history(wh, config, anchor, args)
+            print(f"history: {h['rows']:,} raw rows written in {h['write_s']:.0f} s "
+                  f"(simulate + ingest), rollup {h['rollup_s']:.0f} s -> "
+                  f"{h['minute_rows']:,} 1-minute and {h['hour_rows']:,} 1-hour rows")
+            cluster = Cluster(config, anchor=anchor,
+                              live_start=NOW - timedelta(minutes=args.live_minutes))
+            cfg = load(None)  # defaults: collect.interval_s = 15, every default rule
+            alerts = AlertRuntime(wh, cfg, now=lambda: NOW, send=lambda *a, **k: 200)
+            rss_before_live = current_rss_bytes()
+            lv = live(wh, cluster, args, alerts)
+            s_sched, _ = timed(lambda: wh.ingest_all(cluster.scheduler(NOW)))
+            s_refresh, _ = timed(lambda: wh.write(
+                lambda con: refresh(con, NOW, Options())).result())
+            report = weekly_report(wh)
+            cbs = dashboard_callbacks(wh, args.ranges.split(","), args.runs)
+            wh.checkpoint().result()
+            size = wh.size_bytes()
+            tiers = bq.storage(wh.reader())
+        finally:
+            wh.close()
+    cyc = lv["cycle_s"]
+    busy = median(cyc) + median(lv["rollup_s"]) / 4 + median(lv["alert_s"])
+    ok = [r for r in cbs if r[3] is not None]
+    worst = max(ok, key=lambda r: r[4]) if ok else None
+    rss = peak_rss_bytes()
+    print(f"\nlive path: {lv['cycles']} cycles of {lv['gpus']:,} GPUs ({lv['lines']:,} "
+          f"exporter lines per cycle; rendering them, not timed: median "
+          f"{median(lv['render_s']):.1f} s)")
+    verdict = "met" if p95(cyc) <= TARGETS["cycle_s"] else "NOT met"
+    print_table(["figure", "value", "target"], [
+        ("collection cycle (parse -> committed), median", f"{median(cyc):.2f} s", ""),
+        ("collection cycle, p95", f"{p95(cyc):.2f} s", f"<= 2 s: {verdict}"),
+        ("headroom against the 15-s interval", f"{15 / median(cyc):.1f}x", ""),
+        ("rollup job (each minute), median / p95",
+         f"{median(lv['rollup_s']):.2f} / {p95(lv['rollup_s']):.2f} s", ""),
+        ("alert evaluation, median / p95",
+         f"{median(lv['alert_s']):.2f} / {p95(lv['alert_s']):.2f} s", ""),
+        ("busy per 15 s (cycle + rollup/4 + alerts)", f"{busy:.2f} s",
+         f"headroom {15 / busy:.1f}x"),
+        ("alert rules fired in the live window", ", ".join(lv["fired"]) or "none", ""),
+        ("history rollup (bulk)", f"{h['rollup_s']:.0f} s", ""),
+        ("scheduler state ingest at NOW", f"{s_sched:.1f} s", ""),
+        ("analytics refresh (failures, energy)", f"{s_refresh:.1f} s", ""),
+        ("weekly report (build + HTML)", report, ""),
+        ("dashboard callbacks, worst p95",
+         f"{worst[4] * 1000:,.0f} ms ({worst[0]} {worst[1]} {worst[2]})" if worst else "n/a",
+         f"<= 500 ms: {'met' if worst and worst[4] <= TARGETS['callback_p95_s'] else 'NOT met'}"),
+        ("peak RSS of the process", human_bytes(rss),
+         f"<= 2 GiB: {'met' if rss <= TARGETS['rss'] else 'NOT met'}"),
+        ("RSS before the live hour (simulator + history)", human_bytes(rss_before_live), ""),
+        ("warehouse file at the end", human_bytes(size), ""),
+    ], align="lrl")
+    for t in tiers.itertuples():
+        print(f"  warehouse {t.table:<15} {t.rows:>13,} rows  ~{human_bytes(t.bytes)}")
+    print(f"\ndashboard callbacks ({args.runs} runs each after a warm-up; ms)")
+    print_table(["page", "callback", "range", "p50", "p95"], [
+        (p, n, r, f"{a * 1000:,.0f}" if a is not None else "error", f"{b * 1000:,.0f}"
+         if a is not None else b) for p, n, r, a, b in cbs], align="lllrr")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--racks", type=int, default=384, help="racks of 64 GPUs (384: 24,576)")
+    ap.add_argument("--live-minutes", type=float, default=60)
+    ap.add_argument("--history-days", type=float, default=7)
+    ap.add_argument("--minute-hours", type=float, default=24)
+    ap.add_argument("--coarse-step", type=float, default=900.0)
+    ap.add_argument("--ranges", default="24h,7d")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--quick", action="store_true",
+                    help="24,576 GPUs, 2 days of history (6 h at 60 s), 5 live minutes")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.live_minutes, args.history_days, args.minute_hours, args.runs = 5, 2, 6, 3
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

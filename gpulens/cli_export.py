@@ -1,0 +1,89 @@
+"""``gpulens export``: the warehouse as files other engines read.
+
+    gpulens export parquet --since 2026-11-01 [--until 2026-11-20] --out DIR [--db FILE]
+
+Writes hive-partitioned Parquet (``DIR/<table>/date=YYYY-MM-DD/part-0.parquet``, whole
+UTC days; see warehouse/export.py). It opens the database file itself: while
+``gpulens serve`` owns the file DuckDB refuses a second process, and this command says
+so (stop the service for the export, or export from a copy of the file).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import click
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _when(value: str | None, default: datetime | None = None) -> datetime | None:
+    """ISO date or time (naive = UTC), or a relative '7d' / '12h' before now."""
+    if value is None:
+        return default
+    value = value.strip()
+    if value[-1:] in ("d", "h") and value[:-1].replace(".", "", 1).isdigit():
+        unit = {"d": "days", "h": "hours"}[value[-1]]
+        return _utcnow() - timedelta(**{unit: float(value[:-1])})
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected an ISO date/time (2026-11-20, "
+                                 "2026-11-20T06:00) or a span before now (7d, 12h)") from None
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+
+
+@click.group("export")
+def export() -> None:
+    """Export the warehouse (Parquet for DuckDB, Spark, Trino)."""
+
+
+@export.command("parquet")
+@click.option("--since", required=True,
+              help="First day (ISO date/time, UTC unless an offset is given, or 7d).")
+@click.option("--until", default=None,
+              help="End, exclusive (default: now); both ends widen to whole UTC days.")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Output folder: DIR/<table>/date=YYYY-MM-DD/*.parquet.")
+@click.option("--table", "tables", multiple=True,
+              help="Only these tables (repeatable; default: all).")
+@click.option("--db", help="Warehouse file (default: service.db of the configuration).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="TOML configuration (for service.db).")
+def parquet(since, until, out, tables, db, config_path):
+    """Write [since, until) as hive-partitioned Parquet, one folder per table and day.
+
+    A day exported again replaces that day's folder, so a daily job can re-export the
+    last two days."""
+    from gpulens.config import load
+    from warehouse import Warehouse, WarehouseLocked
+    from warehouse.export import export_parquet
+
+    start = _when(since)
+    end = _when(until, _utcnow())
+    if end <= start:
+        raise click.BadParameter(f"--until {end} is not after --since {start}")
+    db = db or load(config_path)["service.db"]
+    try:
+        wh = Warehouse(db)
+    except WarehouseLocked as exc:
+        raise click.ClickException(
+            f"{exc} Exporting reads the file directly, so it needs the file free: stop "
+            "the service for the export, or copy the file (with its .wal) and pass the "
+            "copy as --db."
+        ) from None
+    try:
+        result = export_parquet(wh.reader(), out, since=start, until=end,
+                                tables=list(tables) or None)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    finally:
+        wh.close()
+    click.echo(f"exported {result.start:%Y-%m-%d} .. {result.end - timedelta(days=1):%Y-%m-%d}"
+               f" (UTC days) to {out}")
+    for table, rows in result.rows.items():
+        days = result.days.get(table)
+        where = f"{len(days)} day(s)" if days is not None else "whole table"
+        click.echo(f"  {table:<18} {rows:>12,} rows  {where}")

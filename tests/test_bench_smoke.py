@@ -1,0 +1,34 @@
+"""Tiny runs of bench/vs_prometheus.py and bench/scale.py: their correctness checks
+(gpulens and Prometheus agree on every question; the scale run's pipeline holds
+together) at a size that takes seconds."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None or shutil.which("prometheus") is None,
+                    reason="needs Debian's prometheus package (apt-get install prometheus)")
+def test_vs_prometheus_answers_agree(tmp_path, capsys):
+    from bench import vs_prometheus
+
+    rc = vs_prometheus.main(["--racks", "1", "--days", "1", "--interval", "60",
+                             "--repeat", "1", "--workdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert out.count("agree? yes") == 5, out
+    assert "Prometheus / gpulens" in out and "storage for the same data" in out
+
+
+def test_scale_pipeline_runs(tmp_path, capsys):
+    from bench import scale
+
+    rc = scale.main(["--racks", "1", "--live-minutes", "1", "--history-days", "0.5",
+                     "--minute-hours", "2", "--runs", "1", "--ranges", "24h",
+                     "--workdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "collection cycle, p95" in out and "dashboard callbacks" in out
+    assert " error " not in out, out  # every page callback answered

@@ -1,0 +1,127 @@
+"""Parquet export (warehouse/export.py, `gpulens export parquet`) read back with DuckDB,
+and the OpenMetrics text bench/vs_prometheus.py feeds to promtool."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from datetime import datetime, timedelta
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from collector.simulator import Cluster, SimConfig
+from gpulens.cli_export import export
+from warehouse import Warehouse
+from warehouse.export import day_range, export_parquet, write_openmetrics
+
+START = datetime(2026, 11, 18)
+END = START + timedelta(days=2)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    """A warehouse file with two simulated days of 60-s samples, rolled up."""
+    path = tmp_path_factory.mktemp("wh") / "w.duckdb"
+    cluster = Cluster(SimConfig(racks=1, interval_s=60.0), anchor=START)
+    with Warehouse(path) as wh:
+        cluster.backfill(lambda k, t: wh.ingest(k, t).result(), START, END, progress=False)
+        wh.rollup().result()
+    return path
+
+
+def _read(out, table: str, select: str = "count(*)", where: str = "true") -> tuple:
+    """One row of ``SELECT select FROM <exported table> WHERE where``."""
+    con = duckdb.connect()
+    return con.execute(f"SELECT {select} FROM read_parquet('{out}/{table}/**/*.parquet', "
+                       f"hive_partitioning = true) WHERE {where}").fetchone()
+
+
+def _stored(path, sql: str):
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(sql).fetchone()
+    finally:
+        con.close()
+
+
+def test_day_range_widens_to_whole_days():
+    assert day_range(datetime(2026, 11, 18, 6), datetime(2026, 11, 19, 1)) == (
+        datetime(2026, 11, 18), datetime(2026, 11, 20))
+    assert day_range(START, END) == (START, END)
+
+
+def test_cli_export_reads_back_with_duckdb(db, tmp_path):
+    out = tmp_path / "lake"
+    res = CliRunner().invoke(export, ["parquet", "--since", "2026-11-18", "--until",
+                                      "2026-11-20", "--out", str(out), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "gpu_samples" in res.output
+    days = sorted(p.name for p in (out / "gpu_samples").iterdir())
+    assert days == ["date=2026-11-18", "date=2026-11-19"]
+    for table, col in (("gpu_samples", "power_w"), ("gpu_samples_1m", "energy_j"),
+                       ("gpu_samples_1h", "energy_j")):
+        n, total = _read(out, table, f"count(*), sum({col})")
+        want_n, want_total = _stored(db, f"SELECT count(*), sum({col}) FROM {table}")
+        assert n == want_n > 0
+        assert total == pytest.approx(want_total, rel=1e-9)
+    # the hive partition column is the row's UTC day
+    bad = _read(out, "gpu_samples", where="CAST(ts AS DATE) <> date")[0]
+    assert bad == 0
+    assert (out / "nodes" / "nodes.parquet").exists()
+    jobs = _read(out, "jobs")[0]
+    assert jobs == _stored(db, "SELECT count(*) FROM jobs WHERE submit_ts >= "
+                               "'2026-11-18' AND submit_ts < '2026-11-20'")[0] > 0
+
+def test_export_again_replaces_days(db, tmp_path):
+    out = tmp_path / "lake"
+    with Warehouse(db) as wh:
+        first = export_parquet(wh.reader(), out, since=START, until=END)
+        again = export_parquet(wh.reader(), out, since=START + timedelta(days=1), until=END,
+                               tables=["gpu_samples"])
+    assert again.days["gpu_samples"] == [END.date() - timedelta(days=1)]
+    n = _read(out, "gpu_samples")[0]
+    assert n == first.rows["gpu_samples"]  # replaced, not doubled
+    assert not list(out.glob(".staging-*"))
+
+
+def test_unknown_table_is_refused(db, tmp_path):
+    res = CliRunner().invoke(export, ["parquet", "--since", "2026-11-18", "--out",
+                                      str(tmp_path), "--db", str(db), "--table", "secrets"])
+    assert res.exit_code != 0 and "cannot export" in res.output
+
+
+def test_locked_database_says_what_to_do(db, tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import duckdb, sys, time
+        con = duckdb.connect({str(db)!r})
+        print("open", flush=True)
+        sys.stdin.read()
+        """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        res = CliRunner().invoke(export, ["parquet", "--since", "2026-11-18", "--out",
+                                          str(tmp_path / "x"), "--db", str(db)])
+        assert res.exit_code != 0
+        assert "open in another process" in res.output and "stop the service" in res.output
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+
+
+def test_openmetrics_text_for_promtool(db, tmp_path):
+    path = tmp_path / "om.txt"
+    with Warehouse(db) as wh:
+        n = write_openmetrics(wh.reader(), path, start=START, end=START + timedelta(hours=1),
+                              metrics=["DCGM_FI_DEV_GPU_TEMP",
+                                       "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"])
+    lines = path.read_text().splitlines()
+    assert n == 2 * 64 * 60
+    assert lines[0] == "# TYPE DCGM_FI_DEV_GPU_TEMP gauge" and lines[-1] == "# EOF"
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in lines
+    first = lines[1]
+    assert first.startswith('DCGM_FI_DEV_GPU_TEMP{gpu="') and 'rack="' in first
+    stamps = [int(ln.rsplit(" ", 1)[1]) for ln in lines[1:n // 2 + 1]]
+    assert stamps == sorted(stamps)  # promtool wants each series in time order
