@@ -1,8 +1,7 @@
 """Reports (``/reports``): the archive of weekly reports.
 
-Lists the ``reports`` table (or the report files in the configured directory). The
-weekly report generator is a later issue; until it has written a report the page says
-so instead of showing an empty table.
+Lists the ``reports`` table (or the report files in the configured directory). Until
+the first report is written the page says when one will be, instead of an empty table.
 """
 
 from __future__ import annotations
@@ -22,8 +21,9 @@ dash.register_page(
     description="The archive of weekly reports.",
 )
 
-NO_REPORTS = ("No weekly reports yet. The weekly report generator (a later issue) "
-              "writes one every Monday; they will be listed here.")
+NO_REPORTS = ("No weekly reports yet. The service writes one on the schedule of "
+              "reports.cron (Monday 08:00 by default); `gpulens report --week 2026-W47` "
+              "makes one now.")
 
 
 def _size(v) -> str:
