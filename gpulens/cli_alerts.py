@@ -37,6 +37,11 @@ class _Api:
             with urllib.request.urlopen(req, timeout=10) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
+            if exc.code == 401:
+                raise click.ClickException(
+                    f"the service at {self.base} asks for a login (dashboard.users or a "
+                    "trusted proxy): use the dashboard's Thermal page, or run this command "
+                    "while the service is stopped") from None
             try:
                 message = json.loads(exc.read()).get("error", f"HTTP {exc.code}")
             except ValueError:
