@@ -148,7 +148,7 @@ def unsilence(ctx, silence_id) -> None:
         if not ops.expire_silence(wh, now, silence_id):
             raise click.ClickException(f"no active silence {silence_id!r}")
 
-    _run(ctx, lambda api: api.call("DELETE", f"/silences/{silence_id}"), local)
+    _run(ctx, lambda api: api.call('DELETE', f"/silences/{silence_id}"), local)
     click.echo(f"silence {silence_id} ended")
 
 

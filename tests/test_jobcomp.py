@@ -7,9 +7,9 @@ from datetime import datetime
 from collector.jobcomp import JobcompReader, parse_jobcomp_line
 
 # Lines written by a real slurmctld 22.05.8 (tests/test_real_slurm.py), job 1 requeued.
-LINES = """JobId=1 UserId=root(0) GroupId=root(0) Name=rq.sh JobState=PENDING Partition=gpu TimeLimit=UNLIMITED StartTime=2026-11-22T14:52:34 EndTime=2026-11-22T14:52:34 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/work/main ReservationName= Tres=cpu=1,mem=1000M,node=1,billing=1,gres/gpu=4 Account=root QOS=normal WcKey= Cluster=gpulens SubmitTime=2026-11-22T14:52:31 EligibleTime=2026-11-22T14:52:31 DerivedExitCode=0:0 ExitCode=0:0
+LINES = """JobId=1 UserId=root(0) GroupId=root(0) Name=rq.sh JobState=PENDING Partition=gpu TimeLimit=UNLIMITED StartTime=2026-11-22T14:52:34 EndTime=2026-11-22T14:52:34 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/home/alice/jobs ReservationName= Tres=cpu=1,mem=1000M,node=1,billing=1,gres/gpu=4 Account=root QOS=normal WcKey= Cluster=gpulens SubmitTime=2026-11-22T14:52:31 EligibleTime=2026-11-22T14:52:31 DerivedExitCode=0:0 ExitCode=0:0
 JobId=2 UserId=alice(1000) GroupId=alice(1000) Name=my sft run JobState=FAILED Partition=gpu TimeLimit=60 StartTime=2026-11-22T14:52:33 EndTime=2026-11-22T14:52:35 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/tmp ReservationName= Tres=cpu=1,node=1,billing=1,gres/gpu=1 Account=ml QOS=normal WcKey= Cluster=gpulens SubmitTime=2026-11-22T14:52:30 EligibleTime=2026-11-22T14:52:30 DerivedExitCode=0:0 ExitCode=3:0
-JobId=1 UserId=root(0) GroupId=root(0) Name=rq.sh JobState=COMPLETED Partition=gpu TimeLimit=UNLIMITED StartTime=2026-11-22T14:52:37 EndTime=2026-11-22T14:52:39 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/work/main ReservationName= Tres=cpu=1,mem=1000M,node=1,billing=1,gres/gpu=4 Account=root QOS=normal WcKey= Cluster=gpulens SubmitTime=2026-11-22T14:52:35 EligibleTime=2026-11-22T14:52:35 DerivedExitCode=0:0 ExitCode=0:0
+JobId=1 UserId=root(0) GroupId=root(0) Name=rq.sh JobState=COMPLETED Partition=gpu TimeLimit=UNLIMITED StartTime=2026-11-22T14:52:37 EndTime=2026-11-22T14:52:39 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/home/alice/jobs ReservationName= Tres=cpu=1,mem=1000M,node=1,billing=1,gres/gpu=4 Account=root QOS=normal WcKey= Cluster=gpulens SubmitTime=2026-11-22T14:52:35 EligibleTime=2026-11-22T14:52:35 DerivedExitCode=0:0 ExitCode=0:0
 """
 
 
