@@ -33,7 +33,7 @@ CARDS = {  # key -> (title, unit hint shown on hover)
     "util": ("Utilisation", "Mean GPU utilisation of allocated GPUs, %"),
     "power": ("Power now", "Sum of each GPU's latest power sample, kW"),
     "lost": ("Lost this week", "GPU-hours lost to failed runs since Monday 00:00 UTC"),
-    "energy": ("Energy this week", "GPU energy since Monday 00:00 UTC, kWh"),
+    "energy": ("Energy, week", "GPU energy since Monday 00:00 UTC, kWh"),
     "alerts": ("Active alerts", "Firing and pending alerts"),
 }
 
