@@ -14,7 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import waitress
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -122,7 +122,7 @@ class Service:
         self.scheduler = BackgroundScheduler(
             timezone="UTC", job_defaults={"max_instances": 1, "coalesce": True}
         )
-        first = datetime.now()
+        first = datetime.now(UTC)  # aware: the scheduler runs in UTC whatever the host zone
         for source in self.sources:
             self.scheduler.add_job(
                 self.collect_once, "interval", args=(source,), seconds=source.interval_s,
