@@ -76,7 +76,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("node", pa.string()),
             ("gpu_index", pa.int16()),  # NULL for node-wide events
             ("gpu_uuid", pa.string()),
-            ("kind", pa.string()),  # xid | ecc | throttle | lost | incident
+            ("kind", pa.string()),  # xid | ecc | row_remap | pcie_replay | throttle | lost
             ("code", pa.int32()),  # the XID number for kind=xid, else 0
             ("detail", pa.string()),
         ]
