@@ -11,6 +11,7 @@ import click
 from gpulens import __version__
 from gpulens.cli_agent import agent
 from gpulens.cli_alerts import alerts as alerts_group
+from gpulens.cli_export import export
 from gpulens.cli_import import import_
 from gpulens.cli_report import report
 from gpulens.config import ConfigError, load
@@ -123,6 +124,7 @@ def hash_password(method: str) -> None:
 cli.add_command(agent)
 cli.add_command(alerts_group)
 cli.add_command(import_)
+cli.add_command(export)
 cli.add_command(report)
 
 
