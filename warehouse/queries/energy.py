@@ -58,6 +58,22 @@ FROM e LEFT JOIN nodes n USING (node)
 GROUP BY 1 ORDER BY 1
 """
 
+def run_energy_tail(src: str) -> str:
+    """The end of every per-run energy query: intensity and PUE per bucket (``{ctes}``,
+    filled by the caller with carbon.intensity_ctes()) and the sums per run over the CTE
+    ``src`` (columns job_id, run_index, ts, gpu_j, other_j joules, gpu_s seconds).
+    Returns gpu_hours, gpu_kwh, it_kwh, facility_kwh and carbon_kg per run."""
+    return f"""buckets AS (SELECT DISTINCT ts FROM {src}),
+{{ctes}}
+SELECT p.job_id, p.run_index, sum(p.gpu_s) / 3600.0 AS gpu_hours,
+       sum(p.gpu_j) / 3.6e6 AS gpu_kwh, sum(p.gpu_j + p.other_j) / 3.6e6 AS it_kwh,
+       sum((p.gpu_j + p.other_j) * f.pue) / 3.6e6 AS facility_kwh,
+       sum((p.gpu_j + p.other_j) * f.pue * i.g_co2_per_kwh) / 3.6e9 AS carbon_kg
+FROM {src} p JOIN pue_of f USING (ts) JOIN intensity i USING (ts)
+GROUP BY ALL
+"""
+
+
 _RUN_SQL = """
 WITH a AS (
     SELECT a.job_id, a.run_index, a.node, a.gpu_index,
@@ -80,15 +96,7 @@ per_min AS (
            sum(overlap_s * $node_w / node_gpus) AS other_j, sum(overlap_s) AS gpu_s
     FROM m GROUP BY ALL
 ),
-buckets AS (SELECT DISTINCT ts FROM per_min),
-{ctes}
-SELECT p.job_id, p.run_index, sum(p.gpu_s) / 3600.0 AS gpu_hours,
-       sum(p.gpu_j) / 3.6e6 AS gpu_kwh, sum(p.gpu_j + p.other_j) / 3.6e6 AS it_kwh,
-       sum((p.gpu_j + p.other_j) * f.pue) / 3.6e6 AS facility_kwh,
-       sum((p.gpu_j + p.other_j) * f.pue * i.g_co2_per_kwh) / 3.6e9 AS carbon_kg
-FROM per_min p JOIN pue_of f USING (ts) JOIN intensity i USING (ts)
-GROUP BY ALL
-"""
+""" + run_energy_tail("per_min")
 
 _IDLE_SQL = """
 WITH alloc AS (
@@ -183,15 +191,7 @@ per_run_h AS (
            sum(gpu_s * $node_w / node_gpus) AS other_j, sum(gpu_s) AS gpu_s
     FROM per_h GROUP BY ALL
 ),
-buckets AS (SELECT DISTINCT ts FROM per_run_h),
-{ctes}
-SELECT p.job_id, p.run_index, sum(p.gpu_s) / 3600.0 AS gpu_hours,
-       sum(p.gpu_j) / 3.6e6 AS gpu_kwh, sum(p.gpu_j + p.other_j) / 3.6e6 AS it_kwh,
-       sum((p.gpu_j + p.other_j) * f.pue) / 3.6e6 AS facility_kwh,
-       sum((p.gpu_j + p.other_j) * f.pue * i.g_co2_per_kwh) / 3.6e9 AS carbon_kg
-FROM per_run_h p JOIN pue_of f USING (ts) JOIN intensity i USING (ts)
-GROUP BY ALL
-"""
+""" + run_energy_tail("per_run_h")
 
 RESOLUTIONS = ("minute", "hour")
 

@@ -144,15 +144,7 @@ per_h AS (
            sum(s * $node_w / node_gpus) AS other_j, sum(s) AS gpu_s
     FROM x GROUP BY ALL
 ),
-buckets AS (SELECT DISTINCT ts FROM per_h),
-{ctes}
-SELECT p.job_id, p.run_index, sum(p.gpu_s) / 3600.0 AS gpu_hours,
-       sum(p.gpu_j) / 3.6e6 AS gpu_kwh, sum(p.gpu_j + p.other_j) / 3.6e6 AS it_kwh,
-       sum((p.gpu_j + p.other_j) * f.pue) / 3.6e6 AS facility_kwh,
-       sum((p.gpu_j + p.other_j) * f.pue * i.g_co2_per_kwh) / 3.6e9 AS carbon_kg
-FROM per_h p JOIN pue_of f USING (ts) JOIN intensity i USING (ts)
-GROUP BY ALL
-"""
+""" + qe.run_energy_tail("per_h")
 
 _JOBS_SQL = """
 SELECT job_id, name, user_name, partition, job_type, gpus FROM jobs
