@@ -22,7 +22,7 @@ from datetime import datetime
 from flask import Blueprint, jsonify, request
 
 from alerts import ops
-from alerts.runtime import utcnow
+from warehouse.clock import utcnow
 from warehouse.queries import alerts as q
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -26,13 +26,10 @@ from alerts.persist import alert_row, load_silences, load_state, outbox_rows
 from alerts.sinks import DeliveryError, configured, post, render
 from alerts.window import build_window, latest
 from warehouse import alerts_store as store
+from warehouse.clock import utcnow
 from warehouse.queries import alerts as q
 
 log = logging.getLogger(__name__)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class AlertRuntime:

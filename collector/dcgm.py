@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from collector.promtext import label_values, parse_texts_lenient
+from warehouse.clock import naive_utc as _naive_utc
 from warehouse.schema import SCHEMAS
 
 __all__ = [
@@ -113,10 +114,6 @@ class ScrapeResult:
     samples: pa.Table
     errors: dict[str, str] = field(default_factory=dict)
     events: pa.Table = field(default_factory=lambda: SCHEMAS["events"].empty_table())
-
-
-def _naive_utc(ts: datetime) -> datetime:
-    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
 
 
 def _blank(v: np.ndarray, int32_blank: bool) -> np.ndarray:

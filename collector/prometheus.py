@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from collector.dcgm import FIELDS, build_samples, fill_grid, xid_events
 from collector.sanitize import DropCounter, sanitize_samples
+from warehouse.clock import naive_utc as _naive
 from warehouse.schema import SCHEMAS
 
 __all__ = ["PrometheusSource", "field_queries", "parse_results"]
@@ -121,10 +122,6 @@ def parse_results(
 
 def _epoch_s(ts: datetime) -> float:
     return (ts if ts.tzinfo else ts.replace(tzinfo=UTC)).timestamp()
-
-
-def _naive(ts: datetime) -> datetime:
-    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
 
 
 class PrometheusSource:

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from warehouse.clock import naive_utc as _naive_utc
 
 __all__ = ["BOUNDS", "DropCounter", "sanitize_samples"]
 
@@ -66,10 +68,6 @@ class DropCounter:
 
     def __repr__(self) -> str:
         return f"DropCounter({self.as_dict()})"
-
-
-def _naive_utc(ts: datetime) -> datetime:
-    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
 
 
 def sanitize_samples(

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from collector.dcgm import FIELDS, HW_THERMAL, SW_POWER_CAP
 from collector.slurm import job_type_comment
+from warehouse.clock import naive_utc as _naive
 
 __all__ = ["render_dcgm", "render_sacct", "render_squeue"]
 
@@ -186,10 +187,6 @@ def _exit(run: dict) -> dict:
         "return_code": _num(code),
         "signal": {"id": _num(sig), "name": ""},
     }
-
-
-def _naive(ts: datetime) -> datetime:
-    return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
 
 
 def render_squeue(

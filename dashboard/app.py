@@ -28,8 +28,8 @@ import dash
 from dash import Input, Output, dcc, html
 
 from dashboard import auth, context, drilldown, filters, ids
-from dashboard.context import utcnow_naive
 from dashboard.nav import nav_items
+from warehouse.clock import utcnow as utcnow_naive
 
 HERE = Path(__file__).resolve().parent
 PAGES_PACKAGE = "dashboard.pages."

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
-
-def utcnow_naive() -> datetime:
-    """Now, as the naive UTC timestamp the warehouse stores."""
-    return datetime.now(UTC).replace(tzinfo=None)
+from warehouse.clock import utcnow as utcnow_naive
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,8 @@ def _run(ctx, remote, local):
     if _reachable(opts["url"]):
         return remote(_Api(opts["url"]))
     from alerts import ops
-    from alerts.runtime import utcnow
     from warehouse import Warehouse
+    from warehouse.clock import utcnow
 
     db = opts["db"] or load(opts["config"])["service.db"]
     with Warehouse(db) as wh:

@@ -14,9 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
+from warehouse.clock import utcnow as _utcnow
 
 
 def _when(value: str | None, default: datetime | None = None) -> datetime | None:

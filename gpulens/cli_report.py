@@ -43,8 +43,8 @@ def _remote(url: str, week: str, send: bool) -> dict | None:
 def _local(config, db: str | None, week: str, out_dir: str | None, send: bool,
            url: str) -> dict:
     from dashboard.report import generate as gen
-    from gpulens.report_schedule import utcnow
     from warehouse import Warehouse, WarehouseLocked
+    from warehouse.clock import utcnow
 
     path = db or config["service.db"]
     try:
@@ -74,7 +74,7 @@ def _local(config, db: str | None, week: str, out_dir: str | None, send: bool,
 @click.option("--url", default=None, help=f"Address of a running service (default {DEFAULT_URL}).")
 def report(week, out_dir, send, config_path, db, url) -> None:
     """Make the weekly report (HTML and PDF) of one week."""
-    from gpulens.report_schedule import utcnow
+    from warehouse.clock import utcnow
     from warehouse.queries import weekly
 
     config = load(config_path)

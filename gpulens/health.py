@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-
-
-def utcnow() -> datetime:
-    """Now, as the naive UTC timestamp the warehouse stores."""
-    return datetime.now(UTC).replace(tzinfo=None)
+from datetime import datetime
 
 
 @dataclass

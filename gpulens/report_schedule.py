@@ -23,14 +23,11 @@ from apscheduler.triggers.cron import CronTrigger
 from alerts.delivery import Backoff, deliver_due
 from dashboard.report import generate as gen
 from warehouse import reports_store
+from warehouse.clock import utcnow
 from warehouse.queries import weekly
 
 log = logging.getLogger(__name__)
 JOB_ID = "reports:weekly"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class ReportScheduler:

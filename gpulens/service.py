@@ -25,10 +25,11 @@ from alerts.runtime import AlertRuntime
 from dashboard.report import api as reports_api
 from gpulens import __version__
 from gpulens.config import BY_NAME, Config
-from gpulens.health import Health, utcnow
+from gpulens.health import Health
 from gpulens.report_schedule import ReportScheduler
 from gpulens.sources import build_sources
 from warehouse import Retention, Warehouse, analytics, meta
+from warehouse.clock import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,11 @@ import functools
 import math
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pyarrow as pa
 
+from warehouse.clock import naive_utc
 from warehouse.schema import SCHEMAS
 
 from .config import SimConfig
@@ -32,11 +33,6 @@ from .views import (
 from .workload import Workload
 
 EPOCH = datetime(1970, 1, 1)
-
-
-def naive_utc(t: datetime) -> datetime:
-    """A naive UTC datetime (zone-aware input is converted)."""
-    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo is not None else t
 
 
 def to_us(t: datetime) -> int:
