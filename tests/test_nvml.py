@@ -108,3 +108,30 @@ def test_real_gpu(tmp_path):  # pragma: no cover - needs a GPU
     assert row["gpu_uuid"].startswith("GPU-") and row["temp_c"] is not None
     assert main(["--record", str(tmp_path / "real.json")]) == 0
     src.close()
+
+
+REAL = Path(__file__).parent / "fixtures" / "nvml"
+
+
+@pytest.mark.parametrize("state", ["idle", "load"])
+def test_recordings_from_a_real_h100_read_in_the_right_units(state):
+    """Replays of `python -m collector.nvml --record` on an H100 (driver 580.159.04),
+    idle and during bf16 matrix products; nvidia-smi showed 697.6 W, 99 %, 58 C, 1365 MHz
+    and clocks-event reason 0x4 (software power cap) at the loaded recording."""
+    src = NvmlSource("h100", nvml=FakeNvml.load(REAL / f"h100_real_{state}.json"))
+    (row,) = dict(src.collect(now()))["samples"].to_pylist()
+    (gpu,) = src.topology()["gpus"].to_pylist()
+    assert (gpu["model"], gpu["tdp_w"], gpu["memory_mib"]) == ("NVIDIA H100 80GB HBM3", 700,
+                                                               81559)
+    assert row["gpu_uuid"].startswith("GPU-8f17bdae") and row["sm_active_pct"] is None
+    assert row["throttle_thermal"] is False
+    if state == "idle":  # 0x1: GPU idle, neither a power nor a thermal slowdown
+        assert row["util_pct"] == 0 and row["power_w"] == pytest.approx(70.612)
+        assert (row["temp_c"], row["mem_temp_c"], row["sm_clock_mhz"]) == (31, 34, 345)
+        assert row["energy_j"] == pytest.approx(2912.177) and row["throttle_power"] is False
+        assert row["mem_used_mib"] == pytest.approx(480.0)
+    else:  # power-capped at the 700 W limit
+        assert row["util_pct"] == 99 and row["power_w"] == pytest.approx(698.101)
+        assert row["power_w"] <= gpu["tdp_w"] and row["throttle_power"] is True
+        assert (row["temp_c"], row["mem_temp_c"], row["sm_clock_mhz"]) == (59, 51, 1365)
+        assert row["energy_j"] == pytest.approx(47346.135)
