@@ -6,7 +6,9 @@ noise, with one rack 12 C hotter (cooling failure), one poorly cooled GPU, a few
 throttling GPUs and a node with critical XIDs. Prints the time of ``evaluate`` (target:
 under 1 s) and of gridding the long frame the warehouse returns (``build_window``).
 
-    .venv/bin/python bench/alerts.py [--gpus 24576] [--repeat 3]
+    .venv/bin/python bench/alerts.py [--gpus 24576] [--repeat 3] [--quick]
+
+``--quick``: 6,144 GPUs.
 """
 
 from __future__ import annotations
@@ -74,11 +76,14 @@ def synthetic(n_gpus: int, seed: int = 0, end: datetime = datetime(2026, 11, 2, 
     return win, long, inventory, events
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, default=24_576)
     ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="6,144 GPUs")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.gpus = 6144
     win, long, inventory, events = synthetic(args.gpus)
     best_eval = best_grid = float("inf")
     for _ in range(args.repeat):

@@ -1,6 +1,9 @@
 """Benchmark: the weekly analytics aggregates on a 24,576-GPU fleet.
 
     .venv/bin/python bench/analytics.py [--gpus 24576] [--fraction 0.125] [--days 7]
+                                        [--quick]
+
+``--quick``: 6,144 GPUs, 2 days.
 
 What is generated (numpy, straight into the tables, no simulator):
 - topology for all ``--gpus`` (8 GPUs per node, 16 nodes per rack);
@@ -135,13 +138,16 @@ def timed(label: str, fn, scale: float = 1.0) -> None:
     print(f"{label:<42} {s:7.2f} s  ({n} result rows){extra}")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, default=24576)
     ap.add_argument("--fraction", type=float, default=0.125,
                     help="share of nodes with 1-minute data (default 1/8)")
     ap.add_argument("--days", type=int, default=7)
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="6,144 GPUs, 2 days")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.gpus, args.days = 6144, 2
     rng = np.random.default_rng(0)
     n_nodes = args.gpus // GPN
     sampled = [f"n{i:05d}" for i in range(max(1, int(n_nodes * args.fraction)))]

@@ -7,7 +7,9 @@ is a per-line Python loop, so its time is proportional to the lines). The text i
 rendered with collector.wire.render_dcgm from a synthetic numpy samples table; no
 simulator or network is needed.
 
-Usage: .venv/bin/python bench/ingest_parse.py [--nodes 3072] [--repeat 3]
+Usage: .venv/bin/python bench/ingest_parse.py [--nodes 3072] [--repeat 3] [--quick]
+
+``--quick``: 768 nodes (6,144 GPUs).
 """
 
 from __future__ import annotations
@@ -67,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=3072)
     ap.add_argument("--repeat", type=int, default=3, help="fast-path runs; the best counts")
+    ap.add_argument("--quick", action="store_true", help="768 nodes (6,144 GPUs)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.nodes = 768
 
     t = time.perf_counter()
     texts = render_dcgm(synthetic_samples(args.nodes))

@@ -1,6 +1,6 @@
 """Benchmark: one weekly report (HTML + PDF) of a 24,576-GPU fleet. Target: under 60 s.
 
-    .venv/bin/python bench/report.py [--gpus 24576] [--no-pdf]
+    .venv/bin/python bench/report.py [--gpus 24576] [--no-pdf] [--quick]
 
 The warehouse holds two weeks (the report week and the one before) written straight
 into the tiers the report reads, with the generators of bench/analytics.py (topology,
@@ -66,7 +66,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, default=24576)
     ap.add_argument("--no-pdf", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="2,048 GPUs (make bench-quick)")
     args = ap.parse_args()
+    if args.quick:
+        args.gpus = 2048
     rng = np.random.default_rng(0)
     n_nodes = args.gpus // gen_a.GPN
     nodes = [f"n{i:05d}" for i in range(n_nodes)]

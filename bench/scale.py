@@ -70,6 +70,15 @@ def current_rss_bytes() -> int:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def mib(limit: str | None) -> float | None:
+    """A DuckDB-style size ('1GB' = 10^9 bytes, '512MiB') in MiB; None stays None."""
+    if not limit:
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT])(i?)B", limit)
+    base = 1024 if m.group(3) else 1000
+    return float(m.group(1)) * base ** ("KMGT".index(m.group(2)) + 1) / 2**20
+
+
 def write_history(path: str, config: SimConfig, anchor: datetime, live_minutes: float,
                   minute_hours: float, coarse_step: float) -> dict:
     """Coarse then minute-rate history through the bulk path, then the rollup.
@@ -245,11 +254,8 @@ def run(args) -> int:
               f"(simulate + ingest, in a child process), rollup {h['rollup_s']:.0f} s -> "
               f"{h['minute_rows']:,} 1-minute and {h['hour_rows']:,} 1-hour rows")
         fleet = Fleet(config, anchor, live_start)  # the simulator, in its own process
-        wh = Warehouse(path)
+        wh = Warehouse(path, memory_limit_mb=mib(args.memory_limit))
         try:
-            if args.memory_limit:
-                limit = args.memory_limit
-                wh.write(lambda con: con.execute(f"SET memory_limit = '{limit}'")).result()
             tiers = bq.storage(wh.reader())  # the history, checkpointed by its writer
             cfg = load(None)  # defaults: collect.interval_s = 15, every default rule
             alerts = AlertRuntime(wh, cfg, now=lambda: NOW, send=lambda *a, **k: 200)

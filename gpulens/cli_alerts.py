@@ -68,8 +68,9 @@ def _run(ctx, remote, local):
     from warehouse import Warehouse
     from warehouse.clock import utcnow
 
-    db = opts["db"] or load(opts["config"])["service.db"]
-    with Warehouse(db) as wh:
+    config = load(opts["config"])
+    db = opts["db"] or config["service.db"]
+    with Warehouse(db, memory_limit_mb=config["warehouse.memory_limit_mb"]) as wh:
         try:
             return local(wh, utcnow())
         except ops.OpsError as exc:

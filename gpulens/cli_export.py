@@ -49,7 +49,7 @@ def export() -> None:
               help="Only these tables (repeatable; default: all).")
 @click.option("--db", help="Warehouse file (default: service.db of the configuration).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="TOML configuration (for service.db).")
+              help="TOML configuration (service.db, warehouse.memory_limit_mb).")
 def parquet(since, until, out, tables, db, config_path):
     """Write [since, until) as hive-partitioned Parquet, one folder per table and day.
 
@@ -63,9 +63,10 @@ def parquet(since, until, out, tables, db, config_path):
     end = _when(until, _utcnow())
     if end <= start:
         raise click.BadParameter(f"--until {end} is not after --since {start}")
-    db = db or load(config_path)["service.db"]
+    config = load(config_path)
+    db = db or config["service.db"]
     try:
-        wh = Warehouse(db)
+        wh = Warehouse(db, memory_limit_mb=config["warehouse.memory_limit_mb"])
     except WarehouseLocked as exc:
         raise click.ClickException(
             f"{exc} Exporting reads the file directly, so it needs the file free: stop "

@@ -40,11 +40,11 @@ def _ingest(wh, kind: str, table: pa.Table, bar) -> int:
     return done
 
 
-def _open(db: str):
+def _open(db: str, memory_limit_mb: int):
     from warehouse import Warehouse, WarehouseLocked
 
     try:
-        return Warehouse(db)
+        return Warehouse(db, memory_limit_mb=memory_limit_mb)
     except WarehouseLocked as exc:
         raise click.ClickException(
             f"{exc} Importing needs the database file to itself: the HTTP import API of "
@@ -64,7 +64,7 @@ def _open(db: str):
               help="Time zone of times without an offset (e.g. Asia/Shanghai for Acme).")
 @click.option("--db", help="Warehouse file (default: service.db of the configuration).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="TOML configuration (for service.db).")
+              help="TOML configuration (service.db, warehouse.memory_limit_mb).")
 @click.option("--gpus-per-node", type=int,
               help="sacct: GPUs per node, to derive allocations of whole-node runs.")
 @click.option("--region", help="carbon: region of a series without a region column.")
@@ -76,8 +76,9 @@ def import_(paths, fmt, tz, db, config_path, gpus_per_node, region, skip_bad, pr
     from warehouse.carbon import write_series
     from warehouse.failures import write_run_logs
 
-    db = db or load(config_path)["service.db"]
-    wh = _open(db)
+    config = load(config_path)
+    db = db or config["service.db"]
+    wh = _open(db, config["warehouse.memory_limit_mb"])
     try:
         for path in paths:
             kind = _detect(path) if fmt == "auto" else fmt

@@ -48,7 +48,7 @@ def _local(config, db: str | None, week: str, out_dir: str | None, send: bool,
 
     path = db or config["service.db"]
     try:
-        wh = Warehouse(path)
+        wh = Warehouse(path, memory_limit_mb=config["warehouse.memory_limit_mb"])
     except WarehouseLocked:
         raise click.ClickException(
             f"the database {path} is held by another process (a running `gpulens serve`), "

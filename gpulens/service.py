@@ -67,7 +67,8 @@ class Service:
     # -- start ------------------------------------------------------------------------
     def start(self) -> str:
         """Open the warehouse, bind the port, start the jobs. Returns the dashboard URL."""
-        self.warehouse = Warehouse(self.config["service.db"])
+        self.warehouse = Warehouse(self.config["service.db"],
+                                   memory_limit_mb=self.config["warehouse.memory_limit_mb"])
         try:
             self.sources = build_sources(self.config, self.warehouse, now=self.now())
             self.alerts = AlertRuntime(self.warehouse, self.config, now=self.now)

@@ -99,7 +99,7 @@ def test_cli_reports_bad_rows_and_a_locked_database(tmp_path, monkeypatch):
     result = runner.invoke(cli_import.import_, [str(bad), "--db", str(tmp_path / "a.duckdb")])
     assert result.exit_code == 1 and "line 7" in result.output and "--skip-bad" in result.output
 
-    def locked(path):
+    def locked(path, **kw):
         raise WarehouseLocked(f"database {path} is open in another process.")
 
     monkeypatch.setattr("warehouse.Warehouse", locked)

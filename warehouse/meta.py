@@ -22,3 +22,8 @@ def put(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
 def latest_sample_ts(cur: duckdb.DuckDBPyConnection):
     """Timestamp of the newest raw sample, or None on an empty warehouse."""
     return cur.execute("SELECT max(ts) FROM gpu_samples").fetchone()[0]
+
+
+def memory_limit(cur: duckdb.DuckDBPyConnection) -> str:
+    """DuckDB's memory_limit of the warehouse as DuckDB prints it, e.g. '1.0 GiB'."""
+    return cur.execute("SELECT current_setting('memory_limit')").fetchone()[0]

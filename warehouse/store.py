@@ -34,7 +34,11 @@ class WarehouseLocked(RuntimeError):
 class Warehouse:
     """The gpulens warehouse on one DuckDB file (``":memory:"`` for tests)."""
 
-    def __init__(self, path: str | os.PathLike = ":memory:", *, threads: int | None = None):
+    def __init__(self, path: str | os.PathLike = ":memory:", *, threads: int | None = None,
+                 memory_limit_mb: float | None = None):
+        """``memory_limit_mb``: DuckDB's memory_limit in MiB (None or 0: DuckDB's default,
+        80 % of RAM). Set with SET, not the connect config, so that another connection to
+        the same file in this process is not refused for a different configuration."""
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -50,6 +54,8 @@ class Warehouse:
                 ) from None
             raise
         self._root.execute("SET TimeZone = 'UTC'")
+        if memory_limit_mb:
+            self._root.execute(f"SET memory_limit = '{float(memory_limit_mb):g}MiB'")
         migrate(self._root, self.path)
         self._cursor_lock = threading.Lock()
         self._writer = Writer(self._root.cursor())

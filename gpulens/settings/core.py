@@ -16,6 +16,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("service.log_level", str, "INFO", "Logging level.",
             lambda v: v.upper() in {"DEBUG", "INFO", "WARNING", "ERROR"},
             "one of DEBUG, INFO, WARNING, ERROR"),
+    Setting("warehouse.memory_limit_mb", int, 1024,
+            "DuckDB's memory limit for the warehouse, in MiB: its buffer pool (cached "
+            "blocks) and query memory; past it DuckDB spills to a temporary file beside "
+            "the database. 0 keeps DuckDB's own default, 80 % of RAM, which its cache "
+            "fills. Sizing: docs/operations.md.",
+            lambda v: v == 0 or v >= 64,
+            "0 (DuckDB's default, 80 % of RAM) or a number of MiB from 64 up, e.g. 1024"),
     Setting("collect.source", str, "simulator",
             "Where telemetry and scheduler state come from: one or more of simulator, "
             "nvml, dcgm, prometheus, slurm, topology, separated by commas (e.g. "
