@@ -48,8 +48,10 @@ def current_version(con: duckdb.DuckDBPyConnection) -> int:
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP)"
     )
-    row = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
-    return int(row[0])
+    # fetchall, not fetchone: a result left unread keeps the connection's read transaction
+    # open, and an old open reader makes every later CHECKPOINT fail
+    rows = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchall()
+    return int(rows[0][0])
 
 
 def migrate(con: duckdb.DuckDBPyConnection, path: str = "") -> list[int]:

@@ -56,10 +56,25 @@ class Warehouse:
         self._root.execute("SET TimeZone = 'UTC'")
         if memory_limit_mb:
             self._root.execute(f"SET memory_limit = '{float(memory_limit_mb):g}MiB'")
-        migrate(self._root, self.path)
+        self._migrate()
         self._cursor_lock = threading.Lock()
         self._writer = Writer(self._root.cursor())
         self._closed = False
+
+    def _migrate(self) -> None:
+        """Apply the schema migrations on a cursor of their own, closed at once.
+
+        A result left unread keeps its connection's read transaction open, and the root
+        connection runs nothing after this: such an old reader made every later
+        CHECKPOINT fail ("other write transactions active") once rows had been updated
+        in place, and the WAL grew without bound. Closing the cursor ends it.
+        """
+        cur = self._root.cursor()
+        try:
+            cur.execute("SET TimeZone = 'UTC'")
+            migrate(cur, self.path)
+        finally:
+            cur.close()
 
     # -- writes -----------------------------------------------------------------------
     def ingest(self, kind: str, batch) -> Future:
