@@ -72,22 +72,21 @@ def base_layout(**overrides) -> dict:
     return layout
 
 
+def empty_layout(message: str, *, height: int = 320) -> dict:
+    """The layout of a blank figure carrying ``message`` (why there is nothing to draw)."""
+    return base_layout(
+        height=height, meta={"empty": True}, xaxis={"visible": False},
+        yaxis={"visible": False},
+        annotations=[{
+            "text": html.escape(message), "xref": "paper", "yref": "paper", "x": 0.5,
+            "y": 0.5, "showarrow": False, "font": {"size": 15, "color": MUTED},
+        }],
+    )
+
+
 def empty_figure(message: str, *, height: int = 320) -> go.Figure:
     """A blank figure carrying ``message`` (why there is nothing to draw)."""
-    fig = go.Figure()
-    fig.update_layout(
-        **base_layout(height=height, meta={"empty": True}),
-        xaxis={"visible": False},
-        yaxis={"visible": False},
-        annotations=[
-            {
-                "text": html.escape(message),
-                "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
-                "showarrow": False, "font": {"size": 15, "color": MUTED},
-            }
-        ],
-    )
-    return fig
+    return go.Figure(layout=empty_layout(message, height=height))
 
 
 def _text_colour(fill: str) -> str:
