@@ -100,8 +100,12 @@ def test_each_kind_of_evidence_decides(wh):
     add_job(wh, "7", [{"start": T, "end": end, "state": "FAILED", "exit_code": 0}])
     wh.ingest("runs", pd.DataFrame([{"job_id": "7", "run_index": 0, "signal": 9}])).result()
     add_job(wh, "8", [{"start": T, "end": end, "state": "COMPLETED"}])
+    # 9-11: the rest of the ladder: out of memory, command not found, a bare exit code
+    add_job(wh, "9", [{"start": T, "end": end, "state": "OUT_OF_MEMORY", "exit_code": 0}])
+    add_job(wh, "10", [{"start": T, "end": end, "state": "FAILED", "exit_code": 127}])
+    add_job(wh, "11", [{"start": T, "end": end, "state": "FAILED", "exit_code": 3}])
 
-    assert run_refresh(wh)["failures_classified"] == 7
+    assert run_refresh(wh)["failures_classified"] == 10
     got = {k[0]: (r.category, r.reason, r.source) for k, r in rows(wh).items()}
     assert got == {
         "1": ("infrastructure", "ECC error", "xid"),
@@ -111,6 +115,9 @@ def test_each_kind_of_evidence_decides(wh):
         "5": ("scheduler", "time limit", "state"),
         "6": ("framework", "runtime error", "xid"),
         "7": ("unknown", "killed by signal 9", "exit"),
+        "9": ("framework", "out of memory", "state"),
+        "10": ("script", "command not found", "exit"),
+        "11": ("unknown", "exit code 3", "exit"),
     }
     r = rows(wh)
     ev = json.loads(r[("1", 0)].evidence)

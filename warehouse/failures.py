@@ -141,40 +141,42 @@ matched AS (
     FROM texts t JOIN _rules r ON regexp_matches(t.text, '(?i)' || r.pattern)
     GROUP BY t.job_id, t.run_index
 ),
-decided AS (
+verdicts AS (  -- one ladder, first match wins: evidence source, category, reason
     SELECT f.*, t.text, m.log_rule, m.log_match, e.xids, e.events, e.hw_node,
-        CASE WHEN m.log_category = 'infrastructure' THEN 'log'
-             WHEN e.hw_category IS NOT NULL THEN 'xid'
-             WHEN m.log_category IS NOT NULL THEN 'log'
-             WHEN f.state IN ('NODE_FAIL', 'BOOT_FAIL', 'OUT_OF_MEMORY', 'TIMEOUT',
-                              'DEADLINE') THEN 'state'
-             WHEN e.app_category IS NOT NULL THEN 'xid'
-             WHEN coalesce(f.exit_code, 0) <> 0 OR coalesce(f.signal, 0) <> 0 THEN 'exit'
-             ELSE 'none' END AS source,
-        CASE WHEN m.log_category = 'infrastructure' THEN m.log_category
-             WHEN e.hw_category IS NOT NULL THEN e.hw_category
-             WHEN m.log_category IS NOT NULL THEN m.log_category
-             WHEN f.state IN ('NODE_FAIL', 'BOOT_FAIL') THEN 'infrastructure'
-             WHEN f.state = 'OUT_OF_MEMORY' THEN 'framework'
-             WHEN f.state IN ('TIMEOUT', 'DEADLINE') THEN 'scheduler'
-             WHEN e.app_category IS NOT NULL THEN e.app_category
-             WHEN f.exit_code IN (126, 127) THEN 'script'
-             ELSE 'unknown' END AS category,
-        CASE WHEN m.log_category = 'infrastructure' THEN m.log_reason
-             WHEN e.hw_category IS NOT NULL THEN e.hw_reason
-             WHEN m.log_category IS NOT NULL THEN m.log_reason
-             WHEN f.state IN ('NODE_FAIL', 'BOOT_FAIL') THEN 'node failure'
-             WHEN f.state = 'OUT_OF_MEMORY' THEN 'out of memory'
-             WHEN f.state IN ('TIMEOUT', 'DEADLINE') THEN 'time limit'
-             WHEN e.app_category IS NOT NULL THEN e.app_reason
-             WHEN f.exit_code IN (126, 127) THEN 'command not found'
-             WHEN coalesce(f.signal, 0) <> 0 THEN 'killed by signal ' || f.signal
-             WHEN coalesce(f.exit_code, 0) <> 0 THEN 'exit code ' || f.exit_code
-             ELSE 'unclassified' END AS reason_class
+        CASE WHEN m.log_category = 'infrastructure'
+                  THEN {'source': 'log', 'category': m.log_category, 'reason': m.log_reason}
+             WHEN e.hw_category IS NOT NULL
+                  THEN {'source': 'xid', 'category': e.hw_category, 'reason': e.hw_reason}
+             WHEN m.log_category IS NOT NULL
+                  THEN {'source': 'log', 'category': m.log_category, 'reason': m.log_reason}
+             WHEN f.state IN ('NODE_FAIL', 'BOOT_FAIL')
+                  THEN {'source': 'state', 'category': 'infrastructure',
+                        'reason': 'node failure'}
+             WHEN f.state = 'OUT_OF_MEMORY'
+                  THEN {'source': 'state', 'category': 'framework', 'reason': 'out of memory'}
+             WHEN f.state IN ('TIMEOUT', 'DEADLINE')
+                  THEN {'source': 'state', 'category': 'scheduler', 'reason': 'time limit'}
+             WHEN e.app_category IS NOT NULL
+                  THEN {'source': 'xid', 'category': e.app_category, 'reason': e.app_reason}
+             WHEN f.exit_code IN (126, 127)
+                  THEN {'source': 'exit', 'category': 'script', 'reason': 'command not found'}
+             WHEN coalesce(f.signal, 0) <> 0
+                  THEN {'source': 'exit', 'category': 'unknown',
+                        'reason': 'killed by signal ' || f.signal}
+             WHEN coalesce(f.exit_code, 0) <> 0
+                  THEN {'source': 'exit', 'category': 'unknown',
+                        'reason': 'exit code ' || f.exit_code}
+             ELSE {'source': 'none', 'category': 'unknown', 'reason': 'unclassified'}
+        END AS verdict
     FROM _f f
     LEFT JOIN texts t USING (job_id, run_index)
     LEFT JOIN matched m USING (job_id, run_index)
     LEFT JOIN ev_agg e USING (job_id, run_index)
+),
+decided AS (
+    SELECT * EXCLUDE (verdict), verdict.source AS source, verdict.category AS category,
+           verdict.reason AS reason_class
+    FROM verdicts
 ),
 single_node AS (
     SELECT job_id, run_index, any_value(node) AS node FROM nodes_of
