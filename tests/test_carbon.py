@@ -34,6 +34,7 @@ def test_carbon_follows_a_changing_intensity(wh):  # noqa: F811
     # per job at minute resolution: a job holding the GPU 0:30-1:30 sees half of each
     add_job(wh, "X", [{"start": T + 30 * M, "end": T + 90 * M, "state": "COMPLETED",
                        "nodes": ["n0"], "gpu_indices": [0]}], gpus=1)
+    run_refresh(wh, now=T + 3 * H)  # a job recorded late shows from the next refresh
     job = qe.job_energy(wh.reader(), start=T, end=T + 2 * H, opts=OPTS).iloc[0]
     assert job["carbon_kg"] == pytest.approx(0.25 * 1.5 * (100 + 300) / 1000)
     # readings inside an hour are averaged; a region's imported series wins over the

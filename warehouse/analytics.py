@@ -1,4 +1,4 @@
-"""The analytics refresh: derived ``failures`` and ``gpu_energy_1h`` tables.
+"""The analytics refresh: derived ``failures``, ``gpu_energy_1h`` and ``gpu_usage_1h``.
 
     wh.write(lambda con: refresh(con, now, config)).result()
 
@@ -6,7 +6,9 @@ Run it on the writer thread after the rollup job, every ``analytics.interval_s``
 incremental and idempotent: failed runs that are new or ended within
 ``analytics.recheck_days`` are classified and costed again (late XIDs, restarts and
 checkpoints change their verdict); energy hours are recomputed where the raw samples
-behind them changed (see warehouse/energy.py). Running it twice changes nothing.
+behind them changed (see warehouse/energy.py); usage hours (which job run held each GPU,
+warehouse/usage.py) where they are new, or within ``recheck_days`` their samples or
+allocations changed, or the idle threshold changed. Running it twice changes nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from warehouse.energy import refresh_energy
 from warehouse.failures import load_rules, refresh_failures
+from warehouse.usage import refresh_usage
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,9 @@ class Options:
 
 def refresh(con, now: datetime, settings: Any = None) -> dict:
     """Refresh the derived analytics tables up to ``now`` (naive UTC) on connection
-    ``con`` (the writer's). Returns counts and the seconds taken."""
+    ``con`` (the writer's). Returns counts and the seconds taken: failures_classified,
+    energy_hours, usage_hours, usage_pending (hours left to a later refresh); failures_s,
+    energy_s, usage_s."""
     opts = Options.from_settings(settings)
     t0 = time.perf_counter()
     rules = load_rules(opts.rules_file)
@@ -93,5 +98,9 @@ def refresh(con, now: datetime, settings: Any = None) -> dict:
     t1 = time.perf_counter()
     hours = refresh_energy(con, now, max_gap_s=opts.max_counter_gap_s)
     t2 = time.perf_counter()
+    usage = refresh_usage(con, now, recheck_days=opts.recheck_days,
+                          idle_pct=opts.idle_util_pct)
     return {"failures_classified": classified, "energy_hours": hours,
-            "failures_s": round(t1 - t0, 3), "energy_s": round(t2 - t1, 3)}
+            "usage_hours": usage["usage_hours"], "usage_pending": usage["usage_pending"],
+            "failures_s": round(t1 - t0, 3),
+            "energy_s": round(t2 - t1, 3), "usage_s": usage["usage_s"]}

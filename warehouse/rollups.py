@@ -132,6 +132,8 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retenti
         "gpu_samples_1m": now - timedelta(days=keep.minute_days),
         "gpu_samples_1h": now - timedelta(days=keep.hour_days),
         "gpu_energy_1h": now - timedelta(days=keep.hour_days),
+        "gpu_usage_1h": now - timedelta(days=keep.hour_days),
+        "gpu_usage_hours": now - timedelta(days=keep.hour_days),
         "gpu_events": now - timedelta(days=keep.hour_days),
     }
     deleted = {}

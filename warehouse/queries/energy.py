@@ -3,17 +3,21 @@
 - Fleet/rack/node energy reads ``gpu_energy_1h`` (counter deltas, see
   warehouse/energy.py) plus non-GPU node power: measured (``node_power``) where present,
   else ``node_overhead_w`` for every node-hour with GPU data.
-- Job energy reads the 1-minute tier (power integral) of the GPUs allocated to each run,
+- Job energy is the 1-minute tier (power integral) of the GPUs allocated to each run,
   prorated by the overlap of each minute with the allocation, plus the node's non-GPU
-  power shared by GPU-seconds.
-- Ranges longer than :data:`MINUTE_TIER_MAX` (2 days) read the 1-hour tier instead
-  (``resolution="hour"``; the minute path reads ~60x the rows and its range join grows
-  with range x allocations): a GPU-hour only partly allocated gives its unallocated
-  seconds the fleet's idle power (the mean power of the range's GPU-hours that stayed
-  idle the whole hour) and the rest to its allocations by overlap; an allocated
-  GPU-hour is *idle* when the hour's maximum utilisation stayed below the threshold. On a
-  seeded cluster the hour path is within 2 % of the minute path for job, user and
-  failure energy and within 5 % for idle energy (tests/test_energy_hourly.py).
+  power shared by GPU-seconds; idle energy splits the same GPU-seconds into unallocated,
+  allocated-but-idle and busy. Whole hours are read from ``gpu_usage_1h``, where the
+  analytics refresh keeps exactly these per-minute sums per hour, node and run; the
+  rest of the range is computed live from the 1-minute tier (warehouse/usage.py:plan).
+  Carbon intensity and PUE apply per minute on live minutes, per hour on table hours.
+- Where the 1-minute tier does not reach (retention), or with ``resolution="hour"``,
+  the 1-hour tier is read instead: a GPU-hour only partly allocated gives its
+  unallocated seconds the fleet's idle power (the mean power of the range's GPU-hours
+  that stayed idle the whole hour) and the rest to its allocations by overlap; an
+  allocated GPU-hour is *idle* when the hour's maximum utilisation stayed below the
+  threshold. On a seeded cluster the hour path is within 2 % of the minute path for job,
+  user and failure energy and within 5 % for idle energy (tests/test_energy_hourly.py).
+  ``resolution="minute"`` computes the whole range live from the 1-minute tier.
 - IT energy x PUE = facility energy; x grid intensity (warehouse/carbon.py) = carbon.
 Units: kWh, gCO2e / kgCO2e, GPU-hours; ranges ``[start, end)`` naive UTC.
 """
@@ -24,7 +28,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from warehouse import carbon
+from warehouse import carbon, usage
 from warehouse.analytics import Options
 from warehouse.queries.utilisation import MINUTE_TIER_MAX
 
@@ -74,70 +78,57 @@ GROUP BY ALL
 """
 
 
-_RUN_SQL = """
-WITH a AS (
-    SELECT a.job_id, a.run_index, a.node, a.gpu_index,
-           greatest(a.start_ts, $start) AS s, least(coalesce(a.end_ts, $end), $end) AS e
-    FROM allocations a
-    WHERE a.start_ts < $end AND coalesce(a.end_ts, $end) > $start
-      AND ($runs::VARCHAR[] IS NULL OR a.job_id || ':' || a.run_index IN (SELECT unnest($runs)))
+#: Per run over a usage source ``u`` (warehouse/usage.py: live minutes or the table's
+#: hours): GPU energy, the node's non-GPU power shared by GPU-seconds, GPU-seconds.
+_RUN_USAGE_SQL = """
+WITH {source},
+per_b AS (
+    SELECT u.job_id, u.run_index, u.ts, sum(u.energy_j) AS gpu_j,
+           sum(u.gpu_s * $node_w / coalesce(n.gpus, 8)) AS other_j, sum(u.gpu_s) AS gpu_s
+    FROM u LEFT JOIN nodes n USING (node) WHERE u.job_id IS NOT NULL
+    GROUP BY ALL
 ),
-m AS (
-    SELECT a.job_id, a.run_index, m.ts,
-           greatest(0, epoch_us(least(m.ts + INTERVAL 1 MINUTE, a.e))
-                       - epoch_us(greatest(m.ts, a.s))) / 1e6 AS overlap_s,
-           m.energy_j / 60.0 AS j_per_s, coalesce(n.gpus, 8) AS node_gpus
-    FROM a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
-     AND m.ts >= date_trunc('minute', a.s) AND m.ts < a.e
-    LEFT JOIN nodes n ON n.node = a.node
-),
-per_min AS (
-    SELECT job_id, run_index, ts, sum(overlap_s * j_per_s) AS gpu_j,
-           sum(overlap_s * $node_w / node_gpus) AS other_j, sum(overlap_s) AS gpu_s
-    FROM m GROUP BY ALL
-),
-""" + run_energy_tail("per_min")
+""" + run_energy_tail("per_b")
 
-_IDLE_SQL = """
-WITH alloc AS (
-    SELECT node, gpu_index, date_trunc('minute', start_ts) AS s, coalesce(end_ts, $end) AS e
-    FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
-),
-m AS (
-    SELECT m.ts, m.energy_j, m.covered_s, m.util_pct_max, coalesce(m.ts < a.e, false)
-           AS allocated
-    FROM (SELECT * FROM gpu_samples_1m WHERE ts >= $start AND ts < $end) m
-    ASOF LEFT JOIN alloc a ON a.node = m.node AND a.gpu_index = m.gpu_index AND m.ts >= a.s
+#: The three states of the GPU-seconds of a usage source ``u``: no allocation held them,
+#: allocated in a minute whose maximum utilisation stayed below $idle_pct, busy.
+_IDLE_USAGE_SQL = """
+WITH {source},
+t AS (
+    SELECT sum(gpu_s) FILTER (job_id IS NULL) AS free_s,
+           sum(energy_j) FILTER (job_id IS NULL) AS free_j,
+           sum(idle_s) FILTER (job_id IS NOT NULL) AS idle_s,
+           sum(idle_j) FILTER (job_id IS NOT NULL) AS idle_j,
+           sum(gpu_s - idle_s) FILTER (job_id IS NOT NULL) AS busy_s,
+           sum(energy_j - idle_j) FILTER (job_id IS NOT NULL) AS busy_j
+    FROM u
 )
-SELECT CASE WHEN NOT allocated THEN 'unallocated'
-            WHEN coalesce(util_pct_max, 0) < $idle_pct THEN 'allocated_idle'
-            ELSE 'busy' END AS state,
-       sum(covered_s) / 3600.0 AS gpu_hours, sum(energy_j) / 3.6e6 AS gpu_kwh,
-       sum(energy_j) / nullif(sum(covered_s), 0) AS mean_power_w
-FROM m GROUP BY 1 ORDER BY 1
+SELECT unnest(['unallocated', 'allocated_idle', 'busy']) AS state,
+       unnest([free_s, idle_s, busy_s]) / 3600.0 AS gpu_hours,
+       unnest([free_j, idle_j, busy_j]) / 3.6e6 AS gpu_kwh
+FROM t
 """
 
 
 # -------------------------------------------------- the 1-hour tier (ranges over 2 days)
 
-#: Per GPU-hour of ``[start, end)`` (``{join}``: LEFT for every GPU-hour, INNER for the
-#: allocated ones): the hour's energy and data seconds inside the range, the seconds
-#: allocations held it (``alloc_s``, at most the data seconds) and ``free_j``, the energy
-#: of its unallocated seconds at the fleet's idle power.
-_HOUR_SPLIT_CTES = """
+#: Allocations (``a``), each once per hour it touches with its overlap (``ao``: an
+#: equi-join with the hour tier), and per GPU-hour of ``[start, end)`` the hour's energy
+#: and data seconds inside the range (``hours``) and the fleet's idle power in W
+#: (``idle_power``: the mean power of GPU-hours idle the whole hour).
+_HOUR_CTES = """
 a AS (
     SELECT job_id, run_index, node, gpu_index,
            greatest(start_ts, $start) AS s, least(coalesce(end_ts, $end), $end) AS e
     FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
 ),
-ao AS (  -- each allocation once per hour it touches: an equi-join with the hour tier
+ao AS (
     SELECT job_id, run_index, node, gpu_index, ts,
            (epoch_us(least(ts + INTERVAL 1 HOUR, e)) - epoch_us(greatest(ts, s))) / 1e6
            AS overlap_s
     FROM (SELECT *, unnest(range(date_trunc('hour', s), e, INTERVAL 1 HOUR)) AS ts
           FROM a WHERE e > s)
 ),
-held AS (SELECT node, gpu_index, ts, sum(overlap_s) AS held_s FROM ao GROUP BY ALL),
 hours AS (
     SELECT ts, node, gpu_index, util_pct_max,
            least(coalesce(covered_s, 0), 3600.0) * w AS data_s, coalesce(energy_j, 0) * w AS j
@@ -145,24 +136,24 @@ hours AS (
                           - epoch_us($start)) / 3.6e9 ELSE 1.0 END AS w
           FROM gpu_samples_1h WHERE ts > $start - INTERVAL 1 HOUR AND ts < $end)
 ),
-idle_power AS (  -- W: the mean power of GPU-hours idle the whole hour
+idle_power AS (
     SELECT sum(j) / nullif(sum(data_s), 0) AS w FROM hours
     WHERE coalesce(util_pct_max, 0) < $idle_pct AND data_s > 0
-),
-g AS (
-    SELECT h.*, coalesce(held.held_s, 0) AS held_s,
-           least(coalesce(held.held_s, 0), h.data_s) AS alloc_s
-    FROM hours h {join} JOIN held USING (node, gpu_index, ts)
-),
-split AS (
-    SELECT g.*, CASE WHEN alloc_s <= 0 THEN j WHEN alloc_s >= data_s THEN 0.0
-                     ELSE least(j, (data_s - alloc_s) * coalesce(p.w, j / data_s)) END
-                AS free_j
-    FROM g, idle_power p
 )"""
 
+#: The energy of a GPU-hour's unallocated seconds (``data_s - alloc_s``) at the fleet's
+#: idle power ``p.w``, never more than the hour's energy ``j``.
+_FREE_J = """CASE WHEN alloc_s <= 0 THEN j WHEN alloc_s >= data_s THEN 0.0
+                     ELSE least(j, (data_s - alloc_s) * coalesce(p.w, j / data_s)) END"""
+
 _IDLE_HOUR_SQL = f"""
-WITH {_HOUR_SPLIT_CTES.replace("{join}", "LEFT")},
+WITH {_HOUR_CTES},
+held AS (SELECT node, gpu_index, ts, sum(overlap_s) AS held_s FROM ao GROUP BY ALL),
+g AS (  -- every GPU-hour with the seconds allocations held it (at most its data seconds)
+    SELECT h.*, least(coalesce(held.held_s, 0), h.data_s) AS alloc_s
+    FROM hours h LEFT JOIN held USING (node, gpu_index, ts)
+),
+split AS (SELECT g.*, {_FREE_J} AS free_j FROM g, idle_power p),
 parts AS (
     SELECT 'unallocated' AS state, data_s - alloc_s AS s, free_j AS j
     FROM split WHERE data_s > alloc_s
@@ -176,35 +167,54 @@ SELECT state, sum(s) / 3600.0 AS gpu_hours, sum(j) / 3.6e6 AS gpu_kwh,
 FROM parts GROUP BY 1 ORDER BY 1
 """
 
-_RUN_HOUR_SQL = """
-WITH {split},
-per_h AS (  -- an allocation's share of the GPU-hour's allocated seconds and energy
-    SELECT ao.job_id, ao.run_index, ao.ts,
-           x.alloc_s * ao.overlap_s / x.held_s AS gpu_s,
-           (x.j - x.free_j) * ao.overlap_s / x.held_s AS gpu_j, coalesce(n.gpus, 8) AS node_gpus
-    FROM ao JOIN split x USING (node, gpu_index, ts) LEFT JOIN nodes n ON n.node = ao.node
-    WHERE x.held_s > 0
-      AND ($runs::VARCHAR[] IS NULL OR ao.job_id || ':' || ao.run_index IN (SELECT unnest($runs)))
+_RUN_HOUR_SQL = f"""
+WITH {_HOUR_CTES},
+aw AS (  -- the seconds all allocations held the GPU-hour, beside each allocation
+    SELECT *, sum(overlap_s) OVER (PARTITION BY node, gpu_index, ts) AS held_s FROM ao
 ),
-per_run_h AS (
-    SELECT job_id, run_index, ts, sum(gpu_j) AS gpu_j,
-           sum(gpu_s * $node_w / node_gpus) AS other_j, sum(gpu_s) AS gpu_s
-    FROM per_h GROUP BY ALL
+x AS (  -- one join of allocations with the hour tier
+    SELECT aw.job_id, aw.run_index, aw.ts, aw.node, aw.overlap_s / aw.held_s AS share,
+           h.j, h.data_s, least(aw.held_s, h.data_s) AS alloc_s
+    FROM aw JOIN hours h USING (node, gpu_index, ts)
+    WHERE aw.held_s > 0
+      AND ($runs::VARCHAR[] IS NULL OR aw.job_id || ':' || aw.run_index IN (SELECT unnest($runs)))
+),
+per_h AS (  -- an allocation's share of the GPU-hour's allocated seconds and energy
+    SELECT job_id, run_index, ts, node, sum(alloc_s * share) AS gpu_s,
+           sum((j - {_FREE_J}) * share) AS gpu_j
+    FROM x, idle_power p GROUP BY ALL
+),
+per_run_h AS (  -- the node's non-GPU power shared by GPU-seconds, once per node
+    SELECT p.job_id, p.run_index, p.ts, sum(p.gpu_j) AS gpu_j,
+           sum(p.gpu_s * $node_w / coalesce(n.gpus, 8)) AS other_j, sum(p.gpu_s) AS gpu_s
+    FROM per_h p LEFT JOIN nodes n USING (node) GROUP BY ALL
 ),
 """ + run_energy_tail("per_run_h")
+
+#: Each query per part path (warehouse/usage.py:plan): the table's hours, live minutes,
+#: or the 1-hour tier's approximation.
+_RUN = {"table": _RUN_USAGE_SQL.replace("{source}", usage.TABLE),
+        "minute": _RUN_USAGE_SQL.replace("{source}", usage.minutes(free=False)),
+        "hour": _RUN_HOUR_SQL}
+_IDLE = {"table": _IDLE_USAGE_SQL.replace("{source}", usage.TABLE),
+         "minute": _IDLE_USAGE_SQL.replace("{source}", usage.minutes(free=True)),
+         "hour": _IDLE_HOUR_SQL}
+_WIDTH = {"table": timedelta(hours=1), "minute": timedelta(minutes=1),
+          "hour": timedelta(hours=1)}  # time buckets of carbon intensity and PUE
+_RUN_COLS = ["gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg"]
+_NO_SCOPE = {"partition": None, "rack": None}
 
 RESOLUTIONS = ("minute", "hour")
 
 
 def resolution(start: datetime, end: datetime) -> str:
-    """``"minute"`` for ranges up to :data:`MINUTE_TIER_MAX`, else ``"hour"``."""
+    """The live tier of a range the usage table does not hold: ``"minute"`` up to
+    :data:`MINUTE_TIER_MAX`, else ``"hour"``."""
     return "minute" if end - start <= MINUTE_TIER_MAX else "hour"
 
 
-def _resolve(res: str | None, start: datetime, end: datetime) -> str:
-    if res is None:
-        return resolution(start, end)
-    if res not in RESOLUTIONS:
+def _check(res: str | None) -> str | None:
+    if res is not None and res not in RESOLUTIONS:
         raise ValueError(f"resolution must be one of {RESOLUTIONS}, not {res!r}")
     return res
 
@@ -234,22 +244,20 @@ def run_energy(cur, *, start: datetime, end: datetime, opts: Options | None = No
     """Energy and carbon of each job run within ``[start, end)``: gpu_hours, gpu_kwh,
     it_kwh (with the node's non-GPU share), facility_kwh, carbon_kg, embodied_kg.
 
-    ``resolution``: ``"minute"`` or ``"hour"`` tier (default by the range, see
-    :func:`resolution`); ``runs``: only these ``(job_id, run_index)``."""
+    By default whole hours come from ``gpu_usage_1h`` and the rest live (see
+    warehouse/usage.py:plan); ``resolution`` ``"minute"`` or ``"hour"`` computes the
+    whole range live from that tier. ``runs``: only these ``(job_id, run_index)``."""
+    res = _check(resolution)
     opts = opts or Options()
-    res = _resolve(resolution, start, end)
     ctes = carbon.intensity_ctes().strip()
-    if res == "minute":
-        sql, width = _RUN_SQL.format(ctes=ctes), timedelta(minutes=1)
-    else:
-        sql = _RUN_HOUR_SQL.format(split=_HOUR_SPLIT_CTES.strip().replace("{join}", "INNER"),
-                                  ctes=ctes)
-        width = timedelta(hours=1)
-    params = {"start": start, "end": end, "node_w": opts.node_overhead_w,
+    params = {"node_w": opts.node_overhead_w, "idle_pct": float(opts.idle_util_pct),
               "runs": None if runs is None else [f"{j}:{int(r)}" for j, r in runs],
-              **({"idle_pct": float(opts.idle_util_pct)} if res == "hour" else {}),
-              **_carbon_params(opts, width)}
-    df = cur.execute(sql, params).df()
+              **_NO_SCOPE}
+    frames = [cur.execute(*usage.bind(_RUN[p.path].format(ctes=ctes), start=p.start,
+                                      end=p.end, **params,
+                                      **_carbon_params(opts, _WIDTH[p.path]))).df()
+              for p in usage.plan(cur, start, end, resolution=res)]
+    df = usage.combine(frames, ["job_id", "run_index"], _RUN_COLS)
     g = carbon.embodied_g_per_gpu_hour(opts.embodied_kg_per_gpu, opts.gpu_lifetime_years)
     df["embodied_kg"] = df["gpu_hours"] * g / 1000.0
     return df
@@ -274,10 +282,17 @@ def idle_energy(cur, *, start: datetime, end: datetime, idle_util_pct: float = 5
                 resolution: str | None = None) -> pd.DataFrame:
     """GPU-hours and energy (kWh) of unallocated, allocated-but-idle (maximum utilisation
     of the minute, or of the whole hour on the hour tier, below ``idle_util_pct``) and
-    busy GPUs: state, gpu_hours, gpu_kwh, mean_power_w."""
-    sql = _IDLE_SQL if _resolve(resolution, start, end) == "minute" else _IDLE_HOUR_SQL
-    return cur.execute(sql, {"start": start, "end": end,
-                             "idle_pct": float(idle_util_pct)}).df()
+    busy GPUs: state, gpu_hours, gpu_kwh, mean_power_w (W); a state without GPU-seconds
+    is left out. Whole hours come from ``gpu_usage_1h`` where it was computed with this
+    threshold; ``resolution`` forces one live tier (see :func:`run_energy`)."""
+    res = _check(resolution)
+    params = {"idle_pct": float(idle_util_pct), "runs": None, **_NO_SCOPE}
+    frames = [cur.execute(*usage.bind(_IDLE[p.path], start=p.start, end=p.end, **params))
+              .df()[["state", "gpu_hours", "gpu_kwh"]]
+              for p in usage.plan(cur, start, end, resolution=res, idle_pct=idle_util_pct)]
+    df = usage.combine(frames, ["state"], ["gpu_hours", "gpu_kwh"])
+    df = df[df["gpu_hours"] > 0].sort_values("state").reset_index(drop=True)
+    return df.assign(mean_power_w=df["gpu_kwh"] * 1000.0 / df["gpu_hours"])
 
 
 def failure_carbon(cur, *, start: datetime, end: datetime, opts: Options | None = None,
@@ -294,9 +309,24 @@ def failure_carbon(cur, *, start: datetime, end: datetime, opts: Options | None 
     lo = min(pd.Timestamp(fails["start_ts"].min()).to_pydatetime(), start)
     keys = list(zip(fails["job_id"], fails["run_index"], strict=True))
     runs = run_energy(cur, start=lo, end=end, opts=opts, resolution=resolution, runs=keys)
-    df = fails.merge(runs, on=["job_id", "run_index"], how="left")
-    per_h = df["gpu_hours"].where(df["gpu_hours"] > 0)
-    df["lost_kwh"] = df["gpu_hours_lost"] * df["facility_kwh"] / per_h
-    df["lost_carbon_kg"] = df["gpu_hours_lost"] * df["carbon_kg"] / per_h
+    df = price_lost(fails, runs)
     return df[["job_id", "run_index", "category", "reason", "gpu_hours_lost", "lost_kwh",
                "lost_carbon_kg"]]
+
+
+def price_lost(fails: pd.DataFrame, runs: pd.DataFrame, *, fleet_kwh_per_gpu_h=None,
+               fleet_kg_per_gpu_h=None) -> pd.DataFrame:
+    """``fails`` (job_id, run_index, gpu_hours_lost) with lost_kwh and lost_carbon_kg:
+    the GPU-hours lost x the run's facility kWh and kg CO2e per GPU-hour (``runs``: per
+    run gpu_hours, facility_kwh, carbon_kg). A run without energy gets the fleet's
+    figures per GPU-hour when given, else NaN."""
+    df = fails.merge(runs, on=["job_id", "run_index"], how="left")
+    per_h = df["gpu_hours"].where(df["gpu_hours"] > 0)
+    lost = df["gpu_hours_lost"]
+    df["lost_kwh"] = lost * df["facility_kwh"] / per_h
+    df["lost_carbon_kg"] = lost * df["carbon_kg"] / per_h
+    if fleet_kwh_per_gpu_h is not None:
+        df["lost_kwh"] = df["lost_kwh"].fillna(lost * fleet_kwh_per_gpu_h)
+    if fleet_kg_per_gpu_h is not None:
+        df["lost_carbon_kg"] = df["lost_carbon_kg"].fillna(lost * fleet_kg_per_gpu_h)
+    return df

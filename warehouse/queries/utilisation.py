@@ -8,10 +8,12 @@ row cap where rows are listed. Table names come from the fixed :data:`TIERS`; va
 always parameters.
 
 "Allocated" is the time a GPU spent in ``allocations`` intervals (open intervals end at
-``end``; rollup rows are averaged per GPU into join buckets of :data:`JOIN_STEP_S`
-and each allocation is expanded to the buckets it touches, so the join is on equal
-keys); "utilised" is ``util_pct / 100`` of those GPU-seconds, so a GPU allocated for
-an hour at 25 % utilisation is 1 allocated and 0.25 utilised GPU-hour.
+``end``) in minutes with telemetry; "utilised" is ``util_pct / 100`` of those
+GPU-seconds, so a GPU allocated for an hour at 25 % utilisation is 1 allocated and 0.25
+utilised GPU-hour. :func:`utilisation_by` and :func:`job_utilisation` read whole hours
+from ``gpu_usage_1h`` and the rest live, minute by minute (warehouse/usage.py:plan);
+where the 1-minute tier does not reach, hourly rows are joined with each allocation
+expanded to the hours it touches (an equi-join).
 """
 
 from __future__ import annotations
@@ -20,18 +22,15 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-MINUTE_TIER_MAX = timedelta(days=2)
+from warehouse import usage
+from warehouse.usage import MINUTE_TIER_MAX, SCOPE
+
 TIERS = {"gpu_samples_1m": 60, "gpu_samples_1h": 3600}  # table -> bucket seconds
-JOIN_STEP_S = {"gpu_samples_1m": 900, "gpu_samples_1h": 3600}  # telemetry x allocations
 NICE_STEPS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
 DEFAULT_LIMIT = 500
 
-#: Scope on ``nodes n``: optional partition and rack, as parameters.
-SCOPE = ("($partition::VARCHAR IS NULL OR n.partition = $partition) "
-         "AND ($rack::VARCHAR IS NULL OR n.rack = $rack)")
-
 #: Group keys of :func:`utilisation_by` (fixed SQL expressions, never user text).
-GROUPS = {"rack": "x.rack", "partition": "x.partition",
+GROUPS = {"rack": "n.rack", "partition": "n.partition",
           "user": "coalesce(j.user_name, '(unknown)')",
           "job_type": "coalesce(j.job_type, '(unknown)')"}
 
@@ -99,14 +98,13 @@ WHERE b.ts >= time_bucket(to_seconds($bucket_s), $start::TIMESTAMP)
 ORDER BY b.ts
 """)
 
-_ALLOCATED_SAMPLES = f"""
-s AS (  -- per GPU per join bucket ($step_s: 15 minutes on the minute tier, else an hour)
-    SELECT time_bucket(to_seconds($step_s), t.ts) AS ts, t.node, t.gpu_index,
-           avg(coalesce(t.util_pct_avg, 0)) AS util, any_value(n.rack) AS rack,
-           any_value(n.partition) AS partition
-    FROM {{tier}} t JOIN nodes n USING (node)
+#: A usage source ``u`` (warehouse/usage.py) from the 1-hour tier: per GPU-hour in scope,
+#: each allocation's seconds in the hour and their share of the hour's utilisation.
+_HOUR_SOURCE = f"""
+s AS (
+    SELECT t.ts, t.node, t.gpu_index, coalesce(t.util_pct_avg, 0) AS util
+    FROM gpu_samples_1h t JOIN nodes n USING (node)
     WHERE t.ts >= $start AND t.ts < $end AND {SCOPE}
-    GROUP BY ALL
 ),
 al AS (
     SELECT job_id, node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS lo,
@@ -114,42 +112,55 @@ al AS (
     FROM allocations
     WHERE start_ts < $end AND (end_ts IS NULL OR end_ts > $start)
 ),
-alb AS (  -- each allocation once per bucket it touches: an equi-join, not a range join
-    SELECT al.*, unnest(range(time_bucket(to_seconds($step_s), lo), hi,
-                              to_seconds($step_s))) AS ts
+alb AS (  -- each allocation once per hour it touches: an equi-join, not a range join
+    SELECT al.*, unnest(range(date_trunc('hour', lo), hi, INTERVAL 1 HOUR)) AS ts
     FROM al WHERE hi > lo
 ),
-x AS (
-    SELECT s.*, alb.job_id,
-           epoch(least(alb.hi, s.ts + to_seconds($step_s)))
-           - epoch(greatest(alb.lo, s.ts)) AS alloc_s
-    FROM s JOIN alb USING (node, gpu_index, ts)
+u AS (
+    SELECT ts, node, job_id, gpu_s, gpu_s * util / 100.0 AS util_s
+    FROM (SELECT s.ts, s.node, alb.job_id, s.util,
+                 epoch(least(alb.hi, s.ts + INTERVAL 1 HOUR)) - epoch(greatest(alb.lo, s.ts))
+                 AS gpu_s
+          FROM s JOIN alb USING (node, gpu_index, ts))
 )"""
 
-_BY = {
-    (table, key): f"""
-WITH {_ALLOCATED_SAMPLES.replace('{tier}', table)}
-SELECT {expr} AS "group", sum(alloc_s) / 3600.0 AS allocated_gpu_h,
-       sum(alloc_s * util / 100.0) / 3600.0 AS utilised_gpu_h,
-       100.0 * sum(alloc_s * util / 100.0) / nullif(sum(alloc_s), 0) AS util_pct
-FROM x LEFT JOIN jobs j USING (job_id)
-GROUP BY 1 ORDER BY allocated_gpu_h DESC, "group" LIMIT $limit
-"""
-    for table in TIERS for key, expr in GROUPS.items()
-}
 
-_JOBS = _per_tier(f"""
-WITH {_ALLOCATED_SAMPLES},
-per_job AS (
-    SELECT job_id, sum(alloc_s) / 3600.0 AS allocated_gpu_h,
-           100.0 * sum(alloc_s * util / 100.0) / nullif(sum(alloc_s), 0) AS util_pct
-    FROM x GROUP BY job_id
+def _per_path(template: str) -> dict[str, str]:
+    """``template`` over each part path's usage source (warehouse/usage.py:plan)."""
+    sources = {"table": usage.TABLE, "minute": usage.minutes(free=False),
+               "hour": _HOUR_SOURCE}
+    return {path: template.replace("{source}", src) for path, src in sources.items()}
+
+
+#: Allocated and utilised GPU-hours per group, summed per job and node first: the jobs
+#: join sees thousands of rows, not millions.
+_BY = {key: _per_path(f"""
+WITH {{source}},
+per AS (
+    SELECT job_id, node, sum(gpu_s) AS alloc_s, sum(util_s) AS used_s
+    FROM u WHERE job_id IS NOT NULL GROUP BY ALL
 )
-SELECT p.job_id, j.name, j.user_name, j.job_type, j.state, j.gpus, p.allocated_gpu_h,
-       p.util_pct
-FROM per_job p LEFT JOIN jobs j USING (job_id)
-ORDER BY p.allocated_gpu_h DESC, p.job_id LIMIT $limit
+SELECT {expr} AS "group", sum(alloc_s) / 3600.0 AS allocated_gpu_h,
+       sum(used_s) / 3600.0 AS utilised_gpu_h
+FROM per x JOIN nodes n USING (node) LEFT JOIN jobs j USING (job_id)
+GROUP BY 1
+""") for key, expr in GROUPS.items()}
+
+_JOBS = _per_path("""
+WITH {source},
+per AS (
+    SELECT job_id, node, sum(gpu_s) AS alloc_s, sum(util_s) AS used_s
+    FROM u WHERE job_id IS NOT NULL GROUP BY ALL
+)
+SELECT job_id, sum(alloc_s) / 3600.0 AS allocated_gpu_h,
+       sum(used_s) / 3600.0 AS utilised_gpu_h
+FROM per JOIN nodes n USING (node) GROUP BY job_id
 """)
+
+_JOB_INFO = """
+SELECT job_id, name, user_name, job_type, state, gpus FROM jobs
+WHERE job_id IN (SELECT unnest($ids::VARCHAR[]))
+"""
 
 _IDLE_NOW = f"""
 WITH latest AS (
@@ -193,6 +204,21 @@ def allocated_vs_used(cur, *, start: datetime, end: datetime, partition: str | N
     return cur.execute(_OVER_TIME[tier(start, end)], params).df()
 
 
+def _usage_parts(cur, sqls: dict[str, str], keys: list[str], start: datetime,
+                 end: datetime, partition: str | None, rack: str | None) -> pd.DataFrame:
+    """Allocated and utilised GPU-hours per ``keys``, summed over the range's parts,
+    with util_pct (percent of allocated)."""
+    params = scope_params(start, end, partition, rack, runs=None, idle_pct=0.0)
+    frames = [cur.execute(*usage.bind(sqls[p.path], **{**params, "start": p.start,
+                                                        "end": p.end})).df()
+              for p in usage.plan(cur, start, end)]
+    df = usage.combine(frames, keys, ["allocated_gpu_h", "utilised_gpu_h"])
+    df["util_pct"] = 100.0 * df["utilised_gpu_h"] / df["allocated_gpu_h"].where(
+        df["allocated_gpu_h"] != 0)
+    return df.sort_values(["allocated_gpu_h", *keys], ascending=[False, True],
+                          na_position="last", ignore_index=True)
+
+
 def utilisation_by(cur, *, by: str, start: datetime, end: datetime,
                    partition: str | None = None, rack: str | None = None,
                    limit: int = 50) -> pd.DataFrame:
@@ -203,18 +229,18 @@ def utilisation_by(cur, *, by: str, start: datetime, end: datetime,
     """
     if by not in GROUPS:
         raise ValueError(f"by={by!r}: expected one of {', '.join(GROUPS)}")
-    table = tier(start, end)
-    params = scope_params(start, end, partition, rack, step_s=JOIN_STEP_S[table], limit=limit)
-    return cur.execute(_BY[(table, by)], params).df()
+    return _usage_parts(cur, _BY[by], ["group"], start, end, partition, rack).head(limit)
 
 
 def job_utilisation(cur, *, start: datetime, end: datetime, partition: str | None = None,
                     rack: str | None = None, limit: int = 2000) -> pd.DataFrame:
     """Per job in the range: job_id, name, user_name, job_type, state, gpus,
     allocated_gpu_h (GPU-hours in the range) and util_pct (GPU-hour-weighted mean)."""
-    table = tier(start, end)
-    params = scope_params(start, end, partition, rack, step_s=JOIN_STEP_S[table], limit=limit)
-    return cur.execute(_JOBS[table], params).df()
+    df = _usage_parts(cur, _JOBS, ["job_id"], start, end, partition, rack).head(limit)
+    info = cur.execute(_JOB_INFO, {"ids": df["job_id"].tolist()}).df()
+    df = df.merge(info, on="job_id", how="left")
+    return df[["job_id", "name", "user_name", "job_type", "state", "gpus",
+               "allocated_gpu_h", "util_pct"]]
 
 
 def idle_allocated_now(cur, *, now: datetime, partition: str | None = None,

@@ -1,0 +1,360 @@
+"""GPU usage per hour, node and job run (``gpu_usage_1h``), and how queries read it.
+
+Which allocation held each GPU, minute by minute, is what the energy-by-job, idle-energy
+and utilisation-by-user queries need; re-deriving it per query from the 1-minute tier
+reads ~60 rows per GPU-hour and joins them with every allocation. ``refresh_usage`` does
+it once per hour, incrementally, into ``gpu_usage_1h``: per hour, node and job run
+
+- ``gpu_s``: GPU-seconds, each allocation's overlap with the minutes that have telemetry;
+  the row with ``job_id`` NULL holds what no allocation held: per minute the covered
+  seconds minus the allocated seconds, never below 0;
+- ``util_s``: those seconds x utilisation / 100 (the minute's mean);
+- ``energy_j``: joules, each minute's energy prorated by overlap / 60 s (the unallocated
+  row: the rest of the minute's energy, never below 0);
+- ``idle_s``, ``idle_j``: the part of ``gpu_s`` and ``energy_j`` in minutes whose maximum
+  utilisation stayed below the idle threshold (``idle_pct``).
+
+The same per-minute rows, computed live (:func:`minutes`), serve the parts of a range the
+table does not hold, so a query sums table hours and live minutes of one definition.
+The ledger ``gpu_usage_hours`` records, per computed hour, what it was computed from;
+an hour the 1-minute tier reaches is recomputed (:func:`due_hours`) when it has no
+ledger row, when the idle threshold changed, when its samples (``sum(samples)`` of the
+1-hour tier) changed, or when its allocations changed: within ``recheck_days`` exactly
+(an order-independent hash-sum of the allocations clipped to the hour), before that by
+the allocated GPU-microseconds of its day (one cheap pass over the allocations).
+
+Units: seconds, joules, percent; timestamps naive UTC, ranges ``[start, end)``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import pandas as pd
+
+from warehouse.rollups import merge_ranges
+
+HOUR = timedelta(hours=1)
+SLICE = timedelta(hours=6)  # hours recomputed per transaction
+#: Hours one refresh recomputes at most, the newest first: a first backfill of the minute
+#: tier's 90 days then takes many refreshes instead of holding the writer for minutes
+#: (~0.6 s an hour at 24,576 GPUs), and the pages read the hours not yet computed live.
+MAX_HOURS = 48
+MINUTE_TIER_MAX = timedelta(days=2)  # longer live parts read the 1-hour tier
+
+#: Scope on ``nodes n``: optional partition and rack, as parameters.
+SCOPE = ("($partition::VARCHAR IS NULL OR n.partition = $partition) "
+         "AND ($rack::VARCHAR IS NULL OR n.rack = $rack)")
+_NODES = ("($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL"
+          f" OR node IN (SELECT node FROM nodes n WHERE {SCOPE}))")
+_RUNS = "($runs::VARCHAR[] IS NULL OR job_id || ':' || run_index IN (SELECT unnest($runs)))"
+
+#: The measures of a usage row from its seconds, joules, utilisation and idle flag.
+_MEASURES = """gpu_s, gpu_s * util / 100.0 AS util_s, energy_j,
+           CASE WHEN idle THEN gpu_s ELSE 0.0 END AS idle_s,
+           CASE WHEN idle THEN energy_j ELSE 0.0 END AS idle_j"""
+
+#: Seconds of allocation ``a`` (clipped to ``[a.s, a.e)``) in minute ``m``.
+_OVERLAP_S = ("greatest(0, epoch_us(least(m.ts + INTERVAL 1 MINUTE, a.e))"
+              " - epoch_us(greatest(m.ts, a.s))) / 1e6")
+
+#: Per allocation and minute of telemetry in [$start, $end): the allocation's seconds in
+#: the minute and the minute's energy prorated by them (``um``).
+_ALLOCATED = f"""
+ua AS (  -- allocations clipped to the range
+    SELECT job_id, run_index, node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS s,
+           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
+    FROM allocations
+    WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {_NODES} AND {_RUNS}
+),
+um AS (
+    SELECT ts, node, gpu_index, job_id, run_index, {_MEASURES}
+    FROM (SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, {_OVERLAP_S} AS gpu_s,
+                 {_OVERLAP_S} * coalesce(m.energy_j, 0) / 60.0 AS energy_j,
+                 coalesce(m.util_pct_avg, 0) AS util,
+                 coalesce(m.util_pct_max, 0) < $idle_pct AS idle
+          FROM ua a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
+           AND m.ts >= date_trunc('minute', a.s) AND m.ts < a.e
+          WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end)  -- zone maps
+)"""
+
+#: Per minute of telemetry in [$start, $end): what no allocation held (``uf``).
+_FREE = f"""
+uf AS (
+    SELECT ts, node, gpu_index, NULL::VARCHAR AS job_id, NULL::INTEGER AS run_index,
+           {_MEASURES}
+    FROM (SELECT m.ts, m.node, m.gpu_index,
+                 greatest(0, coalesce(m.covered_s, 0) - coalesce(h.held_s, 0)) AS gpu_s,
+                 greatest(0, coalesce(m.energy_j, 0) - coalesce(h.held_j, 0)) AS energy_j,
+                 coalesce(m.util_pct_avg, 0) AS util,
+                 coalesce(m.util_pct_max, 0) < $idle_pct AS idle
+          FROM gpu_samples_1m m
+          LEFT JOIN (SELECT ts, node, gpu_index, sum(gpu_s) AS held_s, sum(energy_j) AS held_j
+                     FROM um GROUP BY ALL) h USING (ts, node, gpu_index)
+          WHERE m.ts >= $start AND m.ts < $end AND {_NODES})
+)"""
+
+_COLUMNS = "ts, node, job_id, run_index, gpu_s, util_s, energy_j, idle_s, idle_j"
+
+#: A usage source ``u`` (columns of :data:`_COLUMNS`) read from the table.
+TABLE = f"""u AS (
+    SELECT {_COLUMNS} FROM gpu_usage_1h
+    WHERE ts >= $start AND ts < $end AND {_NODES} AND {_RUNS}
+)"""
+
+
+def minutes(*, free: bool) -> str:
+    """A usage source ``u`` computed live from the 1-minute tier, one row per minute:
+    the allocated rows, and with ``free`` the unallocated ones (job_id NULL).
+    Parameters: $start, $end, $idle_pct, $partition, $rack, $runs (None: all)."""
+    rows = f"SELECT {_COLUMNS} FROM um"
+    if free:
+        return f"{_ALLOCATED},{_FREE},\nu AS ({rows} UNION ALL SELECT {_COLUMNS} FROM uf)"
+    return f"{_ALLOCATED},\nu AS ({rows})"
+
+
+def bind(sql: str, **params) -> tuple[str, dict]:
+    """``(sql, params)`` with only the parameters the statement names (DuckDB refuses
+    others), so every path of a query can be given one set."""
+    return sql, {k: v for k, v in params.items() if re.search(rf"\${k}\b", sql)}
+
+
+# ------------------------------------------------------------------ reading: the plan
+
+@dataclass(frozen=True)
+class Part:
+    """A piece of a query range and where it is read from: ``"table"``
+    (``gpu_usage_1h``), ``"minute"`` (live, 1-minute tier) or ``"hour"`` (live, the
+    1-hour tier's approximation)."""
+
+    path: str
+    start: datetime
+    end: datetime
+
+
+def floor_hour(ts: datetime) -> datetime:
+    return ts.replace(minute=0, second=0, microsecond=0)
+
+
+def ceil_hour(ts: datetime) -> datetime:
+    floor = floor_hour(ts)
+    return floor if floor == ts else floor + HOUR
+
+
+def split(start: datetime, end: datetime, *, table: tuple[datetime, datetime] | None,
+          reach: datetime | None) -> list[Part]:
+    """Pure: ``[start, end)`` as parts. ``table``: the whole hours ``[A, B)`` the table
+    holds; ``reach``: the hour from which the 1-minute tier is complete (None: no minute
+    rows). Live parts before ``reach`` read the 1-hour tier, later ones the 1-minute tier
+    (or the 1-hour tier when longer than :data:`MINUTE_TIER_MAX`)."""
+    spans = [("live", start, end)]
+    if table is not None:
+        spans = [("live", start, table[0]), ("table", *table), ("live", table[1], end)]
+    parts = []
+    for kind, lo, hi in spans:
+        if kind == "table":
+            parts.append(Part("table", lo, hi))
+            continue
+        cut = min(max(reach, lo), hi) if reach is not None else hi
+        if lo < cut:
+            parts.append(Part("hour", lo, cut))
+        if cut < hi:
+            parts.append(Part("minute" if hi - cut <= MINUTE_TIER_MAX else "hour", cut, hi))
+    return [p for p in parts if p.start < p.end]
+
+
+def minute_reach(cur) -> datetime | None:
+    """The hour from which the 1-minute tier is complete: its first row's hour, or the
+    next hour when the 1-hour tier reaches further back (retention cut the minute tier
+    inside that hour). None without minute rows. Both minima come from statistics."""
+    first_m, first_h = cur.execute(
+        "SELECT (SELECT min(ts) FROM gpu_samples_1m), (SELECT min(ts) FROM gpu_samples_1h)"
+    ).fetchone()
+    if first_m is None:
+        return None
+    hour = floor_hour(first_m)
+    return hour if first_h is None or first_h >= hour else ceil_hour(first_m)
+
+
+_LEDGER_SQL = """
+SELECT ts FROM gpu_usage_hours
+WHERE ts >= $lo AND ts < $hi AND ($idle_pct::DOUBLE IS NULL OR idle_pct = $idle_pct)
+ORDER BY ts
+"""
+
+
+def table_hours(cur, start: datetime, end: datetime,
+                idle_pct: float | None = None) -> tuple[datetime, datetime] | None:
+    """The latest contiguous run ``[A, B)`` of computed hours inside ``[start, end)``
+    (computed with ``idle_pct``, if given); None when there is none."""
+    lo, hi = ceil_hour(start), floor_hour(end)
+    if lo >= hi:
+        return None
+    hours = [r[0] for r in cur.execute(_LEDGER_SQL, {"lo": lo, "hi": hi, "idle_pct": (
+        None if idle_pct is None else float(idle_pct))}).fetchall()]
+    if not hours:
+        return None
+    first = hours[-1]
+    for ts in reversed(hours[:-1]):
+        if ts != first - HOUR:
+            break
+        first = ts
+    return first, hours[-1] + HOUR
+
+
+def plan(cur, start: datetime, end: datetime, *, resolution: str | None = None,
+         idle_pct: float | None = None) -> list[Part]:
+    """The parts of ``[start, end)``: the table's hours, live minutes around them, the
+    1-hour tier where the 1-minute tier does not reach. ``resolution`` ("minute" or
+    "hour") forces one live path for the whole range, as before the table existed."""
+    if resolution is not None:
+        return [Part(resolution, start, end)]
+    return split(start, end, table=table_hours(cur, start, end, idle_pct),
+                 reach=minute_reach(cur))
+
+
+def combine(frames: list[pd.DataFrame], keys: list[str], cols: list[str]) -> pd.DataFrame:
+    """The parts' frames summed per ``keys`` (every column in ``cols`` is additive);
+    a sum of nothing but NULLs stays NULL, as in SQL."""
+    frames = [f for f in frames if len(f)] or frames[:1]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=keys + cols)
+    if len(frames) == 1:
+        return df
+    return df.groupby(keys, dropna=False, sort=False)[cols].sum(min_count=1).reset_index()
+
+
+# ---------------------------------------------------------------- writing: the refresh
+
+#: Per hour of [$lo, $hi) (``sig``): sum(samples) of the 1-hour tier, the hash-sum of the
+#: allocations clipped to the hour, and their GPU-microseconds in it. Clipping keeps a
+#: running job's past hours unchanged when it ends: only the hour of its end changes.
+_SIGNATURES = """
+sig_hours AS (SELECT unnest(range($lo::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts),
+sig_samples AS (
+    SELECT ts, sum(samples) AS samples FROM gpu_samples_1h
+    WHERE ts >= $lo AND ts < $hi GROUP BY ts
+),
+sig_clipped AS (
+    SELECT ts, job_id, run_index, node, gpu_index, greatest(start_ts, ts) AS s,
+           least(coalesce(end_ts, ts + INTERVAL 1 HOUR), ts + INTERVAL 1 HOUR) AS e
+    FROM (SELECT *, unnest(range(greatest(date_trunc('hour', start_ts), $lo::TIMESTAMP),
+                                 least(coalesce(end_ts, $hi::TIMESTAMP), $hi::TIMESTAMP),
+                                 INTERVAL 1 HOUR)) AS ts
+          FROM allocations WHERE start_ts < $hi AND coalesce(end_ts, $hi) > $lo)
+),
+sig_allocs AS (
+    SELECT ts, sum(hash(job_id, run_index, node, gpu_index, s, e)) AS alloc_sig,
+           sum(epoch_us(e) - epoch_us(s)) AS alloc_us
+    FROM sig_clipped GROUP BY ts
+),
+sig AS (
+    SELECT h.ts, coalesce(s.samples, 0)::BIGINT AS samples,
+           coalesce(a.alloc_sig, 0)::HUGEINT AS alloc_sig,
+           coalesce(a.alloc_us, 0)::BIGINT AS alloc_us
+    FROM sig_hours h LEFT JOIN sig_samples s USING (ts) LEFT JOIN sig_allocs a USING (ts)
+)"""
+
+#: The hours of [$first, $hi) to recompute: no ledger row; another idle threshold;
+#: within the recheck window [$lo, $hi) other samples or allocations (``sig``); before
+#: it other samples, or other allocated GPU-microseconds in the hour's day (one pass
+#: over a day's allocations: cheap over the minute tier's whole retention).
+_DUE_SQL = f"""
+WITH {_SIGNATURES},
+hours AS (SELECT unnest(range($first::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts),
+old_samples AS (
+    SELECT ts, sum(samples) AS samples FROM gpu_samples_1h
+    WHERE ts >= $first AND ts < $lo GROUP BY ts
+),
+old_days AS (
+    SELECT d, sum(epoch_us(least(coalesce(end_ts, $lo::TIMESTAMP), d + INTERVAL 1 DAY,
+                                 $lo::TIMESTAMP))
+                  - epoch_us(greatest(start_ts, d, $first::TIMESTAMP))) AS alloc_us
+    FROM (SELECT *, unnest(range(date_trunc('day', greatest(start_ts, $first::TIMESTAMP)),
+                                 least(coalesce(end_ts, $lo::TIMESTAMP), $lo::TIMESTAMP),
+                                 INTERVAL 1 DAY)) AS d
+          FROM allocations WHERE start_ts < $lo AND coalesce(end_ts, $lo) > $first)
+    GROUP BY d
+),
+ledger_days AS (
+    SELECT date_trunc('day', ts) AS d, sum(alloc_us) AS alloc_us FROM gpu_usage_hours
+    WHERE ts >= $first AND ts < $lo GROUP BY d
+)
+SELECT h.ts FROM hours h
+LEFT JOIN gpu_usage_hours l USING (ts) LEFT JOIN sig s USING (ts)
+LEFT JOIN old_samples o USING (ts)
+LEFT JOIN ledger_days ld ON ld.d = date_trunc('day', h.ts)
+LEFT JOIN old_days od ON od.d = date_trunc('day', h.ts)
+WHERE l.ts IS NULL OR l.idle_pct IS DISTINCT FROM $idle_pct
+   OR h.ts >= $lo AND (l.samples IS DISTINCT FROM s.samples
+                       OR l.alloc_sig IS DISTINCT FROM s.alloc_sig)
+   OR h.ts < $lo AND (l.samples IS DISTINCT FROM coalesce(o.samples, 0)
+                      OR coalesce(ld.alloc_us, 0) <> coalesce(od.alloc_us, 0))
+ORDER BY h.ts
+"""
+
+_INSERT_USAGE_SQL = f"""
+INSERT INTO gpu_usage_1h
+WITH {minutes(free=True)}
+SELECT date_trunc('hour', ts) AS ts, node, job_id, run_index, sum(gpu_s), sum(util_s),
+       sum(energy_j), sum(idle_s), sum(idle_j)
+FROM u GROUP BY ALL
+"""
+
+_INSERT_LEDGER_SQL = f"""
+INSERT INTO gpu_usage_hours
+WITH {_SIGNATURES}
+SELECT ts, samples, alloc_sig, alloc_us, $idle_pct, $now FROM sig
+"""
+
+
+def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float) -> list[datetime]:
+    """The complete hours (``ts + 1h <= now``) the minute tier reaches that have no
+    ledger row, were computed with another ``idle_pct``, or whose inputs changed: within
+    ``recheck_days`` their samples or clipped allocations (exact, per hour), before that
+    their samples or the allocated GPU-seconds of their day (history written or
+    imported late: the service writes its history while the refresh runs)."""
+    hi, reach = floor_hour(now), minute_reach(con)
+    if reach is None or reach >= hi:
+        return []
+    lo = min(hi, max(reach, floor_hour(now - timedelta(days=recheck_days))))
+    rows = con.execute(_DUE_SQL, {"first": reach, "lo": lo, "hi": hi,
+                                  "idle_pct": float(idle_pct)}).fetchall()
+    return [r[0] for r in rows]
+
+
+def refresh_usage(con, now: datetime, *, recheck_days: float, idle_pct: float,
+                  max_hours: int = MAX_HOURS) -> dict:
+    """Recompute the due hours of ``gpu_usage_1h`` (:func:`due_hours`), the newest
+    ``max_hours`` of them, and their ledger rows, a slice of at most :data:`SLICE` per
+    transaction, on the writer's connection. Returns ``usage_hours`` (hours recomputed),
+    ``usage_pending`` (due hours left for the next refresh) and ``usage_s`` (seconds)."""
+    t0 = time.perf_counter()
+    due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct)
+    todo = due[-max_hours:] if max_hours > 0 else due
+    params = {"now": now, "idle_pct": float(idle_pct), "partition": None, "rack": None,
+              "runs": None}
+    for lo, hi in merge_ranges([(t, t) for t in todo], HOUR):
+        while lo < hi:
+            step = min(hi, lo + SLICE)
+            _recompute(con, {**params, "lo": lo, "hi": step, "start": lo, "end": step})
+            lo = step
+    return {"usage_hours": len(todo), "usage_pending": len(due) - len(todo),
+            "usage_s": round(time.perf_counter() - t0, 3)}
+
+
+def _recompute(con, params: dict) -> None:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table in ("gpu_usage_1h", "gpu_usage_hours"):
+            con.execute(f"DELETE FROM {table} WHERE ts >= $lo AND ts < $hi",
+                        {"lo": params["lo"], "hi": params["hi"]})
+        con.execute(*bind(_INSERT_USAGE_SQL, **params))
+        con.execute(*bind(_INSERT_LEDGER_SQL, **params))
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
