@@ -110,10 +110,17 @@ WITH f AS (
     WHERE fl.end_ts >= $start AND fl.end_ts < $end AND {SCOPE}
     ORDER BY fl.end_ts DESC LIMIT $limit
 ),
-t AS (
-    SELECT f.job_id, f.run_index, max(m.temp_c_max) AS hottest_c
-    FROM f JOIN gpu_samples_1m m ON m.node = f.node
-        AND m.ts >= f.end_ts - INTERVAL 1 HOUR AND m.ts < f.end_ts
+fh AS (  -- each failure once per clock hour overlapping the hour before it
+    SELECT job_id, run_index, node,
+           unnest(range(date_trunc('hour', end_ts - INTERVAL 1 HOUR), end_ts,
+                        INTERVAL 1 HOUR)) AS ts
+    FROM f
+),
+t AS (  -- an equi-join with the 1-hour tier (a range join per failure scanned every
+        -- minute row of the range)
+    SELECT fh.job_id, fh.run_index, max(h.temp_c_max) AS hottest_c
+    FROM fh JOIN gpu_samples_1h h USING (node, ts)
+    WHERE h.ts >= $start - INTERVAL 2 HOUR AND h.ts < $end
     GROUP BY ALL
 )
 SELECT f.*, t.hottest_c,
@@ -128,8 +135,8 @@ def failure_temperatures(cur, *, start: datetime, end: datetime,
                          partition: str | None = None, rack: str | None = None,
                          limit: int = 2000) -> pd.DataFrame:
     """Each classified failure in ``[start, end)`` with the hottest GPU on its node in
-    the hour before it (°C, from the 1-minute tier) and the fleet's median hourly maximum
-    over the range. Columns: job_id, run_index, category, reason, node, end_ts,
-    hottest_c, fleet_median_c."""
+    the hour before it (°C; the 1-hour tier's maxima of the one or two clock hours that
+    overlap that hour) and the fleet's median hourly maximum over the range. Columns:
+    job_id, run_index, category, reason, node, end_ts, hottest_c, fleet_median_c."""
     params = scope_params(start, end, partition, rack, limit=limit)
     return cur.execute(_FAILURE_TEMPS, params).df()

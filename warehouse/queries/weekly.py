@@ -221,18 +221,13 @@ def _energy_tops(reader, runs: pd.DataFrame, top: int) -> tuple[pd.DataFrame, pd
 def _failure_carbon(fails: pd.DataFrame, runs: pd.DataFrame, energy: dict) -> dict:
     """Facility kWh and kg CO2e of the GPU-hours lost to failures: each at its run's
     energy per GPU-hour this week, else the fleet's (IT x PUE per reporting GPU-hour)."""
-    lost = float(fails["gpu_hours_lost"].sum()) if len(fails) else 0.0
     if not len(fails):
         return {"lost_kwh": 0.0, "lost_carbon_kg": 0.0}
-    df = fails.merge(runs, on=["job_id", "run_index"], how="left")
-    per_h = df["gpu_hours"].where(df["gpu_hours"] > 0)
-    kwh = df["gpu_hours_lost"] * df["facility_kwh"] / per_h
-    kg = df["gpu_hours_lost"] * df["carbon_kg"] / per_h
-    fleet_kwh_h, fleet_kg_h = energy["facility_kwh_per_gpu_h"], energy["kg_per_gpu_h"]
-    kwh = kwh.fillna(df["gpu_hours_lost"] * fleet_kwh_h)
-    kg = kg.fillna(df["gpu_hours_lost"] * fleet_kg_h)
-    return {"lost_kwh": float(kwh.sum()), "lost_carbon_kg": float(kg.sum()),
-            "gpu_hours_lost": lost}
+    df = qe.price_lost(fails, runs, fleet_kwh_per_gpu_h=energy["facility_kwh_per_gpu_h"],
+                       fleet_kg_per_gpu_h=energy["kg_per_gpu_h"])
+    return {"lost_kwh": float(df["lost_kwh"].sum()),
+            "lost_carbon_kg": float(df["lost_carbon_kg"].sum()),
+            "gpu_hours_lost": float(fails["gpu_hours_lost"].sum())}
 
 
 def _ettr(jobs: pd.DataFrame) -> dict:
