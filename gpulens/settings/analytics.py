@@ -9,7 +9,8 @@ def _nonneg(v) -> bool:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("analytics.interval_s", float, 300.0,
-            "Seconds between refreshes of the derived analytics tables (failures, energy).",
+            "Seconds between refreshes of the derived analytics tables (failures, energy, "
+            "GPU usage per job run and hour).",
             between(10, 86400), "a number of seconds from 10 to 86400"),
     Setting("analytics.recheck_days", float, 2.0,
             "Failed runs that ended this many days before now are classified again at "
