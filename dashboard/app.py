@@ -29,6 +29,7 @@ from dash import Input, Output, dcc, html
 
 from dashboard import auth, context, drilldown, filters, ids
 from dashboard.nav import nav_items
+from warehouse.analytics import Options
 from warehouse.clock import utcnow as utcnow_naive
 
 HERE = Path(__file__).resolve().parent
@@ -59,15 +60,18 @@ def create_app(
     title: str = "gpulens",
     auth_config: auth.AuthConfig | None = None,
     reports_dir: str | None = None,
+    options: Options | None = None,
 ) -> dash.Dash:
     """Build the Dash app reading ``warehouse``; live pages refresh every ``refresh_s`` s.
 
     ``now`` is the clock (naive UTC) every query is evaluated at; tests pass a fixed one.
     ``auth_config`` (``AuthConfig.from_settings(config)``) turns on the login or the
-    trusted proxy header; ``reports_dir`` is where weekly report files are listed from.
+    trusted proxy header; ``reports_dir`` is where weekly report files are listed from;
+    ``options`` (``Options.from_settings(config)``) the analytics settings the pages use
+    (PUE, node overhead, carbon region, idle threshold, checkpoint interval, lemon test).
     """
     context.set_context(warehouse, now, refresh_s=refresh_s, title=title,
-                        reports_dir=reports_dir)
+                        reports_dir=reports_dir, options=options)
     _forget_unclaimed_page_callbacks()
     app = dash.Dash(
         "dashboard",

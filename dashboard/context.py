@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from warehouse.analytics import Options
 from warehouse.clock import utcnow as utcnow_naive
 
 
@@ -20,6 +21,7 @@ class Context:
     refresh_s: float  # seconds between live page refreshes
     title: str = "gpulens"  # product name shown in the bar and tab titles
     reports_dir: str | None = None  # where weekly report files are listed from
+    options: Options = Options()  # the analytics settings (PUE, idle threshold, ...)
 
 
 _context: Context | None = None
@@ -27,11 +29,12 @@ _context: Context | None = None
 
 def set_context(warehouse, now: Callable[[], datetime] = utcnow_naive, *,
                 refresh_s: float = 15.0, title: str = "gpulens",
-                reports_dir: str | None = None) -> None:
-    """Point every page's callbacks at ``warehouse`` and the clock ``now``."""
+                reports_dir: str | None = None, options: Options | None = None) -> None:
+    """Point every page's callbacks at ``warehouse`` and the clock ``now``; ``options``:
+    the configured analytics settings (``Options.from_settings(config)``; None: defaults)."""
     global _context
     _context = Context(warehouse=warehouse, now=now, refresh_s=float(refresh_s), title=title,
-                       reports_dir=reports_dir)
+                       reports_dir=reports_dir, options=options or Options())
 
 
 def _get() -> Context:
@@ -51,6 +54,11 @@ def warehouse():
 def reports_dir() -> str | None:
     """The directory weekly report files are listed from (None: not configured)."""
     return _get().reports_dir
+
+
+def options() -> Options:
+    """The analytics settings the pages compute with, as the refresh and report do."""
+    return _get().options
 
 
 def reader():

@@ -99,6 +99,7 @@ class Service:
             self.warehouse, refresh_s=self.config["dashboard.refresh_s"], now=self.now,
             auth_config=AuthConfig.from_settings(self.config),
             reports_dir=self.config["reports.dir"],
+            options=analytics.Options.from_settings(self.config),
         )
         app.server.add_url_rule("/healthz", "healthz", self._healthz)
         app.server.register_blueprint(create_blueprint(self.warehouse, now=self.now))

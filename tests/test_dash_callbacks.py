@@ -212,3 +212,33 @@ def test_empty_warehouse_says_why(pages):
         assert pages["thermal"].update_throttling(Filters().to_store()).layout.meta == {
             "empty": True}
         assert pages["job"].update_timeline("1").layout.meta == {"empty": True}
+
+
+def test_pages_compute_with_the_configured_analytics_settings(app_and_wh, pages):
+    """The service hands its analytics settings to the pages (create_app(options=...)):
+    with PUE 2.4 instead of 1.2 every facility figure doubles; with a lemon test of one
+    failure at p < 0.5, node n02 (one failure, p = 0.18) becomes a lemon."""
+    from warehouse.analytics import Options
+
+    _, wh, _ = app_and_wh
+    data = Filters("24h").to_store()
+
+    def facility(key):
+        return sum(pages["energy"].update_by(data, key).data[0].x)
+
+    def lemons():
+        return " ".join(_texts(pages["failures"].update_lemons(data)))
+
+    def n02_is_a_lemon():
+        return lemons().split("n02 ")[1].split(" n08")[0].endswith("yes")
+
+    base = {k: facility(k) for k in ("rack", "user_name")}
+    assert not n02_is_a_lemon()
+    try:
+        context.set_context(wh, lambda: NOW, refresh_s=5, options=Options(
+            pue=2.4, lemon_min_failures=1, lemon_p_value=0.5))
+        for key, value in base.items():
+            assert facility(key) == pytest.approx(2 * value, rel=1e-9) and value > 0
+        assert n02_is_a_lemon()
+    finally:
+        context.set_context(wh, lambda: NOW, refresh_s=5)

@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.dash_seed import NOW, XSS_NAME, seed_dashboard
 from warehouse import Warehouse
+from warehouse.queries import energy as qe
 from warehouse.queries import jobs, reports, thermal, topology, utilisation
 
 H = timedelta(hours=1)
@@ -104,7 +105,10 @@ def test_jobs_search_and_job_details(cur):
     tel = jobs.telemetry(cur, job_id="1001", now=NOW)
     assert tel["gpus"].max() == 16 and tel["util_mean_pct"].mean() > 80
     energy = jobs.energy(cur, job_id="1001", now=NOW)
-    assert list(energy["run_index"]) == [0, 1] and (energy["co2_kg"] > 0).all()
+    assert list(energy["run_index"]) == [0, 1] and (energy["carbon_kg"] > 0).all()
+    # the Energy page's figures for the same runs
+    page = qe.run_energy(cur, start=NOW - 48 * H, end=NOW, runs=[("1001", 0), ("1001", 1)])
+    assert energy["facility_kwh"].sum() == pytest.approx(page["facility_kwh"].sum())
     assert jobs.failures(cur, job_id="1001")["category"].tolist() == ["infrastructure"]
     assert jobs.job(cur, job_id="nope") is None
     assert jobs.telemetry(cur, job_id="1006", now=NOW).empty  # pending: no GPU yet

@@ -69,7 +69,7 @@ def update_over_time(data, _n=None):
     """One query (energy per hour or day), two figures."""
     f, start, end = _window(data)
     by = "hour" if end - start <= HOURLY_UP_TO else "day"
-    df = eq.energy_by(context.reader(), start=start, end=end, by=by)
+    df = eq.energy_by(context.reader(), start=start, end=end, by=by, opts=context.options())
     return (fa.energy_over_time(df, x=by), fa.pue_and_intensity(df, x=by),
             f"{f.label} · {fmt_time(end)}")
 
@@ -79,10 +79,11 @@ def update_over_time(data, _n=None):
 def update_by(data, key="rack", _n=None):
     _, start, end = _window(data)
     key = key if key in BY else "rack"
+    opts = context.options()
     if key in ("rack", "partition"):
-        df = eq.energy_by(context.reader(), start=start, end=end, by=key)
+        df = eq.energy_by(context.reader(), start=start, end=end, by=key, opts=opts)
     else:
-        df = eq.job_energy(context.reader(), start=start, end=end, by=key)
+        df = eq.job_energy(context.reader(), start=start, end=end, by=key, opts=opts)
     return fa.energy_by(df, key=key, label=BY[key])
 
 
@@ -90,7 +91,7 @@ def update_by(data, key="rack", _n=None):
           Input(ids.refresh("energy"), "n_intervals"))
 def update_failures(data, _n=None):
     _, start, end = _window(data)
-    df = eq.failure_carbon(context.reader(), start=start, end=end)
+    df = eq.failure_carbon(context.reader(), start=start, end=end, opts=context.options())
     return fa.categories_bar(df, cat="category", value="lost_carbon_kg",
                              x_title="Emissions of lost GPU-hours (kg CO₂e)",
                              empty="No failure cost any energy in this range.")
@@ -100,6 +101,7 @@ def update_failures(data, _n=None):
           Input(ids.refresh("energy"), "n_intervals"))
 def update_idle(data, _n=None):
     _, start, end = _window(data)
-    df = eq.idle_energy(context.reader(), start=start, end=end)
+    df = eq.idle_energy(context.reader(), start=start, end=end,
+                        idle_util_pct=context.options().idle_util_pct)
     return fa.categories_bar(df, cat="state", value="gpu_kwh", x_title="GPU energy (kWh)",
                              empty="No 1-minute telemetry in this range.")

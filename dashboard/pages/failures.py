@@ -101,7 +101,10 @@ def update_temperatures(data, _n=None):
 def update_lemons(data, _n=None):
     f = from_query(data)
     start, end = f.window(context.now())
-    df = _scoped(fq.lemon_nodes(context.reader(), start=start, end=end), f)
+    opts = context.options()
+    df = _scoped(fq.lemon_nodes(context.reader(), start=start, end=end,
+                                min_failures=opts.lemon_min_failures,
+                                p_value=opts.lemon_p_value), f)
     df = df[(df["infra_failures"] > 0) | (df["xids"] > 0)].head(25)
     return components.table(df, LEMON_COLUMNS, table_id=ids.FAIL_LEMONS + "-table",
                             empty_message="No node had an infrastructure failure or an XID "

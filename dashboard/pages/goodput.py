@@ -80,8 +80,10 @@ def update_ettr(data, _n=None):
     f = from_query(data)
     now = context.now()
     start, end = f.window(now)
+    opts = context.options()
     df = gq.ettr_jobs(context.reader(), start=start, end=end, now=now,
-                      min_gpus=LARGE_JOB_GPUS)
+                      checkpoint_interval_h=opts.checkpoint_interval_h,
+                      restart_warmup_min=opts.restart_warmup_min, min_gpus=LARGE_JOB_GPUS)
     return fa.ettr_jobs(df, min_gpus=LARGE_JOB_GPUS)
 
 

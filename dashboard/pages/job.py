@@ -116,21 +116,22 @@ def update_telemetry(job_id):
 
 ENERGY_COLUMNS = (
     Column("run_index", "Run", lambda v: str(int(v)), numeric=True),
-    Column("energy_kwh", "Energy", lambda v: f"{v:,.1f} kWh", numeric=True),
-    Column("co2_kg", "Emissions", lambda v: f"{v:,.1f} kg CO₂e", numeric=True),
+    Column("gpu_hours", "GPU-hours", fmt_gpu_hours, numeric=True),
+    Column("gpu_kwh", "GPU energy", lambda v: f"{v:,.1f} kWh", numeric=True),
+    Column("facility_kwh", "Facility energy", lambda v: f"{v:,.1f} kWh", numeric=True),
+    Column("carbon_kg", "Emissions", lambda v: f"{v:,.1f} kg CO₂e", numeric=True),
 )
 
 
 @callback(Output(ids.JOB_ENERGY, "children"), Input(ids.JOB_ID, "data"))
 def update_energy(job_id):
-    df = jobs.energy(context.reader(), job_id=job_id, now=context.now())
+    df = jobs.energy(context.reader(), job_id=job_id, now=context.now(),
+                     opts=context.options())
     if len(df):
-        total = df[["energy_kwh", "co2_kg"]].sum()
-        df = df.assign(run_index=df["run_index"])
-        note = html.P(f"Total {total['energy_kwh']:,.1f} kWh, {total['co2_kg']:,.1f} kg "
-                      "CO₂e" + ("" if df["intensity_complete"].all() else
-                                " (a lower bound: some hours have no grid intensity)"),
-                      className="panel-sub")
+        total = df[["gpu_kwh", "facility_kwh", "carbon_kg"]].sum()
+        note = html.P(f"Total {total['facility_kwh']:,.1f} kWh at the facility (GPUs "
+                      f"{total['gpu_kwh']:,.1f} kWh, the rest the nodes' other parts and "
+                      f"cooling), {total['carbon_kg']:,.1f} kg CO₂e", className="panel-sub")
     else:
         note = None
     return [note, components.table(df, ENERGY_COLUMNS, empty_message=(

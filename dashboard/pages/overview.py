@@ -24,7 +24,6 @@ dash.register_page(
 )
 
 STALE_AFTER_S = 120  # a GPU without a sample this recent counts as not reporting
-CHECKPOINT_INTERVAL_H = 2.0  # assumed checkpoint interval of the lost-hours model
 HEADLINE_CARDS = ("gpus", "allocated", "util", "power", "lost")  # from overview.headline
 
 CARDS = {  # key -> (title, unit hint shown on hover)
@@ -87,7 +86,8 @@ def update_headline(_n_intervals):
     now = context.now()
     h = overview.headline(
         context.reader(), now=now, week_start=overview.iso_week_start(now),
-        checkpoint_interval_h=CHECKPOINT_INTERVAL_H, stale_after_s=STALE_AFTER_S,
+        checkpoint_interval_h=context.options().checkpoint_interval_h,
+        stale_after_s=STALE_AFTER_S,
     )
     texts = headline_texts(h)
     flat = [text for key in HEADLINE_CARDS for text in texts[key]]

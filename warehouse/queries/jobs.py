@@ -3,7 +3,8 @@
 Search is bounded by the range (jobs whose life overlaps ``[start, end)``; an exact
 job id is found whatever its age) and a row cap. A job's telemetry and energy read the
 rollup tier fitting its length (:func:`warehouse.queries.utilisation.tier`) over its
-allocation intervals, at most :data:`MAX_JOB_SPAN` back from ``now``.
+allocation intervals, at most :data:`MAX_JOB_SPAN` back from ``now``; its energy is the
+Energy page's per-run energy (warehouse/queries/energy.py) over that span.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from warehouse.analytics import Options
+from warehouse.queries import energy as qe
 from warehouse.queries.utilisation import TIERS, bucket_s, tier
 
 MAX_JOB_SPAN = timedelta(days=31)
@@ -95,18 +98,6 @@ FROM s GROUP BY 1 ORDER BY 1
     for table in TIERS
 }
 
-_ENERGY = {
-    table: f"""
-WITH {_ON_JOB_GPUS.replace('{tier}', table)}
-SELECT s.run_index, sum(s.energy_j * s.share) / 3.6e6 AS energy_kwh,
-       sum(s.energy_j * s.share / 3.6e6 * c.g_co2_per_kwh) / 1000.0 AS co2_kg,
-       count(c.g_co2_per_kwh) = count(*) AS intensity_complete
-FROM s ASOF LEFT JOIN carbon_intensity c ON s.ts >= c.ts
-GROUP BY s.run_index ORDER BY s.run_index
-"""
-    for table in TIERS
-}
-
 _FAILURES = """
 SELECT run_index, start_ts, end_ts, state, node, rack, category, reason, source, xids,
        evidence, since_checkpoint_h, restart_overhead_h, gpu_hours_lost, checkpoint_known
@@ -180,21 +171,20 @@ def telemetry(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
     return cur.execute(_TELEMETRY[table], params).df()
 
 
-def energy(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
-    """GPU energy (kWh) and emissions (kg CO2e, from ``carbon_intensity``) per run.
-
-    Rollup rows only partly inside an allocation count in proportion. Columns:
-    run_index, energy_kwh, co2_kg, intensity_complete (False when some energy had no
-    grid intensity before it: co2_kg is then a lower bound).
-    """
+def energy(cur, *, job_id: str, now: datetime, opts: Options | None = None) -> pd.DataFrame:
+    """Energy and carbon of each of the job's runs, counted as the Energy page counts
+    them (:func:`warehouse.queries.energy.run_energy`: GPU energy, the node's non-GPU
+    share, PUE, grid intensity). Columns: run_index, gpu_hours, gpu_kwh, it_kwh,
+    facility_kwh, carbon_kg, embodied_kg. Empty when the job never held a GPU."""
     span = _span(cur, job_id, now)
+    cols = ["run_index", "gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg",
+            "embodied_kg"]
     if span is None:
-        return pd.DataFrame(columns=["run_index", "energy_kwh", "co2_kg",
-                                     "intensity_complete"])
-    start, end = span
-    table = tier(start, end)
-    params = {"job_id": job_id, "start": start, "end": end, "step_s": TIERS[table]}
-    return cur.execute(_ENERGY[table], params).df()
+        return pd.DataFrame(columns=cols)
+    held = gpus(cur, job_id=job_id)["run_index"].unique()
+    df = qe.run_energy(cur, start=span[0], end=span[1], opts=opts,
+                       runs=[(job_id, int(r)) for r in held])
+    return df.sort_values("run_index", ignore_index=True)[cols]
 
 
 def failures(cur, *, job_id: str, limit: int = 500) -> pd.DataFrame:
