@@ -64,6 +64,8 @@ FROM allocations a LEFT JOIN nodes n USING (node)
 WHERE a.job_id = $job_id ORDER BY a.run_index, a.node, a.gpu_index LIMIT $limit
 """
 
+_HELD_RUNS = "SELECT DISTINCT run_index FROM allocations WHERE job_id = $job_id"
+
 _SPAN = """
 SELECT greatest(min(start_ts), $floor::TIMESTAMP),
        least(max(coalesce(end_ts, $now::TIMESTAMP)), $now::TIMESTAMP)
@@ -181,9 +183,9 @@ def energy(cur, *, job_id: str, now: datetime, opts: Options | None = None) -> p
             "embodied_kg"]
     if span is None:
         return pd.DataFrame(columns=cols)
-    held = gpus(cur, job_id=job_id)["run_index"].unique()
+    held = cur.execute(_HELD_RUNS, {"job_id": job_id}).fetchall()
     df = qe.run_energy(cur, start=span[0], end=span[1], opts=opts,
-                       runs=[(job_id, int(r)) for r in held])
+                       runs=[(job_id, int(r)) for (r,) in held])
     return df.sort_values("run_index", ignore_index=True)[cols]
 
 
