@@ -30,7 +30,6 @@ import pandas as pd
 
 from warehouse import carbon, usage
 from warehouse.analytics import Options
-from warehouse.queries.utilisation import MINUTE_TIER_MAX
 
 GROUPS = {"fleet": "'fleet'", "rack": "n.rack", "node": "e.node", "partition": "n.partition",
           "hour": "e.ts", "day": "date_trunc('day', e.ts)"}
@@ -205,12 +204,6 @@ _RUN_COLS = ["gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg"]
 _NO_SCOPE = {"partition": None, "rack": None}
 
 RESOLUTIONS = ("minute", "hour")
-
-
-def resolution(start: datetime, end: datetime) -> str:
-    """The live tier of a range the usage table does not hold: ``"minute"`` up to
-    :data:`MINUTE_TIER_MAX`, else ``"hour"``."""
-    return "minute" if end - start <= MINUTE_TIER_MAX else "hour"
 
 
 def _check(res: str | None) -> str | None:
