@@ -19,7 +19,9 @@ One process, one warehouse file, the simulated fleet
    (not timed: that is the exporters' work), then the timed cycle: collector.dcgm
    parse -> sanitize -> writer, committed. Every simulated minute the rollup job and
    the alert evaluation (alerts.runtime.AlertRuntime.evaluate_once) run and are timed.
-3. the scheduler state at NOW, the analytics refresh, the weekly report (if
+3. the scheduler state at NOW, the analytics refresh (then again until the usage table
+   holds every hour of the history, as the service's next refreshes would), the weekly
+   report (if
    dashboard/report is there) and every dashboard page callback (bench/dashboard.py's
    list, called directly) over 24h and 7d.
 
@@ -263,8 +265,15 @@ def run(args) -> int:
             lv = live(wh, fleet, args, alerts)
             s_sched, _ = timed(lambda: wh.ingest_all(fleet.scheduler(NOW)))
             fleet.close()
-            s_refresh, _ = timed(lambda: wh.write(
-                lambda con: refresh(con, NOW, Options())).result())
+            def refresh_once():
+                return timed(lambda: wh.write(
+                    lambda con: refresh(con, NOW, Options())).result())
+
+            s_refresh, done = refresh_once()
+            backfill = [0.0, 0]  # the rest of gpu_usage_1h, as the next refreshes do it
+            while done["usage_pending"]:
+                s, done = refresh_once()
+                backfill = [backfill[0] + s, backfill[1] + 1]
             size = wh.size_bytes()
             report = weekly_report(wh)
             cbs = dashboard_callbacks(wh, args.ranges.split(","), args.runs)
@@ -292,7 +301,9 @@ def run(args) -> int:
         ("alert rules fired in the live window", ", ".join(lv["fired"]) or "none", ""),
         ("history rollup (bulk)", f"{h['rollup_s']:.0f} s", ""),
         ("scheduler state ingest at NOW", f"{s_sched:.1f} s", ""),
-        ("analytics refresh (failures, energy)", f"{s_refresh:.1f} s", ""),
+        ("analytics refresh (failures, energy, 48 usage hours)", f"{s_refresh:.1f} s", ""),
+        ("usage table, the rest of the history", f"{backfill[0]:.1f} s in {backfill[1]} "
+         "more refreshes", ""),
         ("weekly report (build + HTML)", report, ""),
         ("dashboard callbacks, worst p95",
          f"{worst[4] * 1000:,.0f} ms ({worst[0]} {worst[1]} {worst[2]})" if worst else "n/a",
