@@ -45,8 +45,9 @@ def failures_heatmap(df: pd.DataFrame | None, *, rows: str, period: str) -> go.F
     # Periods as labels on a category axis: a date axis with one or two columns shows
     # sub-second ticks. ISO dates and "2026-W47" labels sort in time order.
     fmt = {"D": "%Y-%m-%d", "W": "%G-W%V"}[period]
-    d = df.assign(period=pd.to_datetime(df["end_ts"]).dt.strftime(fmt),
-                  row=df[rows].fillna("(unknown)"))
+    days = pd.to_datetime(df["end_ts"]).dt.floor("D")  # formatted once per distinct day
+    labels = {day: day.strftime(fmt) for day in days.unique()}
+    d = df.assign(period=days.map(labels), row=df[rows].fillna("(unknown)"))
     pivot = d.pivot_table(index="row", columns="period", values="job_id", aggfunc="count",
                           fill_value=0).sort_index()
     return _heatmap(pivot, x_title=label, y_title=rows.title(), z_title="Failed runs",

@@ -80,7 +80,7 @@ def update_failures(data, _n=None):
     """One query (the failures in range), four pure figures."""
     f = from_query(data)
     start, end = f.window(context.now())
-    df = _scoped(fq.failures(context.reader(), start=start, end=end), f)
+    df = _scoped(fq.failures(context.reader(), start=start, end=end, evidence=False), f)
     return (fa.failures_heatmap(df, rows="rack", period="D"),
             fa.failures_heatmap(df, rows="category", period="W"),
             fa.failure_reasons(df), fa.xid_counts(df),

@@ -20,11 +20,12 @@ GROUPS = {
     "week": "date_trunc('week', end_ts)",
 }
 
-_LIST_SQL = """
-SELECT * FROM failures WHERE end_ts >= $start AND end_ts < $end
-  AND ($category IS NULL OR category = $category)
+_LIST_SQL = {  # with the evidence (JSON text per run) or without: breakdowns need none
+    evidence: f"""
+SELECT * {'' if evidence else 'EXCLUDE (evidence)'} FROM failures
+WHERE end_ts >= $start AND end_ts < $end AND ($category IS NULL OR category = $category)
 ORDER BY end_ts DESC, job_id, run_index
-"""
+""" for evidence in (True, False)}
 
 _EXPOSURE_SQL = """
 WITH r AS (
@@ -84,11 +85,12 @@ LEFT JOIN involved v USING (node) LEFT JOIN xids x USING (node)
 """
 
 
-def failures(cur, *, start: datetime, end: datetime, category: str | None = None
-             ) -> pd.DataFrame:
+def failures(cur, *, start: datetime, end: datetime, category: str | None = None,
+             evidence: bool = True) -> pd.DataFrame:
     """Classified failed runs that ended in ``[start, end)``, newest first, with their
-    evidence (JSON text), reason, source and GPU-hours lost."""
-    return cur.execute(_LIST_SQL, {"start": start, "end": end, "category": category}).df()
+    reason, source, GPU-hours lost and (``evidence``) the evidence as JSON text."""
+    return cur.execute(_LIST_SQL[evidence],
+                       {"start": start, "end": end, "category": category}).df()
 
 
 def failures_by(cur, *, start: datetime, end: datetime, by: str = "category") -> pd.DataFrame:
