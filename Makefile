@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bench-quick lint clean
+.PHONY: demo test fuzz bench bench-quick lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest -q
+
+# The property-based tests (marker `property`) with many more examples than `make test`
+# runs (the hypothesis profile "fuzz" in tests/conftest.py). FUZZ_ARGS: more pytest options.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q -m property $(FUZZ_ARGS)
 
 # Each benchmark prints its figures and their ratio to the target. bench-quick runs every
 # one at its `--quick` size (each bench's --help and docs/performance.md give the sizes).
