@@ -28,10 +28,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from collector.dcgm import DcgmCollector  # noqa: E402
 from collector.simulator import Cluster, SimConfig  # noqa: E402
 from warehouse import Warehouse  # noqa: E402
-from warehouse.ingest import raw_append  # noqa: E402
+from warehouse.db import fill, transaction  # noqa: E402
 from warehouse.migrate import migrate  # noqa: E402
+from warehouse.schema import TABLES  # noqa: E402
 
 ANCHOR = datetime(2026, 11, 2)
+
+
+def raw_append(con: duckdb.DuckDBPyConnection, kind: str, table) -> int:
+    """Plain append without idempotency: the baseline gpulens's ingest is compared with."""
+    con.register("batch", table)
+    try:
+        with transaction(con):
+            con.execute(fill("INSERT INTO {table} SELECT * FROM batch", table=TABLES[kind]))
+    finally:
+        con.unregister("batch")
+    return table.num_rows
 
 
 def p95(values: list[float]) -> float:

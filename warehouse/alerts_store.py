@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
 
 import duckdb
+
+from warehouse.db import transaction
 
 _ALERT_FIELDS = (
     "alert_id", "fingerprint", "rule", "severity", "scope", "rack", "node", "gpu_index",
@@ -33,17 +34,6 @@ _INSERT_OUTBOX = (
 )
 
 
-def _transaction(con: duckdb.DuckDBPyConnection, work) -> Any:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        out = work()
-        con.execute("COMMIT")
-        return out
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-
-
 def save_evaluation(con: duckdb.DuckDBPyConnection, *, alerts: Iterable[Mapping],
                     dropped: Iterable[str], groups: Iterable[tuple[str, datetime]],
                     outbox: Iterable[Mapping]) -> None:
@@ -54,8 +44,7 @@ def save_evaluation(con: duckdb.DuckDBPyConnection, *, alerts: Iterable[Mapping]
     dropped = [[d] for d in dropped]
     groups = [list(g) for g in groups]
     outbox_rows = [[o.get(f) for f in _OUTBOX_FIELDS] for o in outbox]
-
-    def work():
+    with transaction(con):
         if alert_rows:
             con.executemany(_UPSERT_ALERT, alert_rows)
         if dropped:
@@ -65,8 +54,6 @@ def save_evaluation(con: duckdb.DuckDBPyConnection, *, alerts: Iterable[Mapping]
             con.executemany("INSERT INTO alert_groups VALUES (?, ?)", groups)
         if outbox_rows:
             con.executemany(_INSERT_OUTBOX, outbox_rows)
-
-    _transaction(con, work)
 
 
 def enqueue(con: duckdb.DuckDBPyConnection, outbox: Iterable[Mapping]) -> None:

@@ -21,14 +21,14 @@ from datetime import timedelta
 
 import pandas as pd
 
-from warehouse.failures import _read_data_csv, _shipped, write_frame
+from warehouse.db import read_data_csv, shipped, write_frame
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 
 
 def region_defaults() -> pd.DataFrame:
     """The shipped per-region defaults: region, g_co2_per_kwh, year."""
-    df = _read_data_csv(_shipped("grid_intensity_defaults.csv"))
+    df = read_data_csv(shipped("grid_intensity_defaults.csv"))
     df["g_co2_per_kwh"] = df["g_co2_per_kwh"].astype(float)
     return df
 

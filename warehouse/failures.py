@@ -21,27 +21,15 @@ plus ``scheduler`` (time limits) and ``unknown``.
 
 from __future__ import annotations
 
-import io
 import os
 from datetime import datetime, timedelta
-from functools import lru_cache
-from importlib import resources
 
 import pandas as pd
 
 from warehouse import goodput
+from warehouse.db import read_data_csv, shipped, write_frame
 
 LOG_TAIL_BYTES = 16_384  # bytes read from the end of a run's log file
-
-
-def _read_data_csv(text: str) -> pd.DataFrame:
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-    return pd.read_csv(io.StringIO("\n".join(lines)), dtype=str, keep_default_na=False)
-
-
-@lru_cache(maxsize=8)
-def _shipped(name: str) -> str:
-    return resources.files("warehouse").joinpath("data", name).read_text()
 
 
 def load_rules(path: str = "") -> pd.DataFrame:
@@ -49,8 +37,8 @@ def load_rules(path: str = "") -> pd.DataFrame:
 
     Raises ValueError naming the file and line of a rule that is not a valid pattern row.
     """
-    text = open(path, encoding="utf-8").read() if path else _shipped("failure_rules.csv")
-    rules = _read_data_csv(text)
+    text = open(path, encoding="utf-8").read() if path else shipped("failure_rules.csv")
+    rules = read_data_csv(text)
     missing = {"pattern", "category", "reason"} - set(rules.columns)
     if missing:
         raise ValueError(f"rules file {path or 'failure_rules.csv'}: missing columns {missing}")
@@ -66,7 +54,7 @@ def load_rules(path: str = "") -> pd.DataFrame:
 def xid_catalog() -> pd.DataFrame:
     """NVIDIA's XID catalogue as shipped: code, mnemonic, name, meaning, action, origin,
     category, reason (the last two empty for XIDs that never classify on their own)."""
-    df = _read_data_csv(_shipped("xid_catalog.csv"))
+    df = read_data_csv(shipped("xid_catalog.csv"))
     df["code"] = df["code"].astype("int32")
     return df
 
@@ -200,7 +188,8 @@ SELECT d.job_id, d.run_index, d.start_ts, d.end_ts, d.state, j.user_name, j.part
                 'failed_node': d.failed_node, 'rule': d.log_rule, 'matched': d.log_match,
                 'log_tail': right(d.text, 500), 'events': d.events,
                 'next_run_start': d.next_start_ts,
-                'checkpoint_known': d.checkpoint_known})::VARCHAR AS evidence,
+                'checkpoint_known': d.checkpoint_known, 'loss_basis': d.loss_basis,
+                'queue_wait_h': d.queue_wait_h})::VARCHAR AS evidence,
        d.restarted, d.since_checkpoint_h, d.restart_overhead_h, d.gpu_hours_lost,
        d.checkpoint_known, $now AS classified_at
 FROM decided d
@@ -211,6 +200,8 @@ LEFT JOIN single_rack sr USING (job_id, run_index)
 
 _REPLACE_SQL = f"""
 DELETE FROM failures WHERE (job_id, run_index) IN (SELECT (job_id, run_index) FROM _f);
+-- runs that ended before the observed history are no failures (warehouse/goodput.py)
+DELETE FROM failures WHERE end_ts <= ({goodput.HISTORY_START_SQL});
 INSERT INTO failures BY NAME ({_CLASSIFY_SQL});
 -- a run across racks is placed in its failed node's rack, when one is known
 UPDATE failures SET rack = n.rack FROM nodes n
@@ -252,22 +243,6 @@ def refresh_failures(con, now: datetime, *, recheck_from: datetime, rules: pd.Da
         con.execute("DROP TABLE IF EXISTS _f")
 
 
-
-
-def write_frame(con, sql: str, name: str, frame: pd.DataFrame) -> int:
-    """Run ``sql`` (an upsert reading the view ``name``) over ``frame`` in one
-    transaction on the writer's connection; return the rows in the frame."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.register(name, frame)
-        con.execute(sql)
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
-    finally:
-        con.unregister(name)
-    return len(frame)
 
 
 _RUN_LOGS_SQL = """

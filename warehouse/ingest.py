@@ -15,6 +15,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warehouse.db import transaction
 from warehouse.schema import APPEND_ONLY, KEYS, SCHEMAS, TABLES
 
 
@@ -82,34 +83,16 @@ def write_batch(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> i
         return 0
     if kind not in APPEND_ONLY:
         table = _last_per_key(kind, table)
-    con.execute("BEGIN TRANSACTION")
+    con.register("batch", table)
     try:
-        con.register("batch", table)
-        if kind in APPEND_ONLY:
-            lo, hi = pc.min_max(table.column("ts")).values()
-            con.execute(append_sql(kind), [lo.as_py(), hi.as_py()])
-            if kind == "samples":
-                con.execute(PENDING_SQL, [lo.as_py(), hi.as_py()])
-        else:
-            con.execute(upsert_sql(kind))
+        with transaction(con):
+            if kind in APPEND_ONLY:
+                lo, hi = pc.min_max(table.column("ts")).values()
+                con.execute(append_sql(kind), [lo.as_py(), hi.as_py()])
+                if kind == "samples":
+                    con.execute(PENDING_SQL, [lo.as_py(), hi.as_py()])
+            else:
+                con.execute(upsert_sql(kind))
+    finally:
         con.unregister("batch")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        con.unregister("batch")
-        raise
-    return table.num_rows
-
-
-def raw_append(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> int:
-    """Plain append without idempotency: the baseline the benchmarks compare against."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.register("batch", table)
-        con.execute(f"INSERT INTO {TABLES[kind]} SELECT * FROM batch")
-        con.unregister("batch")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return table.num_rows

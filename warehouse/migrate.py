@@ -14,6 +14,8 @@ from importlib import resources
 
 import duckdb
 
+from warehouse.db import transaction
+
 _NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 
 
@@ -72,16 +74,11 @@ def migrate(con: duckdb.DuckDBPyConnection, path: str = "") -> list[int]:
     for mig in migrations:
         if mig.version <= have:
             continue
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             con.execute(mig.sql)
             con.execute(
                 "INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)",
                 [mig.version, mig.name],
             )
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
         applied.append(mig.version)
     return applied

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 
 import duckdb
 
-from warehouse.alerts_store import _transaction, enqueue
+from warehouse.alerts_store import enqueue
+from warehouse.db import transaction
 
 _FIELDS = ("week", "format", "week_start", "week_end", "generated_at", "title", "path",
            "size_bytes", "headline")
@@ -31,13 +32,10 @@ def record(con: duckdb.DuckDBPyConnection, files: Iterable[Mapping],
     """Upsert one row per report file and queue ``outbox`` rows, in one transaction."""
     rows = [[f.get(k) for k in _FIELDS] for f in files]
     outbox = list(outbox)
-
-    def work():
+    with transaction(con):
         if rows:
             con.executemany(_UPSERT, rows)
         enqueue(con, outbox)
-
-    _transaction(con, work)
 
 
 def has_report(cur: duckdb.DuckDBPyConnection, week: str) -> bool:

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from gpulens.settings import default
 from warehouse import carbon, usage
 from warehouse.analytics import Options
 
@@ -271,7 +272,8 @@ def job_energy(cur, *, start: datetime, end: datetime, by: str = "job_id",
     return out.sort_values("carbon_kg", ascending=False).reset_index(drop=True)
 
 
-def idle_energy(cur, *, start: datetime, end: datetime, idle_util_pct: float = 5.0,
+def idle_energy(cur, *, start: datetime, end: datetime,
+                idle_util_pct: float = default("energy.idle_util_pct"),
                 resolution: str | None = None) -> pd.DataFrame:
     """GPU-hours and energy (kWh) of unallocated, allocated-but-idle (maximum utilisation
     of the minute, or of the whole hour on the hour tier, below ``idle_util_pct``) and

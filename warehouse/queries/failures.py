@@ -11,6 +11,7 @@ from datetime import datetime
 
 import pandas as pd
 
+from gpulens.settings import default
 from warehouse import reliability
 
 #: Columns a breakdown may group by (constant SQL expressions, never user text).
@@ -131,8 +132,10 @@ def failure_rate(cur, *, start: datetime, end: datetime, gpus_per_node: int = 8,
             "r_f_high": 1000 * high, "mttf": pd.DataFrame(rows)}
 
 
-def lemon_nodes(cur, *, start: datetime, end: datetime, min_failures: int = 3,
-                p_value: float = 0.01, gpus_per_node: int = 8) -> pd.DataFrame:
+def lemon_nodes(cur, *, start: datetime, end: datetime,
+                min_failures: int = default("failures.lemon_min_failures"),
+                p_value: float = default("failures.lemon_p_value"),
+                gpus_per_node: int = 8) -> pd.DataFrame:
     """Nodes ranked by how unlikely their infrastructure failures are under the fleet rate.
 
     expected = fleet r_f x the node's node-days of allocated work; ``p_value`` =

@@ -12,6 +12,7 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
+from gpulens.settings import default
 from warehouse import goodput, reliability
 
 GROUPS = {"week": "date_trunc('week', end_ts)", "user": "user_name",
@@ -23,14 +24,19 @@ _LOST_SQL = (f"SELECT * FROM ({goodput.loss_sql(goodput.BY_END_RANGE)}) "
 _TOTAL_SQL = (f"SELECT coalesce(sum(gpu_hours_lost), 0) "
               f"FROM ({goodput.loss_sql(goodput.BY_END_RANGE)})")
 
+#: The goodput settings' defaults (gpulens/settings/analytics.py): hours, minutes.
+INTERVAL_H = default("goodput.checkpoint_interval_h")
+WARMUP_MIN = default("goodput.restart_warmup_min")
+
 
 def _params(start, end, now, checkpoint_interval_h, restart_warmup_min) -> dict:
     return goodput.loss_params(now=now or end, interval_h=checkpoint_interval_h,
                                warmup_h=restart_warmup_min / 60.0, start=start, end=end)
 
 
-def lost_runs(cur, *, start: datetime, end: datetime, checkpoint_interval_h: float = 2.0,
-              restart_warmup_min: float = 0.0, now: datetime | None = None) -> pd.DataFrame:
+def lost_runs(cur, *, start: datetime, end: datetime, checkpoint_interval_h: float = INTERVAL_H,
+              restart_warmup_min: float = WARMUP_MIN,
+              now: datetime | None = None) -> pd.DataFrame:
     """Failed runs that ended in ``[start, end)`` (and by ``now``, default ``end``) and the
     GPU-hours each lost: since_checkpoint_h + restart_overhead_h (hours) x gpus."""
     return cur.execute(_LOST_SQL, _params(start, end, now, checkpoint_interval_h,
@@ -38,7 +44,8 @@ def lost_runs(cur, *, start: datetime, end: datetime, checkpoint_interval_h: flo
 
 
 def lost_gpu_hours_total(cur, *, start: datetime, end: datetime,
-                         checkpoint_interval_h: float = 2.0, restart_warmup_min: float = 0.0,
+                         checkpoint_interval_h: float = INTERVAL_H,
+                         restart_warmup_min: float = WARMUP_MIN,
                          now: datetime | None = None) -> float:
     """GPU-hours lost to failed runs that ended in ``[start, end)`` (see :func:`lost_runs`)."""
     row = cur.execute(_TOTAL_SQL, _params(start, end, now, checkpoint_interval_h,
@@ -59,7 +66,7 @@ def lost_by(cur, *, start: datetime, end: datetime, by: str = "week") -> pd.Data
 
 
 def ettr_jobs(cur, *, start: datetime, end: datetime, now: datetime,
-              checkpoint_interval_h: float = 2.0, restart_warmup_min: float = 0.0,
+              checkpoint_interval_h: float = INTERVAL_H, restart_warmup_min: float = WARMUP_MIN,
               min_gpus: int = 0, job_type: str | None = None) -> pd.DataFrame:
     """ETTR (productive / wall time, 0..1) of each job active in ``[start, end)``."""
     return goodput.ettr(cur, start=start, end=end, now=now, interval_h=checkpoint_interval_h,

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from gpulens.settings import default
 from warehouse.queries import goodput
 
 _LATEST = """
@@ -88,7 +89,7 @@ def headline(
     *,
     now: datetime,
     week_start: datetime,
-    checkpoint_interval_h: float = 2.0,
+    checkpoint_interval_h: float = default("goodput.checkpoint_interval_h"),
     stale_after_s: float = 120,
 ) -> dict:
     """The Overview's headline figures as plain Python values (None where unknown).

@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 
+from gpulens.settings import default
 from warehouse import carbon
 from warehouse.analytics import Options
 from warehouse.queries import energy as qe
@@ -169,7 +170,8 @@ def _f(v) -> float:
     return 0.0 if v is None or (isinstance(v, float) and np.isnan(v)) else float(v)
 
 
-def fleet_hours(cur, *, start: datetime, end: datetime, idle_util_pct: float = 5.0) -> dict:
+def fleet_hours(cur, *, start: datetime, end: datetime,
+                idle_util_pct: float = default("energy.idle_util_pct")) -> dict:
     """GPU-hours and GPU energy of the week from the 1-hour tier (see module docstring):
     gpus (installed), scheduled_gpu_h (allocations, with or without telemetry),
     reporting_gpu_h, allocated_gpu_h and utilised_gpu_h (with telemetry),
@@ -241,7 +243,9 @@ def _ettr(jobs: pd.DataFrame) -> dict:
 
 
 def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datetime,
-                 opts: Options | None = None, large_job_gpus: int = 64, top: int = 5,
+                 opts: Options | None = None,
+                 large_job_gpus: int = default("reports.large_job_gpus"),
+                 top: int = default("reports.top"),
                  gpus_per_node: int = 8) -> dict:
     """Every figure of one report week ``[start, end)`` (clipped at ``now``), by section:
     ``fleet``, ``reliability``, ``thermal``, ``energy``; scalars plus small frames."""

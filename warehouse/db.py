@@ -1,0 +1,85 @@
+"""Database helpers every warehouse module shares: transactions, SQL templates, data files.
+
+- :func:`transaction`: ``with transaction(con): ...`` commits when the block ends and
+  rolls back (then re-raises) when it raises.
+- :func:`fill`: the one way SQL text is composed. A template is a plain string with
+  ``{name}`` markers; ``fill(template, name=fragment)`` puts trusted fragments (table and
+  column names from this package's allow-lists, other templates) at those markers and
+  leaves every other brace alone, so DuckDB's struct and map literals (``{'a': 1}``)
+  survive. ``str.format`` and f-strings are not used on SQL: both read every brace.
+  Values never go through ``fill``; they travel as parameters (``$name`` / ``?``).
+- :func:`shipped` and :func:`read_data_csv`: the CSV files shipped in
+  ``warehouse/data/`` (``#`` comment lines name their sources).
+- :func:`write_frame`: an upsert over a pandas frame in one transaction.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from importlib import resources
+
+import pandas as pd
+
+_MARKER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@contextmanager
+def transaction(con) -> Iterator:
+    """BEGIN on ``con``; COMMIT when the block ends, ROLLBACK and re-raise when it raises
+    (any exception, KeyboardInterrupt included)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def fill(template: str, **fragments: str) -> str:
+    """``template`` with each ``{name}`` marker whose name is given replaced by its
+    fragment; markers not given stay for a later ``fill``, other braces are untouched.
+    Raises KeyError naming a fragment the template has no marker for (a typo)."""
+    found = set(_MARKER.findall(template))
+    unknown = set(fragments) - found
+    if unknown:
+        raise KeyError(f"SQL template has no marker {sorted(unknown)}; it has {sorted(found)}")
+
+    def put(m: re.Match) -> str:
+        name = m.group(1)
+        return str(fragments[name]) if name in fragments else m.group(0)
+
+    return _MARKER.sub(put, template)
+
+
+def names(columns) -> str:
+    """``a, b, c``: a column list for SQL from names this package declares."""
+    return ", ".join(columns)
+
+
+@lru_cache(maxsize=8)
+def shipped(name: str) -> str:
+    """The text of ``warehouse/data/<name>``."""
+    return resources.files("warehouse").joinpath("data", name).read_text()
+
+
+def read_data_csv(text: str) -> pd.DataFrame:
+    """A data CSV as strings (empty cells stay ``""``), skipping blank and ``#`` lines."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    return pd.read_csv(io.StringIO("\n".join(lines)), dtype=str, keep_default_na=False)
+
+
+def write_frame(con, sql: str, name: str, frame: pd.DataFrame) -> int:
+    """Run ``sql`` (an upsert reading the view ``name``) over ``frame`` in one
+    transaction on the writer's connection; return the rows in the frame."""
+    con.register(name, frame)
+    try:
+        with transaction(con):
+            con.execute(sql)
+    finally:
+        con.unregister(name)
+    return len(frame)
