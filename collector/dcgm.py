@@ -23,6 +23,7 @@ exporter started, so an XID is an *event* only when the gauge changes; see
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.nodenames import NodeNames, host_of
 from collector.promtext import label_values, parse_texts_lenient
 from warehouse.clock import naive_utc as _naive_utc
 from warehouse.schema import SCHEMAS
@@ -102,39 +104,137 @@ FIELDS: tuple[Field, ...] = (
     Field(("DCGM_FI_DEV_XID_ERRORS",), "xid_last", 1.0, "i", "gauge",
           "Value of the last XID error encountered."),
 )
+# Not stored as such: GPU utilisation where DCGM_FI_DEV_GPU_UTIL is absent (MIG GPUs).
+GR_ACTIVE = Field(("DCGM_FI_PROF_GR_ENGINE_ACTIVE",), "gr_active_pct", 100.0, "d", "gauge",
+                  "Ratio of time the graphics engine is active (in %).")
+FIELDS = FIELDS + (GR_ACTIVE,)
 _FIELD_OF_NAME = {n: i for i, f in enumerate(FIELDS) for n in f.names}
 # Preference among a field's alternative names: lower rank wins.
 _RANK_OF_NAME = {n: r for f in FIELDS for r, n in enumerate(f.names)}
+_COL = {f.column: j for j, f in enumerate(FIELDS)}
+
+# How the series of a MIG GPU's instances (labels GPU_I_ID, GPU_I_PROFILE) make the
+# GPU's value: memory adds up; activity ratios are weighted by each instance's compute
+# slices (the N of an "Ng.XXgb" profile) over the GPU's slices; other fields are the
+# GPU's own, repeated on every instance's series (the first is taken).
+_MIG_SUM = frozenset({"mem_used_mib"})
+_MIG_WEIGHTED = frozenset({"sm_active_pct", "gr_active_pct"})
+# Compute slices of a whole GPU in MIG mode (NVIDIA MIG user guide, "Supported
+# profiles"): 4 on an A30, 7 on A100, H100, H200 and later.
+MIG_SLICES_DEFAULT = 7
+MIG_SLICES = {"A30": 4}
+
+# DCGM's limits (dcgm_structs.h).
+DCGM_MAX_NUM_DEVICES = 32  # GPU indices are 0..31
+INT32_MAX = 2**31 - 1
+EXACT_INT = 2.0**53  # above, float64 (how the text carries numbers) skips integers
+
+# Reasons under which refused values and lines are counted (source.dropped).
+GPU_INDEX = "row: gpu label not a GPU index 0-31"
+NO_GPU = "no GPU metrics (no DCGM_FI_* line with a gpu label 0-31)"
 
 
 @dataclass
 class ScrapeResult:
-    """Samples (SCHEMAS["samples"]), XID events (SCHEMAS["events"]) and per-target errors."""
+    """Samples (SCHEMAS["samples"]), XID events (SCHEMAS["events"]), per-target errors
+    (a target listed here delivered no row) and counts of what was refused, per reason."""
 
     samples: pa.Table
     errors: dict[str, str] = field(default_factory=dict)
     events: pa.Table = field(default_factory=lambda: SCHEMAS["events"].empty_table())
+    dropped: Counter = field(default_factory=Counter)
 
 
-def _blank(v: np.ndarray, int32_blank: bool) -> np.ndarray:
-    """True where ``v`` is NaN or one of DCGM's blank sentinels."""
-    out = np.isnan(v) | ((v >= FP64_BLANK) & (v <= FP64_BLANK + 15))
-    out |= v >= float(INT64_BLANK) - 1024.0  # float64 cannot tell the 16 apart
-    if int32_blank:
-        out |= (v >= INT32_BLANK) & (v <= INT32_BLANK + 15)
-    return out
+def clean_values(value: np.ndarray, fid: np.ndarray, counts: Counter | None = None
+                 ) -> np.ndarray:
+    """``value`` (as exporters print them) with blanks and impossible values as NaN.
+
+    Observation ``i`` is field ``FIELDS[fid[i]]``. DCGM's blank families become NaN
+    silently (they mean "no value"; ``dcgm_structs.h``: an int field's value in
+    [``DCGM_INT32_BLANK``, 2**31) or >= ``DCGM_INT64_BLANK``, a double field's value >=
+    ``DCGM_FP64_BLANK`` = 2**47), as does NaN. The energy counter legitimately passes
+    through the int32 family, so only the int64 one is blank there. Counted in
+    ``counts`` under ``"value: <column> <why>"`` and made NaN: an infinity, a value of
+    an int field that is not an integer or is beyond 2**53 (the text's float64 cannot
+    hold it exactly), and an XID beyond int32 (4294967295, 3000000000).
+    """
+    value = np.array(value, dtype=np.float64, copy=True)
+    if not len(value):
+        return value
+    nf = len(FIELDS)
+    is_int = np.array([f.dcgm_type == "i" for f in FIELDS] + [False])[fid]
+    i32_blank = np.array([f.dcgm_type == "i" and f.column != "energy_j" for f in FIELDS]
+                         + [False])[fid]
+    blank = np.isnan(value)
+    blank |= ~is_int & (value >= FP64_BLANK)
+    # float64 rounds the int64 family; an int field's infinity is no int64 at all
+    blank |= is_int & (value >= float(INT64_BLANK) - 1024.0) & np.isfinite(value)
+    blank |= i32_blank & (value >= INT32_BLANK) & (value <= INT32_MAX)
+    finite = np.isfinite(value)
+    reasons = [("not finite", ~blank & ~finite)]
+    with np.errstate(invalid="ignore"):
+        reasons.append(("not an integer", ~blank & finite & is_int
+                        & (np.floor(value) != value)))
+        reasons.append(("beyond 2^53", ~blank & finite & (np.abs(value) > EXACT_INT)))
+        reasons.append(("outside int32", ~blank & finite & (fid == _COL["xid_last"])
+                        & ((value > INT32_MAX) | (value < -INT32_MAX - 1))))
+    bad = np.zeros(len(value), dtype=bool)
+    for why, mask in reasons:
+        mask &= ~bad
+        if counts is not None and mask.any():
+            for j, n in enumerate(np.bincount(fid[mask], minlength=nf).tolist()):
+                if n:
+                    counts[f"value: {FIELDS[j].column} {why}"] += n
+        bad |= mask
+    value[blank | bad] = np.nan
+    return value
 
 
-def _gpu_labels(labels: pa.DictionaryArray) -> tuple[np.ndarray, list, list]:
-    """Per unique label set: gpu index (-1 if none), uuid, hostname."""
-    uniq = labels.dictionary
-    gpu = label_values(uniq, "gpu")
-    ok = pc.fill_null(pc.match_substring_regex(gpu, r"^[0-9]{1,4}$"), False)
-    gpu_i = pc.fill_null(pc.cast(pc.if_else(ok, gpu, None), pa.int64()), -1).to_numpy()
-    uuid = pc.coalesce(label_values(uniq, "UUID"), label_values(uniq, "uuid")).to_pylist()
-    host = pc.coalesce(label_values(uniq, "Hostname"),
-                       label_values(uniq, "hostname")).to_pylist()
-    return gpu_i, uuid, host
+def mig_slices(profile: str | None) -> int:
+    """Compute slices of a MIG profile name: ``"3g.40gb"`` -> 3; 1 when unreadable."""
+    if profile:
+        head = profile.split("g.", 1)[0]
+        if head.isdigit() and 0 < int(head) <= 8:
+            return int(head)
+    return 1
+
+
+def gpu_slices(model: str | None) -> int:
+    """Compute slices of a whole GPU of ``model`` (its modelName label) in MIG mode."""
+    for key, n in MIG_SLICES.items():
+        if model and key in model:
+            return n
+    return MIG_SLICES_DEFAULT
+
+
+def gpu_index(labels: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Per label set: the GPU index from label ``gpu`` (-1 where there is none) and
+    whether a ``gpu`` label was present but is not an index 0..31 (refused)."""
+    gpu = label_values(labels, "gpu")
+    ok = pc.fill_null(pc.match_substring_regex(gpu, r"^[0-9]{1,2}$"), False)
+    idx = pc.fill_null(pc.cast(pc.if_else(ok, gpu, None), pa.int64()), -1).to_numpy()
+    idx = np.where(idx < DCGM_MAX_NUM_DEVICES, idx, -1)
+    refused = (idx < 0) & pc.is_valid(gpu).to_numpy(zero_copy_only=False)
+    return idx, refused
+
+
+def _label_sets(labels: pa.Array) -> dict[str, object]:
+    """Per unique label set: gpu index, refused flag, uuid, host, MIG instance, weights."""
+    gpu_i, refused = gpu_index(labels)
+    uuid = pc.coalesce(label_values(labels, "UUID"), label_values(labels, "uuid")).to_pylist()
+    host = pc.coalesce(label_values(labels, "Hostname"),
+                       label_values(labels, "hostname")).to_pylist()
+    inst = label_values(labels, "GPU_I_ID")
+    ok = pc.fill_null(pc.match_substring_regex(inst, r"^[0-9]{1,6}$"), False)
+    inst_i = pc.fill_null(pc.cast(pc.if_else(ok, inst, None), pa.int64()), -1).to_numpy()
+    profiles = label_values(labels, "GPU_I_PROFILE").to_pylist()
+    models = label_values(labels, "modelName").to_pylist()
+    return {
+        "gpu": gpu_i, "refused": refused, "uuid": uuid, "host": host, "inst": inst_i,
+        "profile": profiles,
+        "weight": np.array([mig_slices(p) for p in profiles], np.float64),
+        "slices": np.array([gpu_slices(m) for m in models], np.float64),
+    }
 
 
 def parse_scrapes(
@@ -142,70 +242,136 @@ def parse_scrapes(
     ts: datetime,
     interval_s: float = 15.0,
     nodes: Mapping[str, str] | None = None,
+    names: NodeNames | None = None,
 ) -> ScrapeResult:
     """Parse dcgm-exporter texts (``target -> text``) into one samples row per GPU.
 
     ``ts`` is the scrape time (zone-aware is converted to naive UTC); ``interval_s`` the
-    sampling period each row stands for, seconds. A target whose text is not valid
-    exposition format, or that carries no GPU metric at all, is left out and reported in
-    ``errors``; the other targets are unaffected. ``nodes`` maps a target to its node
-    name when the exporter's ``Hostname`` label cannot be trusted (in Kubernetes it is
-    the exporter pod's name); a mapped target's name wins over the label.
+    sampling period each row stands for, seconds. A bad line costs that line, a bad
+    value that value (NULL), both counted in ``dropped``; a target that yields no GPU
+    row (nothing but bad lines, or no GPU metric at all) is reported in ``errors``; the
+    other targets are unaffected. Node names follow :mod:`collector.nodenames`:
+    ``nodes`` maps a target to the node an operator named for it (it wins over the
+    exporter's ``Hostname`` label, which in Kubernetes is the exporter pod's name);
+    otherwise the label or the target's host, mapped by ``names``.
     """
-    table, errors = parse_texts_lenient(texts)
-    names = table["name"].combine_chunks()
+    dropped: Counter = Counter()
+    table, bad_lines = parse_texts_lenient(texts, counts=dropped)
+    names_ = table["name"].combine_chunks()
     labels = table["labels"].combine_chunks()
     target = table["target"].combine_chunks()
-    targets = target.dictionary.to_pylist() if len(target) else list(texts)
+    targets = list(texts)
+    if len(target):
+        tpos = {t: i for i, t in enumerate(targets)}
+        remap = np.array([tpos[t] for t in target.dictionary.to_pylist()], np.int64)
+        tgt = remap[target.indices.to_numpy()]
+    else:
+        tgt = np.empty(0, np.int64)
 
-    dict_names = names.dictionary.to_pylist()
+    dict_names = names_.dictionary.to_pylist() if len(names_) else []
     fid_of = np.array([_FIELD_OF_NAME.get(n, -1) for n in dict_names] + [-1], np.int64)
     rank_of = np.array([_RANK_OF_NAME.get(n, 0) for n in dict_names] + [0], np.int64)
-    fid = fid_of[names.indices.to_numpy()] if len(names) else np.empty(0, np.int64)
-    rank = rank_of[names.indices.to_numpy()] if len(names) else np.empty(0, np.int64)
+    name_idx = names_.indices.to_numpy() if len(names_) else np.empty(0, np.int64)
+    fid, rank = fid_of[name_idx], rank_of[name_idx]
     lab_idx = labels.indices.to_numpy() if len(labels) else np.empty(0, np.int64)
-    gpu_u, uuid_u, host_u = _gpu_labels(labels) if len(labels) else (np.empty(0), [], [])
-    gpu = gpu_u[lab_idx] if len(lab_idx) else np.empty(0, np.int64)
-    tgt = target.indices.to_numpy().astype(np.int64) if len(target) else np.empty(0, np.int64)
+    sets = _label_sets(labels.dictionary) if len(labels) else None
+    gpu = sets["gpu"][lab_idx] if sets else np.empty(0, np.int64)
     value = table["value"].to_numpy()
 
+    if sets is not None:
+        refused = (fid >= 0) & sets["refused"][lab_idx]
+        if refused.any():
+            dropped[GPU_INDEX] += int(refused.sum())
     keep = (fid >= 0) & (gpu >= 0)
     fid, rank, gpu, tgt, value, lab_idx = (a[keep] for a in (fid, rank, gpu, tgt, value, lab_idx))
-    key = tgt * 65536 + gpu
+    key = tgt * DCGM_MAX_NUM_DEVICES + gpu
     ukey, first_row, row = np.unique(key, return_index=True, return_inverse=True)
-    present = set((ukey // 65536).tolist())
+    present = set((ukey // DCGM_MAX_NUM_DEVICES).tolist())
+    errors: dict[str, str] = {}
     for i, t in enumerate(targets):
-        if t not in errors and t in texts and i not in present:
-            errors[t] = "no GPU metrics (no DCGM_FI_* line with a gpu label)"
+        if i not in present:
+            errors[t] = bad_lines.get(t) or NO_GPU
 
-    grid = fill_grid(len(ukey), row, fid, rank, value)
+    inst = sets["inst"][lab_idx] if sets else np.empty(0, np.int64)
+    weight = sets["weight"][lab_idx] if sets else np.empty(0)
+    slices = sets["slices"][lab_idx[first_row]] if sets else np.empty(0)
+    grid = fill_grid(len(ukey), row, fid, rank, value, inst=inst, weight=weight,
+                     slices=slices, counts=dropped)
 
-    host = [host_u[i] for i in lab_idx[first_row]]
+    names = names or NodeNames()
     nodes = nodes or {}
+    host = [sets["host"][i] for i in lab_idx[first_row]] if sets else []
     node = []
-    for h, k in zip(host, ukey, strict=True):
-        t = targets[int(k // 65536)]
-        node.append(nodes.get(t) or h or t)
-    uuid = [uuid_u[i] for i in lab_idx[first_row]]
-    samples = build_samples(ts, node, (ukey % 65536).astype(np.int16), uuid, grid, interval_s)
-    return ScrapeResult(samples=samples, errors=errors)
+    for h, k in zip(host, ukey.tolist(), strict=True):
+        t = targets[k // DCGM_MAX_NUM_DEVICES]
+        node.append(nodes.get(t) or names(h or host_of(t) or t))
+    uuid = [sets["uuid"][i] for i in lab_idx[first_row]] if sets else []
+    samples = build_samples(ts, node, (ukey % DCGM_MAX_NUM_DEVICES).astype(np.int16), uuid,
+                            grid, interval_s)
+    return ScrapeResult(samples=samples, errors=errors, dropped=dropped)
 
 
 def fill_grid(
-    nrows: int, row: np.ndarray, fid: np.ndarray, rank: np.ndarray, value: np.ndarray
+    nrows: int,
+    row: np.ndarray,
+    fid: np.ndarray,
+    rank: np.ndarray,
+    value: np.ndarray,
+    *,
+    inst: np.ndarray | None = None,
+    weight: np.ndarray | None = None,
+    slices: np.ndarray | None = None,
+    counts: Counter | None = None,
 ) -> np.ndarray:
     """An ``nrows x len(FIELDS)`` grid of values from observations (NaN where none).
 
-    Observation ``i`` is field ``fid[i]`` of row ``row[i]``. When a cell has several
-    (MIG instances, pod labels, two Prometheus jobs scraping one exporter) the first
-    wins, preferring a field's first-listed name (lower ``rank``).
+    Observation ``i`` is field ``fid[i]`` of row ``row[i]``, as the exporter printed it;
+    blanks and impossible values become NaN first (:func:`clean_values`, counted in
+    ``counts``). Several observations of one cell: per MIG instance ``inst[i]`` (-1: not
+    an instance) the first wins, preferring a field's first-listed name (lower ``rank``)
+    - so pod labels or two Prometheus jobs scraping one exporter never count twice. A
+    GPU-level observation (-1) then wins; else the instances make the GPU's value: the
+    sum for memory, for activity ratios the sum of value x ``weight[i]`` (the instance's
+    compute slices) over ``slices[row]`` (the GPU's), else the first instance's value.
+    Where ``util_pct`` is absent, GPU utilisation is the graphics-engine activity.
     """
     nf = len(FIELDS)
-    order = np.lexsort((np.arange(len(row)), rank, row * nf + fid))
-    cell = (row * nf + fid)[order]
-    firsts = order[np.r_[True, cell[1:] != cell[:-1]]] if len(cell) else order
+    n = len(row)
+    inst = np.full(n, -1, np.int64) if inst is None else inst
+    weight = np.ones(n) if weight is None else weight
+    value = clean_values(value, fid, counts)
+    cell = row * nf + fid
+    order = np.lexsort((np.arange(n), rank, inst, cell))
+    c, k = cell[order], inst[order]
+    firsts = order[np.r_[True, (c[1:] != c[:-1]) | (k[1:] != k[:-1])]] if n else order
     grid = np.full((nrows, nf), np.nan)
-    grid[row[firsts], fid[firsts]] = value[firsts]
+    # One observation per (cell, instance) now, ordered by cell then instance (-1 first).
+    fc, fi, fv = cell[firsts], inst[firsts], value[firsts]
+    head = np.r_[True, fc[1:] != fc[:-1]] if len(fc) else np.zeros(0, bool)
+    grid.flat[fc[head]] = fv[head]  # the GPU-level value, or the first instance's
+    mig = fi >= 0
+    gpu_level = np.zeros(nrows * nf, bool)
+    gpu_level[fc[~mig]] = True
+    for column, how in [(c, "sum") for c in _MIG_SUM] + [(c, "w") for c in _MIG_WEIGHTED]:
+        m = mig & (fid[firsts] == _COL[column]) & ~gpu_level[fc]
+        if not m.any():
+            continue
+        v = fv[m] if how == "sum" else fv[m] * weight[firsts][m]
+        ok = ~np.isnan(v)
+        total = np.zeros(nrows * nf)
+        seen = np.zeros(nrows * nf, bool)
+        np.add.at(total, fc[m][ok], v[ok])
+        seen[fc[m][ok]] = True
+        cells = np.unique(fc[m])
+        out = np.where(seen[cells], total[cells], np.nan)
+        if how == "w":
+            gpu_w = np.ones(nrows) if slices is None else np.asarray(slices, np.float64)
+            wsum = np.zeros(nrows * nf)
+            np.add.at(wsum, fc[m], weight[firsts][m])
+            out = out / np.maximum(gpu_w[cells // nf], wsum[cells])
+        grid.flat[cells] = out
+    util, gr = grid[:, _COL["util_pct"]], grid[:, _COL["gr_active_pct"]]
+    grid[:, _COL["util_pct"]] = np.where(np.isnan(util), gr * GR_ACTIVE.scale, util)
     return grid
 
 
@@ -217,19 +383,17 @@ def build_samples(
     grid: np.ndarray,
     interval_s: float = 15.0,
 ) -> pa.Table:
-    """Samples rows from exporter values: ``grid[row, j]`` is field ``FIELDS[j]``.
+    """Samples rows from a grid of :func:`fill_grid`: ``grid[row, j]`` is ``FIELDS[j]``.
 
-    ``grid`` holds values as the exporter prints them (NaN where absent); this applies
-    each field's scale and turns DCGM's blank sentinels into NULL. ``ts`` is one scrape
-    time for all rows, or one per row (naive UTC or zone-aware). Shared by the
-    exporter-text path (:func:`parse_scrapes`) and the Prometheus path.
+    ``grid`` holds values as the exporter prints them, already cleaned (NaN where absent
+    or refused); this applies each field's scale. ``ts`` is one scrape time for all rows,
+    or one per row (naive UTC or zone-aware). Shared by the exporter-text path
+    (:func:`parse_scrapes`) and the Prometheus path.
     """
     n = len(node)
     cols: dict[str, np.ndarray] = {}
     for j, f in enumerate(FIELDS):
-        v = grid[:, j]
-        cols[f.column] = np.where(_blank(v, int32_blank=f.column != "energy_j"), np.nan,
-                                  v * f.scale)
+        cols[f.column] = grid[:, j] * f.scale
 
     def f32(name: str) -> pa.Array:
         return pa.array(cols[name], pa.float32(), from_pandas=True)

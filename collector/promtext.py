@@ -22,7 +22,7 @@ prometheus_client is the reference: the tests compare this parser against it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 
 import numpy as np
 import pyarrow as pa
@@ -163,21 +163,43 @@ def _trim(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, chars: tuple[in
 
 
 class _Bad:
-    """Collects the first bad line per target."""
+    """Marks bad sample lines; keeps per target their count and the first reason."""
 
-    def __init__(self, targets: list[str], data: bytes):
-        self.targets, self.data, self.errors = targets, data, {}
+    def __init__(self, targets: list[str], data: bytes, target: np.ndarray):
+        self.targets, self.data, self.target = targets, data, target
+        self.mask = np.zeros(len(target), dtype=bool)
+        self.first: dict[int, tuple[int, str]] = {}  # target -> (line position, why)
+        self.reasons: dict[str, int] = {}  # why -> lines
 
-    def add(self, mask: np.ndarray, target: np.ndarray, starts, ends, why: str) -> None:
-        for i in np.flatnonzero(mask):
-            name = self.targets[int(target[i])]
-            if name not in self.errors:
-                line = self.data[int(starts[i]) : int(ends[i])].decode("utf-8", "replace")
-                self.errors[name] = f"{why}: {line[:120]!r}"
+    def add(self, mask: np.ndarray, starts, ends, why: str) -> None:
+        new = mask & ~self.mask
+        if not new.any():
+            return
+        self.mask |= new
+        rows = np.flatnonzero(new)
+        self.reasons[why] = self.reasons.get(why, 0) + len(rows)
+        uniq, first = np.unique(self.target[rows], return_index=True)
+        for t, i in zip(uniq.tolist(), rows[first].tolist(), strict=True):
+            line = self.data[int(starts[i]) : int(ends[i])].decode("utf-8", "replace")
+            prev = self.first.get(t)
+            if prev is None or int(starts[i]) < prev[0]:
+                self.first[t] = (int(starts[i]), f"{why}: {line[:120]!r}")
+
+    def errors(self) -> dict[str, str]:
+        """target -> 'N invalid line(s); first: <why>: <line>', in target order."""
+        counts = np.bincount(self.target[self.mask], minlength=len(self.targets))
+        out = {}
+        for t in sorted(self.first):
+            n = int(counts[t])
+            out[self.targets[t]] = (f"{n} invalid line{'s' if n > 1 else ''}; first: "
+                                    f"{self.first[t][1]}")
+        return out
 
 
-def _parse(texts: Mapping[str, str]) -> tuple[pa.Table, dict[str, str]]:
+def _parse(texts: Mapping[str, str], counts=None) -> tuple[pa.Table, dict[str, str]]:
     targets = list(texts)
+    if not targets:
+        return SCHEMA.empty_table(), {}
     values = [texts[t] for t in targets]
     joined = "\n".join(values) + "\n"
     data = joined.encode("utf-8")
@@ -192,13 +214,16 @@ def _parse(texts: Mapping[str, str]) -> tuple[pa.Table, dict[str, str]]:
     starts = np.empty_like(ends)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
+    # The format ends every line with a line feed: a text without one was cut off, and
+    # its last line may be cut inside a number ("12" of "1234"), so it is not trusted.
+    cut = np.isin(ends, [s + n for s, n, v in zip(text_starts.tolist(), sizes, values,
+                                                   strict=True) if v and v[-1] != "\n"])
     _trim(buf, starts, ends, (32, 9, 13))
-    nonblank = starts < ends
-    starts, ends = starts[nonblank], ends[nonblank]
-    sample = buf[starts] != ord("#")
-    starts, ends = starts[sample], ends[sample]
+    keep_line = (starts < ends) & (buf[np.minimum(starts, len(buf) - 1)] != ord("#"))
+    starts, ends, cut = starts[keep_line], ends[keep_line], cut[keep_line]
     target = np.searchsorted(text_starts, starts, side="right") - 1
-    bad = _Bad(targets, data)
+    bad = _Bad(targets, data, target)
+    bad.add(cut, starts, ends, "truncated (no line feed after the last line)")
 
     spaces = np.flatnonzero(buf == 32)
     if b"\t" in data:  # tabs are rare; one memchr pass
@@ -236,7 +261,14 @@ def _parse(texts: Mapping[str, str]) -> tuple[pa.Table, dict[str, str]]:
     broken |= (vstart >= vend) | (name_end <= starts)
     # A timestamp may not contain blanks.
     broken |= has_ts & (_first_at_or_after(spaces, ts_start, ts_end) < ts_end)
-    bad.add(broken, target, starts, ends, "invalid sample line")
+    bad.add(broken, starts, ends, "invalid sample line")
+    # Broken lines get empty ranges at their start, so every range stays inside its line
+    # and the ranges stay increasing (what _substrings needs).
+    name_end = np.where(broken, starts, name_end)
+    has_labels &= ~broken
+    has_ts &= ~broken
+    vstart = np.where(broken, starts, vstart)
+    vend = np.where(broken, starts, vend)
 
     name = _substrings(pbuf, starts, name_end)
     labels = _substrings(pbuf, np.where(has_labels, open1 + 1, starts),
@@ -248,19 +280,16 @@ def _parse(texts: Mapping[str, str]) -> tuple[pa.Table, dict[str, str]]:
     labels = pc.dictionary_encode(labels)
     ok_name = pc.match_substring_regex(name.dictionary, rf"^{_NAME}$").to_numpy(
         zero_copy_only=False)
-    bad.add(~ok_name[name.indices.to_numpy()], target, starts, ends, "invalid metric name")
+    bad.add(~ok_name[name.indices.to_numpy()], starts, ends, "invalid metric name")
     ok_labels = pc.match_substring_regex(labels.dictionary, _LABELS).to_numpy(
         zero_copy_only=False)
-    bad.add(~ok_labels[labels.indices.to_numpy()], target, starts, ends, "invalid label set")
+    bad.add(~ok_labels[labels.indices.to_numpy()], starts, ends, "invalid label set")
 
-    value = _cast_checked(value_s, pa.float64(), rf"^{_FLOAT}$", target, starts, ends, bad)
+    value = _cast_checked(value_s, pa.float64(), rf"^{_FLOAT}$", starts, ends, bad)
     ts_s = pc.if_else(pc.equal(ts_s, ""), None, ts_s)
-    ts = _cast_checked(ts_s, pa.int64(), r"^-?[0-9]+$", target, starts, ends, bad)
+    ts = _cast_checked(ts_s, pa.int64(), r"^-?[0-9]{1,18}$", starts, ends, bad)
 
-    keep = np.ones(len(starts), dtype=bool)
-    if bad.errors:
-        dropped = [i for i, t in enumerate(targets) if t in bad.errors]
-        keep = ~np.isin(target, dropped)
+    keep = ~bad.mask
     mask = pa.array(keep)
     table = pa.table(
         [
@@ -273,24 +302,38 @@ def _parse(texts: Mapping[str, str]) -> tuple[pa.Table, dict[str, str]]:
         ],
         schema=SCHEMA,
     )
-    return table, bad.errors
+    if counts is not None:
+        for why, n in bad.reasons.items():
+            counts[f"line: {why}"] += n
+    return table, bad.errors()
 
 
-def _cast_checked(strings, typ, pattern, target, starts, ends, bad: _Bad) -> pa.Array:
-    """Cast strings to ``typ``; rows that do not match ``pattern`` become NULL and bad."""
+def _cast_checked(strings, typ, pattern, starts, ends, bad: _Bad) -> pa.Array:
+    """Cast strings to ``typ``; rows that do not match ``pattern`` become NULL and bad.
+
+    A timestamp of more than 18 digits (beyond int64 milliseconds) is bad too; a float
+    beyond float64's range (``1e999``) reads as infinity, as Python's ``float`` does.
+    """
     try:
         return pc.cast(strings, typ)
     except (pa.ArrowInvalid, ValueError):
         ok = pc.fill_null(pc.match_substring_regex(strings, pattern), True)
-        bad.add(~ok.to_numpy(zero_copy_only=False), target, starts, ends, "invalid number")
-        return pc.cast(pc.if_else(ok, strings, None), typ)
+        bad.add(~ok.to_numpy(zero_copy_only=False), starts, ends, "invalid number")
+        strings = pc.if_else(ok, strings, None)
+        try:
+            return pc.cast(strings, typ)
+        except (pa.ArrowInvalid, ValueError):  # matched the pattern, beyond arrow's parser
+            conv = float if pa.types.is_floating(typ) else int
+            return pa.array([None if x is None else conv(x) for x in strings.to_pylist()],
+                            typ)
 
 
 def parse_texts(texts: Mapping[str, str]) -> pa.Table:
     """Parse the exposition text of many targets at once (``target -> text``).
 
-    Raises :class:`PromTextError` (naming each bad target and its first bad line) when
-    any non-comment line is not a valid sample line.
+    Raises :class:`PromTextError` (naming each bad target, its count of bad lines and the
+    first) when any non-comment line is not a valid sample line, or a non-empty text does
+    not end with a line feed (it was cut off). Raises nothing else for any ``str`` input.
     """
     table, errors = _parse(texts)
     if errors:
@@ -298,13 +341,18 @@ def parse_texts(texts: Mapping[str, str]) -> pa.Table:
     return table
 
 
-def parse_texts_lenient(texts: Mapping[str, str]) -> tuple[pa.Table, dict[str, str]]:
-    """Like :func:`parse_texts`, but a bad target is dropped whole and reported.
+def parse_texts_lenient(
+    texts: Mapping[str, str], counts: MutableMapping[str, int] | None = None
+) -> tuple[pa.Table, dict[str, str]]:
+    """Like :func:`parse_texts`, but a bad line costs that line only; never raises.
 
-    Returns ``(table, errors)`` where ``errors`` maps each dropped target to the reason;
-    the other targets' samples are all kept.
+    Returns ``(table, errors)``: the table holds every valid sample line of every target;
+    ``errors`` maps each target that had bad lines to ``"N invalid line(s); first: <why>:
+    <line>"``. A text cut off without its final line feed loses its last line. When
+    ``counts`` (a ``collections.Counter``) is given, the bad lines are added to it per
+    reason, as ``"line: <why>"``.
     """
-    return _parse(texts)
+    return _parse(texts, counts)
 
 
 def to_dicts(table: pa.Table) -> Iterable[tuple[str, str, dict[str, str], float, int | None]]:

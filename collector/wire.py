@@ -81,6 +81,8 @@ def render_dcgm(
 
     columns: list[tuple[str, list[str | None]]] = []
     for f in FIELDS:
+        if f.column not in t.column_names and f.column != "throttle_mask":
+            continue  # read but not stored (GPU utilisation of MIG GPUs)
         name = f.names[0]
         if f.column == "throttle_mask":
             thermal = t["throttle_thermal"].to_numpy(zero_copy_only=False)

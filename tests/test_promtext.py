@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.promtext import (
@@ -129,11 +131,13 @@ def test_many_targets_keep_their_rows():
     "bad",
     ["up{a=\"1\" 3", "up 1 2 3", "up abc", "9up 1", 'up{a=1} 2', "up", 'up{a="1"}'],
 )
-def test_one_bad_target_does_not_lose_the_others(bad):
-    texts = {"good": "up 1\n", "bad": f"up 1\n{bad}\n", "also_good": "x 2\n"}
+def test_one_bad_line_costs_that_line_only(bad):
+    texts = {"good": "up 1\n", "bad": f"up 1\n{bad}\nup 3\n", "also_good": "x 2\n"}
     table, errors = parse_texts_lenient(texts)
     assert set(errors) == {"bad"}
-    assert set(table["target"].to_pylist()) == {"good", "also_good"}
+    assert errors["bad"].startswith("1 invalid line; first: invalid") and bad in errors["bad"]
+    rows = [(t, v) for t, _, _, v, _ in to_dicts(table)]
+    assert rows == [("good", 1), ("bad", 1), ("bad", 3), ("also_good", 2)]
     with pytest.raises(PromTextError) as info:
         parse_texts(texts)
     assert "bad" in info.value.errors
@@ -151,3 +155,83 @@ def test_label_values_ignores_lookalikes_inside_other_values():
 def test_empty_input():
     assert parse_texts({}).num_rows == 0
     assert parse_texts({"a": ""}).num_rows == 0
+
+
+# --------------------------------------------------------------- property-based tests
+# Bounded in `make test`; HYPOTHESIS_PROFILE=fuzz (`make fuzz`) runs many more examples.
+
+_LABEL_CHARS = st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")) | st.sampled_from(
+    ['"', "\\", "\n", "{", "}", ",", "=", " ", "#"])
+
+
+def _escape(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+@st.composite
+def sample_lines(draw) -> str:
+    name = draw(st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,12}", fullmatch=True))
+    names = draw(st.lists(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,6}", fullmatch=True),
+                          max_size=4, unique=True))
+    pairs = [f'{k}="{_escape(draw(st.text(_LABEL_CHARS, max_size=8)))}"' for k in names]
+    value = draw(st.one_of(
+        st.floats(allow_nan=False).map(repr),
+        st.integers(-(2**62), 2**62).map(str),
+        st.sampled_from(["NaN", "+Inf", "-Inf", "1e-3", ".5", "7."]),
+    ))
+    ts = draw(st.one_of(st.just(""), st.integers(-(2**40), 2**40).map(lambda t: f" {t}")))
+    body = f"{name}{{{','.join(pairs)}}}" if pairs or draw(st.booleans()) else name
+    return f"{body} {value}{ts}"
+
+
+@st.composite
+def exposition(draw) -> str:
+    lines = draw(st.lists(st.one_of(sample_lines(), st.sampled_from(
+        ["", "# a comment", "# HELP x help", "   "])), min_size=0, max_size=12))
+    return draw(st.sampled_from(["\n", "\r\n"])).join(lines) + "\n"
+
+
+@pytest.mark.property
+@given(exposition())
+def test_property_valid_text_agrees_line_for_line_with_the_reference(text):
+    assert same(ours(text), reference(text)), text
+
+
+@st.composite
+def mutated(draw) -> str:
+    """Valid text with bytes inserted, deleted or cut off; or any text at all."""
+    text = draw(exposition())
+    for _ in range(draw(st.integers(0, 4))):
+        i = draw(st.integers(0, len(text)))
+        op = draw(st.sampled_from(["insert", "delete", "cut"]))
+        if op == "insert":
+            text = text[:i] + draw(st.text(_LABEL_CHARS, min_size=1, max_size=3)) + text[i:]
+        elif op == "delete":
+            text = text[:i] + text[i + 1:]
+        else:
+            text = text[:i]
+    return draw(st.one_of(st.just(text), st.text(max_size=60)))
+
+
+@pytest.mark.property
+@given(st.dictionaries(st.sampled_from(["n1:9400", "n2:9400", "n3"]), mutated(), max_size=3))
+def test_property_bad_input_costs_its_lines_and_raises_only_promtext_error(texts):
+    table, errors = parse_texts_lenient(texts)  # never raises
+    assert set(errors) <= set(texts)
+    rows = {t: 0 for t in texts}
+    for t in table["target"].to_pylist():
+        rows[t] += 1
+    for target, text in texts.items():
+        sample = [ln for ln in text.split("\n") if ln.strip(" \t\r")
+                  and not ln.strip(" \t\r").startswith("#")]
+        bad = int(errors[target].split(" ", 1)[0]) if target in errors else 0
+        assert rows[target] + bad == len(sample), (target, text, errors)
+        if target in errors:
+            assert "invalid" in errors[target] or "truncated" in errors[target]
+    try:
+        strict = parse_texts(texts)
+    except PromTextError as exc:
+        assert errors and exc.errors == errors
+        assert str(exc).startswith(next(iter(errors)))  # names the target
+    else:
+        assert not errors and strict.equals(table)

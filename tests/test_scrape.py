@@ -10,19 +10,10 @@ import pytest
 
 from collector.file_sd import parse_static
 from collector.scrape import DcgmScrapeSource, fetch_all
+from tests.support.exporter_texts import V100
 from tests.support.prometheus import Exporters
 
 TS = datetime.now(UTC).replace(tzinfo=None, microsecond=0)
-
-# dcgm-exporter 3.x on V100s (NVIDIA/dcgm-exporter#250): no pci_bus_id label.
-V100 = """# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).
-# TYPE DCGM_FI_DEV_SM_CLOCK gauge
-DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-a6158b59-2c1e-1e63-0068-9178c4298abd",device="nvidia0",modelName="Tesla V100-SXM2-32GB",Hostname="r6i3n0"} 135
-DCGM_FI_DEV_SM_CLOCK{gpu="1",UUID="GPU-8d5053b3-9280-7d1a-751b-4fd2fdd547c5",device="nvidia1",modelName="Tesla V100-SXM2-32GB",Hostname="r6i3n0"} 135
-# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).
-# TYPE DCGM_FI_DEV_GPU_TEMP gauge
-DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a6158b59-2c1e-1e63-0068-9178c4298abd",device="nvidia0",modelName="Tesla V100-SXM2-32GB",Hostname="r6i3n0"} 33
-"""
 
 # dcgm-exporter 4.x with MIG and a lowercase `hostname` label that is the exporter pod's
 # name (NVIDIA/dcgm-exporter#736); consumer GPUs leave DCGM_FI_DEV_MEMORY_TEMP at 0 or
@@ -54,9 +45,9 @@ def test_texts_as_exporters_print_them(exporters):
     b = dict(src.collect(TS))
     rows = {(r["node"], r["gpu_index"]): r for r in b["samples"].to_pylist()}
     assert rows[("r6i3n0", 0)]["temp_c"] == 33 and rows[("r6i3n0", 1)]["temp_c"] is None
-    # lowercase hostname is read; MIG's first series wins; blank power is NULL.
+    # lowercase hostname is read; MIG instances' memory adds up; blank power is NULL.
     a30 = rows[("dcgm-exporter-wwwjh", 0)]
-    assert a30["mem_used_mib"] == 3744 and a30["temp_c"] == 50
+    assert a30["mem_used_mib"] == 3744 + 12 and a30["temp_c"] == 50
     assert rows[("dcgm-exporter-wwwjh", 1)]["power_w"] is None
     assert a30["sm_active_pct"] is None  # profiling absent
     assert src.status[v100].up and src.status[mig].up

@@ -8,8 +8,8 @@ import pytest
 
 from gpulens.config import ConfigError, load
 from gpulens.sources import build_sources
+from tests.support.exporter_texts import V100
 from tests.support.prometheus import Exporters
-from tests.test_scrape import V100
 from warehouse import Warehouse
 
 
