@@ -254,7 +254,7 @@ def time_callbacks(pages, job_id, ranges, runs) -> list[tuple]:
 
 def browser_times(app, rounds: int = 5) -> list[tuple[str, float, float]]:
     """Seconds from navigation to a drawn page, per path: median and worst of ``rounds``."""
-    from tests.browser import LiveServer, chromium
+    from tests.support.browser import LiveServer, chromium
 
     paths = ["/", "/utilization?range=30d", "/failures?range=30d", "/goodput?range=30d",
              "/energy?range=30d", "/thermal?range=7d", "/jobs?range=7d", "/reports"]

@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from alerts.receiver import start_receiver
+from tests.support.alerts import Incident
 from tests.support.integration import need
-from tests.test_alert_delivery import Incident
 
 pytestmark = pytest.mark.integration
 

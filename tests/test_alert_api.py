@@ -13,7 +13,7 @@ from werkzeug.serving import make_server
 
 from alerts.api import create_blueprint
 from gpulens.cli_alerts import alerts as alerts_cli
-from tests.test_alert_delivery import Incident
+from tests.support.alerts import Incident
 
 
 @pytest.fixture(scope="module")

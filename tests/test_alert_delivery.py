@@ -7,52 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from alerts.runtime import AlertRuntime
 from alerts.sinks import DeliveryError, Sink, post, sign
-from tests.test_alert_helpers import STEP, T0, Cluster, alert_config
-from warehouse import Warehouse
+from tests.support.alerts import T0, Incident
 from warehouse.queries import alerts as q
 
 SECRET = "s3cret-for-tests"
-
-
-class Incident:
-    """A warehouse file, a small cluster with rack r2 failing from +16 min to +30 min,
-    and a runtime on a simulated clock; ``tick()`` is one 15-s cycle of the service."""
-
-    def __init__(self, path, start=T0, **settings):
-        self.path, self.settings = path, settings
-        self.cluster = Cluster()
-        self.start = start
-        self.cluster.incidents.append(("r2", start + timedelta(minutes=16),
-                                       start + timedelta(minutes=30), 12.0))
-        self.now = start
-        self.send = post
-        self.open()
-        self.wh.ingest_all(self.cluster.topology())
-
-    def open(self):
-        self.wh = Warehouse(self.path)
-        self.rt = AlertRuntime(self.wh, alert_config(**self.settings), now=lambda: self.now,
-                               send=lambda *a, **k: self.send(*a, **k))
-
-    def restart(self):
-        self.wh.close()
-        self.open()
-
-    def tick(self, deliver: bool = True):
-        self.wh.ingest("samples", self.cluster.samples(self.now)).result()
-        self.rt.evaluate_once()
-        if deliver:
-            self.rt.deliver_once()
-        self.now += STEP
-
-    def run_until(self, minutes: float, **kw):
-        while self.now < self.start + timedelta(minutes=minutes):
-            self.tick(**kw)
-
-    def outbox(self):
-        return q.list_notifications(self.wh.reader(), now=self.now, since_s=86400 * 30)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from alerts.receiver import start_receiver
 from alerts.runtime import AlertRuntime
 from collector.simulated import SimulatedSource
 from collector.simulator import SimConfig
-from tests.test_alert_helpers import alert_config
+from tests.support.alerts import alert_config
 from warehouse import Warehouse
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from alerts.engine import evaluate
 from alerts.model import FIRING, PENDING, RESOLVED, Rule, Silence, State
 from alerts.rules import DEFAULTS, from_settings
 from alerts.window import build_window
-from tests.test_alert_helpers import STEP, T0, series_window
+from tests.support.alerts import STEP, T0, Cluster, series_window
 
 RULE = Rule("hot", "gpu_column", "gpu", "critical", threshold=85.0, clear=80.0, hold_s=60.0,
             resolve_hold_s=30.0, unit="C", params={"column": "temp_c"})
@@ -154,3 +154,12 @@ def test_critical_xids_are_grouped_per_node():
     [alert] = result.upserts
     assert (alert.node, alert.rack, alert.state, alert.value) == ("r1n0", "r1", FIRING, 2.0)
     assert alert.context["codes"] == [48, 79]
+
+
+def test_cluster_rise_ramps_like_the_simulator():
+    c = Cluster()
+    c.incidents.append(("r2", T0, T0 + timedelta(minutes=30), 12.0))
+    assert c.rise("r2", T0) == 2.4
+    assert c.rise("r2", T0 + timedelta(minutes=4, seconds=59)) == 12.0
+    assert c.rise("r1", T0 + timedelta(minutes=10)) == 0.0
+    assert c.rise("r2", T0 + timedelta(minutes=40)) == 0.0

@@ -14,7 +14,7 @@ import pytest
 
 from dashboard import ids
 from dashboard.formatting import headline_texts
-from tests.browser import (
+from tests.support.browser import (
     LiveServer,
     chromium,
     console_errors,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from dashboard import ids
-from tests.browser import (
+from tests.support.browser import (
     LiveServer,
     chromium,
     console_errors,

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from alerts.model import FIRING
 from alerts.runtime import AlertRuntime
-from tests.test_alert_helpers import STEP, T0, Cluster, alert_config
+from tests.support.alerts import STEP, T0, Cluster, alert_config
 from warehouse import Warehouse, meta
 
 

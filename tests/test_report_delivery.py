@@ -16,7 +16,7 @@ from alerts.mail import MailSink, document
 from alerts.receiver import start_receiver
 from alerts.sinks import DeliveryError
 from dashboard.report import generate as gen
-from tests.test_report import NOW, WEEK, report_config, seeded_copy
+from tests.support.report import NOW, WEEK, report_config, seeded_copy
 from warehouse import Warehouse, alerts_store
 from warehouse.queries import alerts as q
 

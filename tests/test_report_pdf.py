@@ -10,7 +10,7 @@ import pytest
 
 from dashboard.report import generate as gen
 from tests.support.integration import need
-from tests.test_report import NOW, WEEK, report_config, seeded_copy
+from tests.support.report import NOW, WEEK, report_config, seeded_copy
 from warehouse import Warehouse
 from warehouse.queries import reports as qr
 

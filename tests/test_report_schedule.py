@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from gpulens.cli_report import report as report_cmd
 from gpulens.report_schedule import JOB_ID, ReportScheduler
 from tests.support.integration import ROOT
-from tests.test_report import report_config, seeded_copy
+from tests.support.report import report_config, seeded_copy
 from warehouse import Warehouse, reports_store
 
 # the seeded warehouse holds 2026-11-15 00:00 .. 2026-11-17 12:00 (UTC)

@@ -21,7 +21,7 @@ import pytest
 
 CHROMIUM = os.environ.get("GPULENS_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("GPULENS_CHROMEDRIVER", "/usr/bin/chromedriver")
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-output" / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 CHROME_ARGS = (
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",

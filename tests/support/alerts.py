@@ -1,4 +1,5 @@
-"""Shared helpers of the alert tests: recorded series, a small cluster, a runtime config."""
+"""Shared helpers of the alert tests: recorded series, a small cluster, a runtime config,
+and a rack incident run through the alert runtime on a simulated clock."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from datetime import datetime, timedelta
 import numpy as np
 import pandas as pd
 
+from alerts.runtime import AlertRuntime
+from alerts.sinks import post
 from alerts.window import Window
 from gpulens.config import load
+from warehouse import Warehouse
+from warehouse.queries import alerts as q
 
 T0 = datetime(2026, 11, 2, 12, 0, 0)
 STEP = timedelta(seconds=15)
@@ -92,10 +97,40 @@ def alert_config(**overrides):
         **{f"alerts__{k.replace('.', '__')}": v for k, v in overrides.items()})
 
 
-def test_cluster_rise_ramps_like_the_simulator():
-    c = Cluster()
-    c.incidents.append(("r2", T0, T0 + timedelta(minutes=30), 12.0))
-    assert c.rise("r2", T0) == 2.4
-    assert c.rise("r2", T0 + timedelta(minutes=4, seconds=59)) == 12.0
-    assert c.rise("r1", T0 + timedelta(minutes=10)) == 0.0
-    assert c.rise("r2", T0 + timedelta(minutes=40)) == 0.0
+class Incident:
+    """A warehouse file, a small cluster with rack r2 failing from +16 min to +30 min,
+    and a runtime on a simulated clock; ``tick()`` is one 15-s cycle of the service."""
+
+    def __init__(self, path, start=T0, **settings):
+        self.path, self.settings = path, settings
+        self.cluster = Cluster()
+        self.start = start
+        self.cluster.incidents.append(("r2", start + timedelta(minutes=16),
+                                       start + timedelta(minutes=30), 12.0))
+        self.now = start
+        self.send = post
+        self.open()
+        self.wh.ingest_all(self.cluster.topology())
+
+    def open(self):
+        self.wh = Warehouse(self.path)
+        self.rt = AlertRuntime(self.wh, alert_config(**self.settings), now=lambda: self.now,
+                               send=lambda *a, **k: self.send(*a, **k))
+
+    def restart(self):
+        self.wh.close()
+        self.open()
+
+    def tick(self, deliver: bool = True):
+        self.wh.ingest("samples", self.cluster.samples(self.now)).result()
+        self.rt.evaluate_once()
+        if deliver:
+            self.rt.deliver_once()
+        self.now += STEP
+
+    def run_until(self, minutes: float, **kw):
+        while self.now < self.start + timedelta(minutes=minutes):
+            self.tick(**kw)
+
+    def outbox(self):
+        return q.list_notifications(self.wh.reader(), now=self.now, since_s=86400 * 30)
