@@ -12,12 +12,12 @@ RSC1 = 6.50 / 1000  # Meta RSC-1 failures per node-day (Kokolis et al. 2024)
 def test_mttf_matches_the_papers_projection():
     # Kokolis et al.: MTTF = 1 / (N_nodes r_f); 16,384 GPUs on RSC-1 -> 1.8 h,
     # 131,072 GPUs -> 0.23 h.
-    assert R.mttf_hours(16384, RSC1) == pytest.approx(24 / (2048 * RSC1))
-    assert round(R.mttf_hours(16384, RSC1), 1) == 1.8
-    assert round(R.mttf_hours(131072, RSC1), 2) == 0.23
-    assert R.mttf_hours(64, 0.0) == math.inf
+    assert R.mttf_hours(16384, RSC1, 8) == pytest.approx(24 / (2048 * RSC1))
+    assert round(R.mttf_hours(16384, RSC1, 8), 1) == 1.8
+    assert round(R.mttf_hours(131072, RSC1, 8), 2) == 0.23
+    assert R.mttf_hours(64, 0.0, 8) == math.inf
     # gpus_per_node changes the node count, not the per-node rate
-    assert R.mttf_hours(64, RSC1, gpus_per_node=4) == pytest.approx(R.mttf_hours(128, RSC1))
+    assert R.mttf_hours(64, RSC1, gpus_per_node=4) == pytest.approx(R.mttf_hours(128, RSC1, 8))
 
 
 def test_expected_ettr_first_order_model():

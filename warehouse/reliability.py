@@ -26,8 +26,9 @@ def _per_hour(n_nodes: float, failures_per_node_day: float) -> float:
     return n_nodes * failures_per_node_day / HOURS_PER_DAY
 
 
-def mttf_hours(n_gpus: float, failures_per_node_day: float, gpus_per_node: int = 8) -> float:
-    """Mean time to failure of a job on ``n_gpus`` GPUs, hours.
+def mttf_hours(n_gpus: float, failures_per_node_day: float, gpus_per_node: int) -> float:
+    """Mean time to failure of a job on ``n_gpus`` GPUs of nodes holding ``gpus_per_node``
+    each (read it from the warehouse: warehouse/queries/fleet.py), hours.
 
     Kokolis et al. 2024 (Sec. "failure model"): failures of nodes are independent and
     Poisson with rate r_f per node-day, so a job on N_nodes = n_gpus / gpus_per_node nodes

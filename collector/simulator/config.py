@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpulens.settings import setting_field
+
 
 @dataclass(frozen=True)
 class GpuModel:
@@ -54,16 +56,16 @@ class SimConfig:
     """Size, workload and fault knobs of the simulated cluster (see units beside each)."""
 
     # --- size and layout
-    racks: int = 8
-    nodes_per_rack: int = 8
-    gpus_per_node: int = 8
+    racks: int = setting_field("simulator.racks")
+    nodes_per_rack: int = setting_field("simulator.nodes_per_rack")
+    gpus_per_node: int = setting_field("simulator.gpus_per_node")
     zones: int = 2
     racks_per_row: int = 4  # racks side by side in one floor row
     eval_rack_fraction: float = 0.25  # share of racks in the "eval" partition (A100)
     train_model: str = "H100"  # key of MODELS for the "train" partition
     eval_model: str = "A100"  # key of MODELS for the "eval" partition
-    seed: int = 0
-    interval_s: float = 15.0  # telemetry sampling period, seconds
+    seed: int = setting_field("simulator.seed")
+    interval_s: float = setting_field("collect.interval_s")  # sampling period, seconds
 
     # --- workload (target share of a partition's GPUs each job type keeps busy, 0-1)
     pretrain_load: float = 0.55  # of the train partition
@@ -74,11 +76,15 @@ class SimConfig:
     users: int = 30  # number of distinct user names
 
     # --- failures
-    infra_failures_per_1000_node_days: float = 50.0  # hardware/network faults hitting runs
+    # hardware/network faults hitting runs, per 1,000 node-days
+    infra_failures_per_1000_node_days: float = setting_field(
+        "simulator.infra_failures_per_1000_node_days")
     lemon_nodes: int = 1  # nodes with a raised fault rate (they pass health checks)
     lemon_factor: float = 8.0  # how many times more often a lemon node fails
-    checkpoint_interval_h: float = 2.0  # pre-training/SFT checkpoint period, hours
-    restart_overhead_min: float = 15.0  # failure -> requeued run may start, minutes
+    # pre-training/SFT checkpoint period, hours
+    checkpoint_interval_h: float = setting_field("simulator.checkpoint_interval_h")
+    # failure -> requeued run may start, minutes
+    restart_overhead_min: float = setting_field("simulator.restart_overhead_min")
     max_restarts: int = 30  # requeues before a job is left FAILED
     node_repair_h: float = 2.0  # a node is down this long after a hardware fault, hours
     xid_hold_h: float = 1.0  # XID gauge clears after this if no repair follows, hours

@@ -31,6 +31,8 @@ import pandas as pd
 from gpulens.settings import default
 from warehouse import carbon, usage
 from warehouse.analytics import Options
+from warehouse.db import fill
+from warehouse.queries import fleet
 
 GROUPS = {"fleet": "'fleet'", "rack": "n.rack", "node": "e.node", "partition": "n.partition",
           "hour": "e.ts", "day": "date_trunc('day', e.ts)"}
@@ -67,28 +69,28 @@ def run_energy_tail(src: str) -> str:
     filled by the caller with carbon.intensity_ctes()) and the sums per run over the CTE
     ``src`` (columns job_id, run_index, ts, gpu_j, other_j joules, gpu_s seconds).
     Returns gpu_hours, gpu_kwh, it_kwh, facility_kwh and carbon_kg per run."""
-    return f"""buckets AS (SELECT DISTINCT ts FROM {src}),
-{{ctes}}
+    return fill("""buckets AS (SELECT DISTINCT ts FROM {src}),
+{ctes}
 SELECT p.job_id, p.run_index, sum(p.gpu_s) / 3600.0 AS gpu_hours,
        sum(p.gpu_j) / 3.6e6 AS gpu_kwh, sum(p.gpu_j + p.other_j) / 3.6e6 AS it_kwh,
        sum((p.gpu_j + p.other_j) * f.pue) / 3.6e6 AS facility_kwh,
        sum((p.gpu_j + p.other_j) * f.pue * i.g_co2_per_kwh) / 3.6e9 AS carbon_kg
 FROM {src} p JOIN pue_of f USING (ts) JOIN intensity i USING (ts)
 GROUP BY ALL
-"""
+""", src=src)
 
 
 #: Per run over a usage source ``u`` (warehouse/usage.py: live minutes or the table's
 #: hours): GPU energy, the node's non-GPU power shared by GPU-seconds, GPU-seconds.
-_RUN_USAGE_SQL = """
+_RUN_USAGE_SQL = fill("""
 WITH {source},
 per_b AS (
     SELECT u.job_id, u.run_index, u.ts, sum(u.energy_j) AS gpu_j,
-           sum(u.gpu_s * $node_w / coalesce(n.gpus, 8)) AS other_j, sum(u.gpu_s) AS gpu_s
+           sum(u.gpu_s * $node_w / {node_gpus}) AS other_j, sum(u.gpu_s) AS gpu_s
     FROM u LEFT JOIN nodes n USING (node) WHERE u.job_id IS NOT NULL
     GROUP BY ALL
 ),
-""" + run_energy_tail("per_b")
+""", node_gpus=fleet.NODE_GPUS_SQL) + run_energy_tail("per_b")
 
 #: The three states of the GPU-seconds of a usage source ``u``: no allocation held them,
 #: allocated in a minute whose maximum utilisation stayed below $idle_pct, busy.
@@ -146,14 +148,14 @@ idle_power AS (
 _FREE_J = """CASE WHEN alloc_s <= 0 THEN j WHEN alloc_s >= data_s THEN 0.0
                      ELSE least(j, (data_s - alloc_s) * coalesce(p.w, j / data_s)) END"""
 
-_IDLE_HOUR_SQL = f"""
-WITH {_HOUR_CTES},
+_IDLE_HOUR_SQL = fill("""
+WITH {hour_ctes},
 held AS (SELECT node, gpu_index, ts, sum(overlap_s) AS held_s FROM ao GROUP BY ALL),
 g AS (  -- every GPU-hour with the seconds allocations held it (at most its data seconds)
     SELECT h.*, least(coalesce(held.held_s, 0), h.data_s) AS alloc_s
     FROM hours h LEFT JOIN held USING (node, gpu_index, ts)
 ),
-split AS (SELECT g.*, {_FREE_J} AS free_j FROM g, idle_power p),
+split AS (SELECT g.*, {free_j} AS free_j FROM g, idle_power p),
 parts AS (
     SELECT 'unallocated' AS state, data_s - alloc_s AS s, free_j AS j
     FROM split WHERE data_s > alloc_s
@@ -165,10 +167,10 @@ parts AS (
 SELECT state, sum(s) / 3600.0 AS gpu_hours, sum(j) / 3.6e6 AS gpu_kwh,
        sum(j) / nullif(sum(s), 0) AS mean_power_w
 FROM parts GROUP BY 1 ORDER BY 1
-"""
+""", hour_ctes=_HOUR_CTES, free_j=_FREE_J)
 
-_RUN_HOUR_SQL = f"""
-WITH {_HOUR_CTES},
+_RUN_HOUR_SQL = fill("""
+WITH {hour_ctes},
 aw AS (  -- the seconds all allocations held the GPU-hour, beside each allocation
     SELECT *, sum(overlap_s) OVER (PARTITION BY node, gpu_index, ts) AS held_s FROM ao
 ),
@@ -181,23 +183,24 @@ x AS (  -- one join of allocations with the hour tier
 ),
 per_h AS (  -- an allocation's share of the GPU-hour's allocated seconds and energy
     SELECT job_id, run_index, ts, node, sum(alloc_s * share) AS gpu_s,
-           sum((j - {_FREE_J}) * share) AS gpu_j
+           sum((j - {free_j}) * share) AS gpu_j
     FROM x, idle_power p GROUP BY ALL
 ),
 per_run_h AS (  -- the node's non-GPU power shared by GPU-seconds, once per node
     SELECT p.job_id, p.run_index, p.ts, sum(p.gpu_j) AS gpu_j,
-           sum(p.gpu_s * $node_w / coalesce(n.gpus, 8)) AS other_j, sum(p.gpu_s) AS gpu_s
+           sum(p.gpu_s * $node_w / {node_gpus}) AS other_j, sum(p.gpu_s) AS gpu_s
     FROM per_h p LEFT JOIN nodes n USING (node) GROUP BY ALL
 ),
-""" + run_energy_tail("per_run_h")
+""", hour_ctes=_HOUR_CTES, free_j=_FREE_J, node_gpus=fleet.NODE_GPUS_SQL
+) + run_energy_tail("per_run_h")
 
 #: Each query per part path (warehouse/usage.py:plan): the table's hours, live minutes,
 #: or the 1-hour tier's approximation.
-_RUN = {"table": _RUN_USAGE_SQL.replace("{source}", usage.TABLE),
-        "minute": _RUN_USAGE_SQL.replace("{source}", usage.minutes(free=False)),
+_RUN = {"table": fill(_RUN_USAGE_SQL, source=usage.TABLE),
+        "minute": fill(_RUN_USAGE_SQL, source=usage.minutes(free=False)),
         "hour": _RUN_HOUR_SQL}
-_IDLE = {"table": _IDLE_USAGE_SQL.replace("{source}", usage.TABLE),
-         "minute": _IDLE_USAGE_SQL.replace("{source}", usage.minutes(free=True)),
+_IDLE = {"table": fill(_IDLE_USAGE_SQL, source=usage.TABLE),
+         "minute": fill(_IDLE_USAGE_SQL, source=usage.minutes(free=True)),
          "hour": _IDLE_HOUR_SQL}
 _WIDTH = {"table": timedelta(hours=1), "minute": timedelta(minutes=1),
           "hour": timedelta(hours=1)}  # time buckets of carbon intensity and PUE
@@ -226,7 +229,7 @@ def energy_by(cur, *, start: datetime, end: datetime, by: str = "rack",
     if by not in GROUPS:
         raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
     opts = opts or Options()
-    sql = _HOURLY_SQL.format(ctes=carbon.intensity_ctes().strip(), group=GROUPS[by], by=by)
+    sql = fill(_HOURLY_SQL, ctes=carbon.intensity_ctes().strip(), group=GROUPS[by], by=by)
     params = {"start": start, "end": end, "node_w": opts.node_overhead_w,
               **_carbon_params(opts, timedelta(hours=1))}
     return cur.execute(sql, params).df()
@@ -247,7 +250,7 @@ def run_energy(cur, *, start: datetime, end: datetime, opts: Options | None = No
     params = {"node_w": opts.node_overhead_w, "idle_pct": float(opts.idle_util_pct),
               "runs": None if runs is None else [f"{j}:{int(r)}" for j, r in runs],
               **_NO_SCOPE}
-    frames = [cur.execute(*usage.bind(_RUN[p.path].format(ctes=ctes), start=p.start,
+    frames = [cur.execute(*usage.bind(fill(_RUN[p.path], ctes=ctes), start=p.start,
                                       end=p.end, **params,
                                       **_carbon_params(opts, _WIDTH[p.path]))).df()
               for p in usage.plan(cur, start, end, resolution=res)]

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpulens.settings import default
 from warehouse import reliability
+from warehouse.queries import fleet
 
 #: Columns a breakdown may group by (constant SQL expressions, never user text).
 GROUPS = {
@@ -106,7 +107,7 @@ def failures_by(cur, *, start: datetime, end: datetime, by: str = "category") ->
     return cur.execute(sql, {"start": start, "end": end}).df()
 
 
-def failure_rate(cur, *, start: datetime, end: datetime, gpus_per_node: int = 8,
+def failure_rate(cur, *, start: datetime, end: datetime, gpus_per_node: int | None = None,
                  confidence: float = 0.95,
                  job_gpus: tuple[int, ...] = (8, 64, 512, 1024, 4096, 16384, 131072)) -> dict:
     """The fleet's infrastructure failure rate r_f and the MTTF it projects.
@@ -114,8 +115,10 @@ def failure_rate(cur, *, start: datetime, end: datetime, gpus_per_node: int = 8,
     r_f = infrastructure failures / node-days of runs in ``[start, end)`` (Kokolis et al.
     2024), with an exact Poisson confidence interval. Returns ``failures``,
     ``node_days``, ``r_f_per_1000_node_days``, ``r_f_low``, ``r_f_high`` (same unit) and
-    ``mttf`` (a DataFrame: gpus, nodes, mttf_h and its bounds mttf_h_low/high, hours).
+    ``mttf`` (a DataFrame: gpus, nodes, mttf_h and its bounds mttf_h_low/high, hours)
+    and ``gpus_per_node`` (None: read from the warehouse, see warehouse/queries/fleet.py).
     """
+    gpus_per_node = gpus_per_node or fleet.gpus_per_node(cur)
     p = {"start": start, "end": end}
     n = int(cur.execute(_INFRA_COUNT_SQL, p).fetchone()[0])
     node_days = float(cur.execute(_EXPOSURE_SQL, {**p, "gpus_per_node": gpus_per_node}
@@ -129,21 +132,23 @@ def failure_rate(cur, *, start: datetime, end: datetime, gpus_per_node: int = 8,
             for g in job_gpus]
     return {"failures": n, "node_days": node_days, "confidence": confidence,
             "r_f_per_1000_node_days": 1000 * rate, "r_f_low": 1000 * low,
-            "r_f_high": 1000 * high, "mttf": pd.DataFrame(rows)}
+            "r_f_high": 1000 * high, "mttf": pd.DataFrame(rows), "gpus_per_node": gpus_per_node}
 
 
 def lemon_nodes(cur, *, start: datetime, end: datetime,
                 min_failures: int = default("failures.lemon_min_failures"),
                 p_value: float = default("failures.lemon_p_value"),
-                gpus_per_node: int = 8) -> pd.DataFrame:
+                gpus_per_node: int | None = None) -> pd.DataFrame:
     """Nodes ranked by how unlikely their infrastructure failures are under the fleet rate.
 
     expected = fleet r_f x the node's node-days of allocated work; ``p_value`` =
     P(Poisson(expected) >= observed). A node is a ``lemon`` when it has at least
     ``min_failures`` failures attributed to it and p_value < the threshold (Meta's lemon
     nodes fail jobs repeatedly yet pass health checks). Columns include the evidence:
-    XID counts and codes, reasons and the failed runs.
+    XID counts and codes, reasons and the failed runs. A node missing from ``nodes`` counts
+    ``gpus_per_node`` GPUs (None: the fleet's typical node, warehouse/queries/fleet.py).
     """
+    gpus_per_node = gpus_per_node or fleet.gpus_per_node(cur)
     params = {"start": start, "end": end, "gpus_per_node": gpus_per_node}
     df = cur.execute(_NODE_SQL, params).df()
     total_days = float(df["node_days"].sum())

@@ -10,6 +10,8 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from warehouse.queries import fleet
+
 _OPTIONS = """
 SELECT DISTINCT partition AS value, 'partition' AS kind FROM nodes
 WHERE partition IS NOT NULL
@@ -68,7 +70,7 @@ def filter_options(cur, *, partition: str | None = None, limit: int = 5000) -> d
 
 
 def gpus_now(cur, *, now: datetime, rack: str | None = None, node: str | None = None,
-             stale_after_s: float = 120, limit: int = 2048) -> pd.DataFrame:
+             stale_after_s: float = fleet.STALE_AFTER_S, limit: int = 2048) -> pd.DataFrame:
     """Every GPU of ``rack`` (or ``node``) with its latest sample and current job.
 
     Columns: rack, node, gpu_index, gpu_uuid, model, tdp_w, memory_mib, sample_ts,

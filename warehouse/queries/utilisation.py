@@ -22,7 +22,9 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from gpulens.settings import default
 from warehouse import usage
+from warehouse.queries import fleet
 from warehouse.usage import MINUTE_TIER_MAX, SCOPE
 
 TIERS = {"gpu_samples_1m": 60, "gpu_samples_1h": 3600}  # table -> bucket seconds
@@ -244,8 +246,9 @@ def job_utilisation(cur, *, start: datetime, end: datetime, partition: str | Non
 
 
 def idle_allocated_now(cur, *, now: datetime, partition: str | None = None,
-                       rack: str | None = None, idle_pct: float = 5.0,
-                       recent_min: float = 15, stale_after_s: float = 120,
+                       rack: str | None = None,
+                       idle_pct: float = default("energy.idle_util_pct"),
+                       recent_min: float = 15, stale_after_s: float = fleet.STALE_AFTER_S,
                        limit: int = DEFAULT_LIMIT) -> pd.DataFrame:
     """GPUs allocated to a running job but idle: latest sample and every minute of the
     last ``recent_min`` minutes below ``idle_pct`` percent utilisation.

@@ -34,8 +34,10 @@ import pandas as pd
 from gpulens.settings import default
 from warehouse import carbon
 from warehouse.analytics import Options
+from warehouse.db import fill
 from warehouse.queries import energy as qe
 from warehouse.queries import failures as qf
+from warehouse.queries import fleet
 from warehouse.queries import goodput as qg
 from warehouse.queries import thermal as qt
 from warehouse.queries import utilisation as qu
@@ -98,8 +100,8 @@ alb AS (  -- each allocation once per hour it touches: an equi-join with the hou
     FROM al WHERE hi > lo
 )"""
 
-_FLEET_SQL = f"""
-WITH {_ALLOC},
+_FLEET_SQL = fill("""
+WITH {alloc},
 ah AS (
     SELECT node, gpu_index, ts,
            least(3600.0, sum(epoch(least(hi, ts + INTERVAL 1 HOUR))
@@ -122,7 +124,7 @@ SELECT sum(cov) / 3600 AS reporting_gpu_h,
        sum((1 - af) * j) / 3.6e6 AS unallocated_kwh,
        sum(thr) / 3600 AS throttled_gpu_h
 FROM h
-"""
+""", alloc=_ALLOC)
 
 _SCHEDULED_SQL = """
 SELECT coalesce(nullif((SELECT count(*) FROM gpus), 0), (SELECT sum(gpus) FROM nodes), 0),
@@ -131,12 +133,12 @@ SELECT coalesce(nullif((SELECT count(*) FROM gpus), 0), (SELECT sum(gpus) FROM n
         FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start)
 """
 
-_RUN_SQL = """
+_RUN_SQL = fill("""
 WITH {alloc},
 x AS (
     SELECT b.job_id, b.run_index, b.ts,
            epoch(least(b.hi, b.ts + INTERVAL 1 HOUR)) - epoch(greatest(b.lo, b.ts)) AS s,
-           h.energy_j / nullif(h.covered_s, 0) AS w, coalesce(n.gpus, 8) AS node_gpus
+           h.energy_j / nullif(h.covered_s, 0) AS w, {node_gpus} AS node_gpus
     FROM alb b JOIN gpu_samples_1h h USING (node, gpu_index, ts)
     LEFT JOIN nodes n ON n.node = b.node
 ),
@@ -145,7 +147,7 @@ per_h AS (
            sum(s * $node_w / node_gpus) AS other_j, sum(s) AS gpu_s
     FROM x GROUP BY ALL
 ),
-""" + qe.run_energy_tail("per_h")
+""", alloc=_ALLOC, node_gpus=fleet.NODE_GPUS_SQL) + qe.run_energy_tail("per_h")
 
 _JOBS_SQL = """
 SELECT job_id, name, user_name, partition, job_type, gpus FROM jobs
@@ -189,7 +191,7 @@ def run_energy_hourly(cur, *, start: datetime, end: datetime, opts: Options | No
     run_index, gpu_hours, gpu_kwh, it_kwh, facility_kwh, carbon_kg (the hourly analogue
     of :func:`warehouse.queries.energy.run_energy`)."""
     opts = opts or Options()
-    sql = _RUN_SQL.format(alloc=_ALLOC, ctes=carbon.intensity_ctes().strip())
+    sql = fill(_RUN_SQL, ctes=carbon.intensity_ctes().strip())
     params = {"start": start, "end": end, "node_w": opts.node_overhead_w,
               **qe._carbon_params(opts, timedelta(hours=1))}
     return cur.execute(sql, params).df()
@@ -246,9 +248,10 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
                  opts: Options | None = None,
                  large_job_gpus: int = default("reports.large_job_gpus"),
                  top: int = default("reports.top"),
-                 gpus_per_node: int = 8) -> dict:
+                 gpus_per_node: int | None = None) -> dict:
     """Every figure of one report week ``[start, end)`` (clipped at ``now``), by section:
-    ``fleet``, ``reliability``, ``thermal``, ``energy``; scalars plus small frames."""
+    ``fleet``, ``reliability``, ``thermal``, ``energy``; scalars plus small frames.
+    ``gpus_per_node`` (None: read from the warehouse) scales the failure rate and MTTF."""
     opts = opts or Options()
     end = min(end, max(now, start))
     w = {"start": start, "end": end}
