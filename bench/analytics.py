@@ -185,8 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         timed("failures_by category", lambda: qf.failures_by(cur, by="category", **week), scale)
         timed("failure_rate + MTTF", lambda: [qf.failure_rate(cur, **week)], scale)
         timed("lemon_nodes", lambda: qf.lemon_nodes(cur, **week), scale)
-        timed("lost_gpu_hours_total (live)",
-              lambda: [qg.lost_gpu_hours_total(cur, **week)], scale)
+        timed("lost_total (failures table)", lambda: [qg.lost_total(cur, **week)], scale)
         timed("ettr_jobs", lambda: qg.ettr_jobs(cur, now=end, **week), scale)
         wh.close()
     return 0

@@ -7,58 +7,10 @@ from datetime import datetime, timedelta
 import pandas as pd
 import pytest
 
+from tests.support.runs import H, M, T, add_job, rows, run_refresh, topology, xid
 from warehouse import Warehouse
-from warehouse.analytics import Options, refresh
+from warehouse.analytics import Options
 from warehouse.queries import failures as qf
-
-T = datetime(2026, 11, 2)
-H = timedelta(hours=1)
-M = timedelta(minutes=1)
-
-
-# ----------------------------------------------------------- builders (shared by tests)
-
-def topology(wh, nodes=4, gpus=8, racks=2):
-    wh.ingest("nodes", pd.DataFrame({
-        "node": [f"n{i}" for i in range(nodes)],
-        "rack": [f"r{i % racks}" for i in range(nodes)],
-        "partition": "train", "gpus": gpus})).result()
-
-
-def add_job(wh, job_id, runs, *, gpus=8, user="ann", submit=T, end=None, state=None):
-    """runs: dicts with start, end, state and optional exit_code, reason, node (whole
-    node allocation), gpu_indices."""
-    last = runs[-1]
-    wh.ingest("jobs", pd.DataFrame([{
-        "job_id": job_id, "user_name": user, "partition": "train", "gpus": gpus,
-        "submit_ts": submit, "start_ts": runs[0]["start"], "end_ts": end or last["end"],
-        "state": state or last["state"]}])).result()
-    wh.ingest("runs", pd.DataFrame([{
-        "job_id": job_id, "run_index": i, "start_ts": r["start"], "end_ts": r["end"],
-        "state": r["state"], "exit_code": r.get("exit_code", 1 if r["state"] != "COMPLETED"
-                                                 else 0),
-        "reason": r.get("reason"), "gpus": gpus, "failed_node": r.get("failed_node")}
-        for i, r in enumerate(runs)])).result()
-    allocs = [{"job_id": job_id, "run_index": i, "node": node, "gpu_index": g,
-               "start_ts": r["start"], "end_ts": r["end"]}
-              for i, r in enumerate(runs) for node in r.get("nodes", [])
-              for g in r.get("gpu_indices", range(8))]
-    if allocs:
-        wh.ingest("allocations", pd.DataFrame(allocs)).result()
-
-
-def xid(wh, ts, node, gpu, code):
-    wh.ingest("events", pd.DataFrame([{"ts": ts, "node": node, "gpu_index": gpu,
-                                       "kind": "xid", "code": code}])).result()
-
-
-def run_refresh(wh, now=T + 24 * H, settings=None):
-    return wh.write(lambda con: refresh(con, now, settings)).result()
-
-
-def rows(wh):
-    df = wh.reader().execute("SELECT * FROM failures ORDER BY job_id, run_index").df()
-    return {(r.job_id, r.run_index): r for r in df.itertuples()}
 
 
 @pytest.fixture

@@ -9,12 +9,15 @@ The seeded cluster (``seed_overview``), at NOW = Wednesday 2026-11-18 12:00 UTC:
   future and ignored); n2/1's only row is 300 s old: stale, not reporting.
 - allocated now: n1/0, n1/1 (job A run 1), n2/1 (job B); n2/0's job C ended 5 min ago,
   job D starts in an hour.
-- failed runs this week (ISO week from Monday 2026-11-16 00:00):
-  A/0 FAILED 3 h on 2 GPUs, next run 0.5 h later     -> 2 x (min(3, 1) + 0.5) = 3
-  E/0 NODE_FAIL 0.5 h on 8 GPUs, next run 1 h later  -> 8 x (min(0.5, 1) + 1) = 12
-  F/0 TIMEOUT 6 h on 4 GPUs, never requeued          -> 4 x 6 = 24
+- failed runs this week (ISO week from Monday 2026-11-16 00:00), classified by the
+  analytics refresh with the default settings (2-h checkpoint interval, no warm-up); no
+  job records checkpoints, so each loses half an interval of work, at most its run:
+  A/0 FAILED 3 h on 2 GPUs, next run 0.5 h later     -> 2 x min(3, 1) = 2
+  E/0 NODE_FAIL 0.5 h on 8 GPUs, next run 1 h later  -> 8 x min(0.5, 1) = 4
+  F/0 TIMEOUT 6 h on 4 GPUs, never requeued          -> 4 x min(6, 1) = 4
   I/0 OUT_OF_MEMORY 0.25 h, GPUs from the job row (1) -> 1 x 0.25 = 0.25
-  total 39.25; G/0 (failed last week), H/0 (completed), K/0 (ends at NOW) do not count.
+  total 10.25 (queue waits are not lost work); G/0 (failed last week), H/0 (completed),
+  K/0 (ends at NOW) do not count.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import pytest
 
 from tests.support.dash_seed import NOW, seed_overview
 from warehouse import Warehouse
+from warehouse.analytics import Options, refresh
 from warehouse.queries import goodput, overview
 
 WEEK = datetime(2026, 11, 16)
@@ -53,18 +57,24 @@ def test_headline_numbers(wh):
     assert h["mean_util_allocated_pct"] == pytest.approx(60.0)  # n1/0 80, n1/1 40
     assert h["power_kw"] == pytest.approx(1.1)  # 400 + 200 + 500 W
     assert h["latest_sample_ts"] == NOW - timedelta(seconds=10)
-    assert h["gpu_hours_lost_week"] == pytest.approx(39.25)
+    assert h["gpu_hours_lost_week"] == pytest.approx(10.25)
     assert h["failed_runs_week"] == 4
 
 
-def test_lost_runs_follow_the_goodput_model(wh):
-    runs = goodput.lost_runs(wh.reader(), start=WEEK, end=NOW)
-    lost = dict(zip(runs["job_id"], runs["gpu_hours_lost"], strict=True))
-    assert lost == pytest.approx({"A": 3.0, "E": 12.0, "F": 24.0, "I": 0.25})
-    # a shorter checkpoint interval loses less of a requeued run's work
-    runs = goodput.lost_runs(wh.reader(), start=WEEK, end=NOW, checkpoint_interval_h=0.5)
-    lost = dict(zip(runs["job_id"], runs["gpu_hours_lost"], strict=True))
-    assert lost == pytest.approx({"A": 1.5, "E": 10.0, "F": 24.0, "I": 0.25})
+def test_lost_gpu_hours_follow_the_goodput_settings(wh):
+    """The Overview card reads the classified failures, so it moves with the settings."""
+    lost = {r.job_id: r.gpu_hours_lost for r in wh.reader().execute(
+        "SELECT job_id, gpu_hours_lost FROM failures").df().itertuples()}
+    assert lost == pytest.approx({"A": 2.0, "E": 4.0, "F": 4.0, "G": 2.0, "I": 0.25,
+                                  "K": 2.0})
+    # a shorter checkpoint interval loses less work, a warm-up adds to restarted runs
+    opts = Options(checkpoint_interval_h=0.5, restart_warmup_min=30)
+    wh.write(lambda con: refresh(con, NOW, opts)).result()
+    h = overview.headline(wh.reader(), now=NOW, week_start=WEEK)
+    assert h["gpu_hours_lost_week"] == pytest.approx(
+        2 * (0.25 + 0.5) + 8 * (0.25 + 0.5) + 4 * 0.25 + 0.25)
+    assert h["gpu_hours_lost_week"] == pytest.approx(
+        goodput.lost_total(wh.reader(), start=WEEK, end=NOW)["gpu_hours_lost"])
 
 
 def test_headline_of_an_empty_warehouse():

@@ -58,12 +58,6 @@ def test_young_interval_maximises_expected_ettr():
     assert by_grid == pytest.approx(best, rel=0.011)
 
 
-def test_lost_gpu_hours():
-    # 16 GPUs, 1 h since the checkpoint, 15 min until productive again
-    assert R.lost_gpu_hours(16, 1.0, 0.25) == pytest.approx(20.0)
-    assert R.lost_gpu_hours(8, -1.0, 0.5) == pytest.approx(4.0)
-
-
 def test_garwood_interval_matches_tables():
     # exact Poisson limits (Garwood 1936): k = 0 -> [0, 3.689]; k = 10 -> [4.795, 18.390]
     low, high = R.rate_interval(0, 1.0)

@@ -1,21 +1,37 @@
 """GPU-hours lost to failed runs, and the Effective Training Time Ratio (ETTR) of jobs.
 
-The cost model (Kokolis et al. 2024, see warehouse/reliability.py) per failed run:
+The one cost model of gpulens (Kokolis et al. 2024, see warehouse/reliability.py). Every
+view of GPU-hours lost (the ``failures`` table behind Failures, Goodput, the Overview
+card, the weekly report and ``/metrics``) is computed by :func:`loss_sql`. Per failed run:
 
-    gpu_hours_lost = gpus x (since_checkpoint_h + restart_overhead_h)
+    gpu_hours_lost = gpus x (lost_work_h + restart_overhead_h)
 
-- ``since_checkpoint_h``: the run's end minus its last recorded checkpoint (table
-  ``checkpoints``, matched by job and time within the run); if the job records
-  checkpoints but none fell in this run, the whole run; without recorded checkpoints the
-  expected loss, half the configured interval (never more than the run itself).
-- ``restart_overhead_h``: from the run's end to the start of the job's next run, plus a
-  configured warm-up (loading the checkpoint) before the next run is productive.
-- A failed run never followed by another run (by ``now``) lost the whole run and has no
-  restart overhead.
+- ``lost_work_h`` (column ``since_checkpoint_h``): the work the run did since its last
+  checkpoint, whether or not the job ran again (a time-limited run with no follow-on
+  run loses the same work as one that is requeued). ``loss_basis`` says which rule:
+
+  - ``checkpoint``: the run's end minus its last recorded checkpoint (table
+    ``checkpoints``, matched by job and time within the run);
+  - ``no checkpoint in run``: the job records checkpoints but none fell in this run
+    (it failed before its first one): the whole run;
+  - ``never checkpoints``: the warehouse receives checkpoints, none ever for this job:
+    the whole run;
+  - ``assumed interval``: no checkpoint is recorded at all (the site does not report
+    them): the expected loss, half of ``goodput.checkpoint_interval_h``, never more
+    than the run itself.
+
+- ``restart_overhead_h``: when the job ran again, the restarted run's start-up before it
+  is productive (``goodput.restart_warmup_min``, never more than that run lasted). The
+  queue wait between the runs (``queue_wait_h``) is not counted: the GPUs served other
+  jobs meanwhile. A run never followed by another has no restart overhead.
 
 A run is *failed* when Slurm ended it FAILED, NODE_FAIL, TIMEOUT, OUT_OF_MEMORY,
 BOOT_FAIL or DEADLINE, or REQUEUED it with a non-zero exit code (a requeue after a
-failure; preemptions requeue with exit code 0). Hours as the unit of time throughout.
+failure; preemptions requeue with exit code 0). A run that started before the history
+(the first telemetry the warehouse holds, :data:`HISTORY_START_SQL`) was cut at the
+start of history: it counts only when it ended after that start, and then only its hours
+from it (``run_h``); a run that ended before it is no failure of the observed history.
+Hours as the unit of time throughout.
 
 SQL here is assembled only from constant fragments; every value is a parameter.
 """
@@ -44,25 +60,40 @@ def _h(a: str, b: str) -> str:
     return f"((epoch_us({b}) - epoch_us({a})) / 3.6e9)"
 
 
+#: The first telemetry the warehouse holds (the 1-hour tier keeps it longest; else the
+#: 1-minute tier's or the raw samples'): the start of the observed history. NULL (no
+#: telemetry at all) cuts nothing.
+HISTORY_START_SQL = ("SELECT least((SELECT min(ts) FROM gpu_samples_1h), "
+                     "(SELECT min(ts) FROM gpu_samples_1m), (SELECT min(ts) FROM gpu_samples))")
+
+#: How a run's lost work was decided (column ``loss_basis``), see the module docstring.
+LOSS_BASES = ("checkpoint", "no checkpoint in run", "never checkpoints", "assumed interval")
+
+
 def loss_sql(where: str) -> str:
     """SELECT of the failed runs matching ``where`` (one of the constants above) and the
     GPU-hours each lost. Parameters: $now, $states, $interval_h, $warmup_h and those of
     ``where``. Columns: job_id, run_index, start_ts, end_ts, state, exit_code, signal,
     reason, failed_node, gpus, run_h, next_start_ts, restarted, checkpoint_known,
-    since_checkpoint_h, restart_overhead_h, gpu_hours_lost."""
+    loss_basis, queue_wait_h, since_checkpoint_h (the lost work), restart_overhead_h,
+    gpu_hours_lost (hours, GPU-hours)."""
     return f"""
-WITH failed AS (
+WITH history AS (SELECT ({HISTORY_START_SQL}) AS start_ts),
+failed AS (
     SELECT r.job_id, r.run_index, r.start_ts, r.end_ts, r.state, r.exit_code, r.signal,
            r.reason, r.failed_node,
            coalesce(r.gpus, j.gpus, (SELECT count(*) FROM allocations a
                                      WHERE a.job_id = r.job_id
                                        AND a.run_index = r.run_index), 0) AS gpus,
-           greatest(0, {_h('coalesce(r.start_ts, r.end_ts)', 'r.end_ts')}) AS run_h
-    FROM job_runs r LEFT JOIN jobs j USING (job_id)
+           greatest(0, {_h('greatest(coalesce(r.start_ts, r.end_ts), h.start_ts)',
+                           'r.end_ts')}) AS run_h
+    FROM job_runs r LEFT JOIN jobs j USING (job_id), history h
     WHERE r.end_ts IS NOT NULL AND {FAILED_RUN} AND {where}
+      AND (h.start_ts IS NULL OR r.end_ts > h.start_ts)
 ),
 nxt AS (
-    SELECT f.job_id, f.run_index, min(n.start_ts) AS next_start_ts
+    SELECT f.job_id, f.run_index, arg_min(n.start_ts, n.run_index) AS next_start_ts,
+           arg_min(coalesce(n.end_ts, $now), n.run_index) AS next_end_ts
     FROM failed f JOIN job_runs n ON n.job_id = f.job_id AND n.run_index > f.run_index
     WHERE n.start_ts IS NOT NULL AND n.start_ts <= $now
     GROUP BY f.job_id, f.run_index
@@ -77,20 +108,30 @@ ckpt AS (
 ckpt_jobs AS (
     SELECT DISTINCT job_id FROM checkpoints WHERE job_id IN (SELECT job_id FROM failed)
 ),
-costed AS (
-    SELECT f.*, n.next_start_ts, n.next_start_ts IS NOT NULL AS restarted,
-           (k.last_ckpt_ts IS NOT NULL OR cj.job_id IS NOT NULL) AS checkpoint_known,
-           CASE WHEN n.next_start_ts IS NULL THEN f.run_h
-                WHEN k.last_ckpt_ts IS NOT NULL THEN {_h('k.last_ckpt_ts', 'f.end_ts')}
-                WHEN cj.job_id IS NOT NULL THEN f.run_h
-                ELSE least(f.run_h, $interval_h / 2.0) END AS since_checkpoint_h,
-           CASE WHEN n.next_start_ts IS NULL THEN 0.0
-                ELSE greatest(0, {_h('f.end_ts', 'n.next_start_ts')}) + $warmup_h
-           END AS restart_overhead_h
+based AS (
+    SELECT f.*, n.next_start_ts, n.next_end_ts, k.last_ckpt_ts,
+           CASE WHEN k.last_ckpt_ts IS NOT NULL THEN 'checkpoint'
+                WHEN cj.job_id IS NOT NULL THEN 'no checkpoint in run'
+                WHEN EXISTS (SELECT 1 FROM checkpoints) THEN 'never checkpoints'
+                ELSE 'assumed interval' END AS loss_basis
     FROM failed f
     LEFT JOIN nxt n USING (job_id, run_index)
     LEFT JOIN ckpt k USING (job_id, run_index)
     LEFT JOIN ckpt_jobs cj ON cj.job_id = f.job_id
+),
+costed AS (
+    SELECT * EXCLUDE (next_end_ts, last_ckpt_ts),
+           next_start_ts IS NOT NULL AS restarted,
+           loss_basis IN ('checkpoint', 'no checkpoint in run') AS checkpoint_known,
+           CASE WHEN next_start_ts IS NULL THEN NULL
+                ELSE greatest(0, {_h('end_ts', 'next_start_ts')}) END AS queue_wait_h,
+           CASE loss_basis WHEN 'checkpoint' THEN {_h('last_ckpt_ts', 'end_ts')}
+                           WHEN 'assumed interval' THEN least(run_h, $interval_h / 2.0)
+                           ELSE run_h END AS since_checkpoint_h,
+           CASE WHEN next_start_ts IS NULL THEN 0.0
+                ELSE least($warmup_h, greatest(0, {_h('next_start_ts', 'next_end_ts')}))
+           END AS restart_overhead_h
+    FROM based
 )
 SELECT *, gpus * (since_checkpoint_h + restart_overhead_h) AS gpu_hours_lost FROM costed
 """
@@ -103,7 +144,7 @@ def loss_params(*, now, interval_h: float, warmup_h: float, **extra) -> dict:
 
 
 # ETTR per job: productive time / wall time from first submission to completion.
-# productive = sum of run hours - (work lost since checkpoints) - (warm-up of each
+# productive = sum of run hours - (work lost since checkpoints) - (start-up of each
 # restarted run); wall = completion (or now, while the job runs) - first submission.
 ETTR_SQL = f"""
 WITH _ettr_jobs AS (
@@ -123,7 +164,7 @@ runs AS (
 ),
 lost AS (
     SELECT job_id, count(*) AS failures, sum(since_checkpoint_h) AS lost_work_h,
-           sum(CASE WHEN restarted THEN $warmup_h ELSE 0 END) AS warmup_h,
+           sum(restart_overhead_h) AS warmup_h,
            sum(gpu_hours_lost) AS gpu_hours_lost
     FROM ({loss_sql(BY_JOBS)}) GROUP BY job_id
 )

@@ -102,17 +102,6 @@ def optimal_checkpoint_interval_h(
     return young * (1.0 + math.sqrt(d / (2.0 * m)) / 3.0 + d / (18.0 * m)) - d
 
 
-def lost_gpu_hours(n_gpus: float, since_checkpoint_h: float, restart_overhead_h: float) -> float:
-    """GPU-hours one failure costs: n_gpus x (work since the last checkpoint + restart).
-
-    Kokolis et al. 2024: a failed job loses the progress since its last checkpoint and
-    then the time until the restarted job is productive again (the restart overhead u_0),
-    on all of its GPUs. Without a recorded checkpoint the expected loss is half a
-    checkpoint interval (see warehouse/goodput.py).
-    """
-    return n_gpus * (max(0.0, since_checkpoint_h) + max(0.0, restart_overhead_h))
-
-
 # ----------------------------------------------------------------------- Poisson rates
 
 

@@ -172,7 +172,7 @@ def minute_reach(cur) -> datetime | None:
     inside that hour). None without minute rows. Both minima come from statistics."""
     first_m, first_h = cur.execute(
         "SELECT (SELECT min(ts) FROM gpu_samples_1m), (SELECT min(ts) FROM gpu_samples_1h)"
-    ).fetchone()
+    ).fetchall()[0]  # fetched to the end: the writer's connection registers views next
     if first_m is None:
         return None
     hour = floor_hour(first_m)

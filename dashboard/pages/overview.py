@@ -86,7 +86,6 @@ def update_headline(_n_intervals):
     now = context.now()
     h = overview.headline(
         context.reader(), now=now, week_start=overview.iso_week_start(now),
-        checkpoint_interval_h=context.options().checkpoint_interval_h,
         stale_after_s=STALE_AFTER_S,
     )
     texts = headline_texts(h)

@@ -1,8 +1,10 @@
 """Goodput: GPU-hours lost to failures and restarts, ETTR per job, expected ETTR curves.
 
-The cost model is warehouse/goodput.py's (hours, GPU-hours). ``lost_gpu_hours_total`` and
-``lost_runs`` compute live from the scheduler tables with the caller's checkpoint
-interval (the Overview page); ``lost_by`` reads the classified ``failures`` table.
+The cost model is warehouse/goodput.py's (hours, GPU-hours), and GPU-hours lost are
+read from one place: the classified ``failures`` table the analytics refresh keeps with
+the configured goodput settings. :func:`lost_total` (the Overview card, ``/metrics``)
+and :func:`lost_by` (Goodput, the weekly report) both read it; ETTR applies the same
+cost model (:func:`warehouse.goodput.ettr`) to the jobs it measures.
 """
 
 from __future__ import annotations
@@ -19,38 +21,23 @@ GROUPS = {"week": "date_trunc('week', end_ts)", "user": "user_name",
           "partition": "partition", "category": "category", "rack": "rack",
           "job_type": "job_type"}
 
-_LOST_SQL = (f"SELECT * FROM ({goodput.loss_sql(goodput.BY_END_RANGE)}) "
-             "ORDER BY end_ts, job_id, run_index")
-_TOTAL_SQL = (f"SELECT coalesce(sum(gpu_hours_lost), 0) "
-              f"FROM ({goodput.loss_sql(goodput.BY_END_RANGE)})")
-
 #: The goodput settings' defaults (gpulens/settings/analytics.py): hours, minutes.
 INTERVAL_H = default("goodput.checkpoint_interval_h")
 WARMUP_MIN = default("goodput.restart_warmup_min")
 
-
-def _params(start, end, now, checkpoint_interval_h, restart_warmup_min) -> dict:
-    return goodput.loss_params(now=now or end, interval_h=checkpoint_interval_h,
-                               warmup_h=restart_warmup_min / 60.0, start=start, end=end)
-
-
-def lost_runs(cur, *, start: datetime, end: datetime, checkpoint_interval_h: float = INTERVAL_H,
-              restart_warmup_min: float = WARMUP_MIN,
-              now: datetime | None = None) -> pd.DataFrame:
-    """Failed runs that ended in ``[start, end)`` (and by ``now``, default ``end``) and the
-    GPU-hours each lost: since_checkpoint_h + restart_overhead_h (hours) x gpus."""
-    return cur.execute(_LOST_SQL, _params(start, end, now, checkpoint_interval_h,
-                                          restart_warmup_min)).df()
+_TOTAL_SQL = """
+SELECT count(*) AS failed_runs, coalesce(sum(gpu_hours_lost), 0) AS gpu_hours_lost,
+       count(*) FILTER (WHERE restarted) AS restarts
+FROM failures WHERE end_ts >= $start AND end_ts < $end
+"""
 
 
-def lost_gpu_hours_total(cur, *, start: datetime, end: datetime,
-                         checkpoint_interval_h: float = INTERVAL_H,
-                         restart_warmup_min: float = WARMUP_MIN,
-                         now: datetime | None = None) -> float:
-    """GPU-hours lost to failed runs that ended in ``[start, end)`` (see :func:`lost_runs`)."""
-    row = cur.execute(_TOTAL_SQL, _params(start, end, now, checkpoint_interval_h,
-                                          restart_warmup_min)).fetchone()
-    return float(row[0] or 0.0)
+def lost_total(cur, *, start: datetime, end: datetime) -> dict:
+    """GPU-hours lost (``gpu_hours_lost``), ``failed_runs`` and ``restarts`` of the
+    classified failed runs that ended in ``[start, end)``."""
+    runs, lost, restarts = cur.execute(_TOTAL_SQL, {"start": start, "end": end}).fetchone()
+    return {"failed_runs": int(runs), "gpu_hours_lost": float(lost),
+            "restarts": int(restarts)}
 
 
 def lost_by(cur, *, start: datetime, end: datetime, by: str = "week") -> pd.DataFrame:

@@ -13,8 +13,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from gpulens.settings import default
-from warehouse.queries import goodput
+from warehouse.queries import fleet, goodput
 
 _LATEST = """
 latest AS (
@@ -89,8 +88,7 @@ def headline(
     *,
     now: datetime,
     week_start: datetime,
-    checkpoint_interval_h: float = default("goodput.checkpoint_interval_h"),
-    stale_after_s: float = 120,
+    stale_after_s: float = fleet.STALE_AFTER_S,
 ) -> dict:
     """The Overview's headline figures as plain Python values (None where unknown).
 
@@ -98,17 +96,16 @@ def headline(
     latest sample), ``allocated_gpus`` (allocated now), ``allocated_share_pct``
     (allocated / installed, percent), ``mean_util_allocated_pct`` (mean util_pct of the
     latest samples of allocated GPUs, percent), ``power_kw`` (sum of the latest samples'
-    power_w, kilowatts), ``latest_sample_ts``, ``gpu_hours_lost_week`` (GPU-hours, see
-    :func:`warehouse.queries.goodput.lost_runs`), ``failed_runs_week``, ``week_start``,
+    power_w, kilowatts), ``latest_sample_ts``, ``gpu_hours_lost_week`` (GPU-hours of the
+    failed runs that ended since ``week_start``, :func:`warehouse.queries.goodput.lost_total`:
+    the same figure as every other view), ``failed_runs_week``, ``week_start``,
     ``stale_after_s``.
     """
     row = cur.execute(
         _HEADLINE_SQL, {"now": now, "since": _since(now, stale_after_s)}
     ).fetchone()
     gpus, reporting, allocated, util, power_kw, latest_ts = row
-    lost = goodput.lost_runs(
-        cur, start=week_start, end=now, checkpoint_interval_h=checkpoint_interval_h
-    )
+    lost = goodput.lost_total(cur, start=week_start, end=now)
     return {
         "gpus": int(gpus or 0),
         "gpus_reporting": int(reporting or 0),
@@ -117,14 +114,15 @@ def headline(
         "mean_util_allocated_pct": _num(util),
         "power_kw": _num(power_kw),
         "latest_sample_ts": latest_ts,
-        "gpu_hours_lost_week": float(lost["gpu_hours_lost"].sum()) if len(lost) else 0.0,
-        "failed_runs_week": len(lost),
+        "gpu_hours_lost_week": lost["gpu_hours_lost"],
+        "failed_runs_week": lost["failed_runs"],
         "week_start": week_start,
         "stale_after_s": stale_after_s,
     }
 
 
-def rack_floor(cur, *, now: datetime, stale_after_s: float = 120) -> pd.DataFrame:
+def rack_floor(cur, *, now: datetime,
+               stale_after_s: float = fleet.STALE_AFTER_S) -> pd.DataFrame:
     """One row per rack of the topology with its latest-sample figures.
 
     Columns: rack, zone, row, x, y (floor tiles), gpus (installed), gpus_reporting,

@@ -1,0 +1,73 @@
+"""Hand-built job histories for the failure, goodput and energy tests.
+
+A warehouse with ``topology`` (4 nodes of 8 GPUs in 2 racks by default), jobs added with
+``add_job`` (one dict per run), XIDs, checkpoints and telemetry samples, and
+``run_refresh`` to run the analytics refresh as the service does. Times are naive UTC
+around ``T`` (Monday 2026-11-02 00:00).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pandas as pd
+
+from warehouse.analytics import refresh
+
+T = datetime(2026, 11, 2)
+H = timedelta(hours=1)
+M = timedelta(minutes=1)
+
+
+def topology(wh, nodes=4, gpus=8, racks=2):
+    wh.ingest("nodes", pd.DataFrame({
+        "node": [f"n{i}" for i in range(nodes)],
+        "rack": [f"r{i % racks}" for i in range(nodes)],
+        "partition": "train", "gpus": gpus})).result()
+
+
+def add_job(wh, job_id, runs, *, gpus=8, user="ann", submit=T, end=None, state=None):
+    """runs: dicts with start, end, state and optional exit_code, reason, node (whole
+    node allocation), gpu_indices."""
+    last = runs[-1]
+    wh.ingest("jobs", pd.DataFrame([{
+        "job_id": job_id, "user_name": user, "partition": "train", "gpus": gpus,
+        "submit_ts": submit, "start_ts": runs[0]["start"], "end_ts": end or last["end"],
+        "state": state or last["state"]}])).result()
+    wh.ingest("runs", pd.DataFrame([{
+        "job_id": job_id, "run_index": i, "start_ts": r["start"], "end_ts": r["end"],
+        "state": r["state"], "exit_code": r.get("exit_code", 1 if r["state"] != "COMPLETED"
+                                                 else 0),
+        "reason": r.get("reason"), "gpus": gpus, "failed_node": r.get("failed_node")}
+        for i, r in enumerate(runs)])).result()
+    allocs = [{"job_id": job_id, "run_index": i, "node": node, "gpu_index": g,
+               "start_ts": r["start"], "end_ts": r["end"]}
+              for i, r in enumerate(runs) for node in r.get("nodes", [])
+              for g in r.get("gpu_indices", range(8))]
+    if allocs:
+        wh.ingest("allocations", pd.DataFrame(allocs)).result()
+
+
+def xid(wh, ts, node, gpu, code):
+    wh.ingest("events", pd.DataFrame([{"ts": ts, "node": node, "gpu_index": gpu,
+                                       "kind": "xid", "code": code}])).result()
+
+
+def checkpoint(wh, job_id, ts):
+    wh.ingest("checkpoints", pd.DataFrame([{"ts": ts, "job_id": job_id}])).result()
+
+
+def sample(wh, ts, node="n0", gpu=0, util_pct=50.0, power_w=300.0):
+    """One telemetry sample: the first one marks the start of the observed history."""
+    wh.ingest("samples", pd.DataFrame([{"ts": ts, "node": node, "gpu_index": gpu,
+                                        "util_pct": util_pct, "power_w": power_w,
+                                        "interval_s": 15.0}])).result()
+
+
+def run_refresh(wh, now=T + 24 * H, settings=None):
+    return wh.write(lambda con: refresh(con, now, settings)).result()
+
+
+def rows(wh):
+    df = wh.reader().execute("SELECT * FROM failures ORDER BY job_id, run_index").df()
+    return {(r.job_id, r.run_index): r for r in df.itertuples()}
