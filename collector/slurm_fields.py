@@ -1,187 +1,185 @@
-"""Reading single fields of Slurm's JSON, in both the 22.05 and the current format.
+"""Reading single fields of Slurm's JSON, in every format from 22.05 to 25.11.
 
-See collector/slurm.py for the two formats. Every reader names the field it failed on
-(``what``) in its ``SlurmParseError``.
+See collector/slurm.py for the formats. Every reader names the field it failed on
+(``what``, as ``"<command> job <id>: <field>"``) in its :class:`SlurmParseError`, whose
+``reason`` is that field: the key a refused value or record is counted under.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import hostlist
 
+from collector.bounds import EARLIEST, MAX_FUTURE
+
+__all__ = ["NOTHING_FOUND", "PENDING_STATES", "RUNNING_STATES", "Drops", "SlurmParseError",
+           "clean_text", "expand", "infer_job_type", "job_type_comment", "nodes_of",
+           "number", "reason_text", "resource_nodes", "state", "text", "unix_time"]
+
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED",
                             "SIGNALING", "STAGE_OUT", "RESIZING"})
 PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
                             "RESV_DEL_HOLD"})
-_GRES_GPU = re.compile(r"gpu(?::[^:(),]+)?(?::(\d+))?\(IDX:([^)]*)\)")
-_TRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)")
-_TRES_GPU_TYPED = re.compile(r"(?:^|,)gres/gpu:[^=,]+=(\d+)")
-_PER_NODE_GPU = re.compile(r"gres[:/]gpu(?::[^:,]+)?:(\d+)")
 NOTHING_FOUND = 9003  # ESLURM_REST_EMPTY_RESULT
 _TYPE_TAG = re.compile(r"(?:^|[\s,;])gpulens:type=([A-Za-z0-9_-]+)")
+_INT_TEXT = re.compile(r"\s*-?\d{1,19}\s*")
+_LATEST = datetime(2100, 1, 1)  # the bound when no "now" is given
+MAX_LISTED = 20  # problems kept as messages per parse (the counts are complete)
 
 
 class SlurmParseError(ValueError):
-    """A Slurm JSON document that cannot be read; the message says what and where."""
+    """A Slurm JSON document, record or field that cannot be read.
+
+    The message names the command, the job and the field; ``reason`` is the field (or
+    ``"document"``), the key under which a refused record or value is counted.
+    """
+
+    def __init__(self, message: str, reason: str = "document"):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _error(what: str, problem: str) -> SlurmParseError:
+    return SlurmParseError(f"{what}: {problem}", what.rsplit(": ", 1)[-1])
+
+
+class Drops:
+    """Records and values one parse refused: counts per ``<command>.<field>`` and the first
+    few messages (for the log)."""
+
+    def __init__(self, command: str):
+        self.command = command
+        self.counts: Counter[str] = Counter()
+        self.messages: list[str] = []
+
+    def add(self, err: SlurmParseError) -> None:
+        self.counts[f"{self.command}.{err.reason}"] += 1
+        if len(self.messages) < MAX_LISTED:
+            self.messages.append(str(err))
+
+    def soft(self, read, *args, default=None):
+        """``read(*args)``, or ``default`` (counted) if it raises SlurmParseError: the
+        unit of failure is this value, not the record."""
+        try:
+            return read(*args)
+        except SlurmParseError as err:
+            self.add(err)
+            return default
 
 
 # ----------------------------------------------------------------------- field readers
 
 
-def _number(v: Any, what: str) -> int | None:
-    """An integer from either format; unset or infinite -> None."""
+def number(v: Any, what: str, lo: int | None = None, hi: int | None = None) -> int | None:
+    """An integer from either format (plain or ``{"set", "infinite", "number"}``);
+    unset or infinite -> None; outside ``[lo, hi]`` -> SlurmParseError."""
+    if isinstance(v, Mapping) and "set" in v:
+        if not v.get("set") or v.get("infinite"):
+            return None
+        v = v.get("number")
+        if isinstance(v, Mapping):
+            raise _error(what, f"a number wrapped twice: {v!r:.80}")
     if v is None:
         return None
     if isinstance(v, bool):
-        raise SlurmParseError(f"{what}: expected a number, got {v!r}")
-    if isinstance(v, int | float):
-        return int(v)
-    if isinstance(v, dict) and "set" in v:
-        if not v.get("set") or v.get("infinite"):
-            return None
-        return _number(v.get("number"), what)
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    raise SlurmParseError(f"{what}: expected a number, got {v!r}")
+        raise _error(what, f"expected a number, got {v!r}")
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise _error(what, f"expected a finite number, got {v!r}")
+        v = int(v)
+    elif isinstance(v, str) and _INT_TEXT.fullmatch(v):
+        v = int(v)
+    elif not isinstance(v, int):
+        raise _error(what, f"expected a number, got {v!r:.80}")
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise _error(what, f"{v} is outside the plausible range [{lo}, {hi}]")
+    return v
 
 
-def _time(v: Any, what: str) -> datetime | None:
-    """Unix seconds -> naive UTC datetime; 0 / unset -> None."""
-    n = _number(v, what)
+def unix_time(v: Any, what: str, now: datetime | None = None) -> datetime | None:
+    """Unix seconds -> naive UTC datetime; 0, negative or unset -> None. A time before
+    2000 or more than a day after ``now`` (2100 without ``now``) -> SlurmParseError."""
+    n = number(v, what)
     if not n or n < 0:
         return None
+    latest = now + MAX_FUTURE if now is not None else _LATEST
+    if not EARLIEST.replace(tzinfo=UTC).timestamp() <= n <= latest.replace(tzinfo=UTC).timestamp():
+        raise _error(what, f"{n} s is not a plausible time (after {latest:%Y-%m-%d} or "
+                           "before 2000)")
     return datetime.fromtimestamp(n, UTC).replace(tzinfo=None)
 
 
-def _state(v: Any, what: str) -> str | None:
+def state(v: Any, what: str) -> str | None:
     """Base state from ``"RUNNING"`` (22.05) or ``["RUNNING", ...]`` (current)."""
     if v is None:
         return None
     if isinstance(v, str):
-        return v or None
+        return clean_text(v) or None
     if isinstance(v, list) and all(isinstance(s, str) for s in v):
-        return v[0] if v else None
-    raise SlurmParseError(f"{what}: expected a state string or list, got {v!r}")
+        return clean_text(v[0]) or None if v else None
+    raise _error(what, f"expected a state string or list, got {v!r:.80}")
 
 
-def _text(v: Any) -> str | None:
-    return v if isinstance(v, str) and v else None
+def clean_text(s: str) -> str:
+    """``s`` as storable UTF-8: lone surrogates (undecodable bytes) and NULs replaced."""
+    if s.isascii() and "\x00" not in s:
+        return s
+    return s.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
 
 
-def _reason(v: Any) -> str | None:
-    return None if v in (None, "", "None") else str(v)
+def text(v: Any) -> str | None:
+    """A non-empty string field, cleaned; anything else -> None."""
+    return clean_text(v) if isinstance(v, str) and v else None
 
 
-def _indices(spec: str) -> list[int]:
-    """``0-3,6`` -> [0, 1, 2, 3, 6]; ``N/A`` -> []."""
-    out: list[int] = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part or not part[0].isdigit():
-            continue
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
+def reason_text(v: Any) -> str | None:
+    """A state reason; ``None``/empty/"None" -> None."""
+    return None if v in (None, "", "None") or not isinstance(v, str | int) else clean_text(str(v))
 
 
-def parse_gres_detail(entry: str) -> list[int]:
-    """GPU indices of one node's gres_detail entry (``gpu:h100:4(IDX:0-3)`` -> 0..3).
-
-    Several GPU types on one node (``gpu:a100:1(IDX:0),gpu:v100:1(IDX:2)``) are joined;
-    non-GPU GRES (``shard``, ``mps``) are ignored.
-    """
-    out: list[int] = []
-    for m in _GRES_GPU.finditer(entry):
-        out.extend(_indices(m.group(2)))
-    return sorted(set(out))
-
-
-def _gpus_from_tres_str(s: Any) -> int | None:
-    if not isinstance(s, str) or not s:
-        return None
-    m = _TRES_GPU.search(s)
-    if m:
-        return int(m.group(1))
-    typed = [int(x) for x in _TRES_GPU_TYPED.findall(s)]
-    return sum(typed) if typed else None
-
-
-def _gpus_from_tres_list(items: Any) -> int | None:
-    """GPU count from sacct's ``tres.allocated`` / ``tres.requested`` list."""
-    if not isinstance(items, list):
-        return None
-    plain = [i for i in items if isinstance(i, dict) and i.get("type") == "gres"
-             and i.get("name") == "gpu"]
-    if plain:
-        return _number(plain[0].get("count"), "tres count")
-    typed = [_number(i.get("count"), "tres count") or 0 for i in items
-             if isinstance(i, dict) and i.get("type") == "gres"
-             and str(i.get("name", "")).startswith("gpu:")]
-    return sum(typed) if typed else None
-
-
-def _nodes(v: Any) -> str | None:
-    if isinstance(v, dict):  # current job_resources.nodes: {"count", "list", ...}
+def nodes_of(v: Any) -> str | None:
+    """A host list string (or current ``job_resources.nodes.list``); none assigned -> None."""
+    if isinstance(v, Mapping):
         v = v.get("list")
     if not isinstance(v, str) or not v or v == "None assigned" or v.startswith("("):
         return None
-    return v
+    return clean_text(v)
 
 
-def _expand(nodelist: str | None, what: str) -> list[str]:
+def expand(nodelist: str | None, what: str) -> list[str]:
+    """Host names of a Slurm host list (python-hostlist refuses more than 100,000)."""
     if not nodelist:
         return []
     try:
         return hostlist.expand_hostlist(nodelist)
-    except hostlist.BadHostlist as e:
-        raise SlurmParseError(f"{what}: bad host list {nodelist!r}: {e}") from None
+    except (hostlist.BadHostlist, ValueError, IndexError) as e:
+        raise _error(what, f"bad host list {nodelist!r:.80}: {e}") from None
 
 
-def _resource_nodes(job: Mapping) -> list[str] | None:
+def resource_nodes(job: Mapping, what: str) -> list[str] | None:
     """Node names in allocation order from ``job_resources``, any format; None if absent."""
     res = job.get("job_resources")
-    if not isinstance(res, dict):
+    if not isinstance(res, Mapping):
         return None
     nodes = res.get("nodes")
-    if isinstance(nodes, dict) and isinstance(nodes.get("allocation"), list):
-        names = [a.get("name") for a in nodes["allocation"] if isinstance(a, dict)]
+    if isinstance(nodes, Mapping) and isinstance(nodes.get("allocation"), list):
+        names = [a.get("name") for a in nodes["allocation"] if isinstance(a, Mapping)]
         if names and all(isinstance(n, str) for n in names):
-            return names
+            return [clean_text(n) for n in names]
     alloc = res.get("allocated_nodes")
-    if isinstance(alloc, dict):  # 22.05 sometimes keys the list by position
+    if isinstance(alloc, Mapping):  # 22.05 sometimes keys the list by position
         alloc = [alloc[k] for k in sorted(alloc, key=lambda k: int(k) if k.isdigit() else 0)]
     if isinstance(alloc, list):
-        names = [a.get("nodename") for a in alloc if isinstance(a, dict)]
+        names = [a.get("nodename") for a in alloc if isinstance(a, Mapping)]
         if names and all(isinstance(n, str) for n in names):
-            return names
-    listed = _nodes(nodes)
-    return _expand(listed, "job_resources.nodes") if listed else None
-
-
-def _exit(v: Any, what: str) -> tuple[int | None, int | None]:
-    """(return code, signal) from a raw wait status (22.05 squeue) or the dict forms."""
-    if v is None:
-        return None, None
-    if isinstance(v, int) and not isinstance(v, bool):
-        return (v >> 8) & 0xFF, (v & 0x7F) or None
-    if isinstance(v, dict):
-        status = v.get("status")
-        if isinstance(status, list):
-            status = status[0] if status else None
-        code = _number(v.get("return_code"), f"{what}.return_code")
-        sig = v.get("signal")
-        signal = None
-        if isinstance(sig, dict):
-            raw = sig.get("id", sig.get("signal_id"))
-            signal = _number(raw, f"{what}.signal")
-        if status == "PENDING" and not code and not signal:
-            return None, None
-        return code, signal
-    raise SlurmParseError(f"{what}: expected an exit code, got {v!r}")
+            return [clean_text(n) for n in names]
+    listed = nodes_of(nodes)
+    return expand(listed, f"{what}: job_resources") if listed else None
 
 
 def job_type_comment(job_type: str) -> str:
@@ -205,12 +203,10 @@ def infer_job_type(comment: Any, name: str | None,
         m = _TYPE_TAG.search(comment)
         if m:
             return m.group(1).lower()
-    if name_regex and name:
+    if name_regex and isinstance(name, str) and name:
         pattern = re.compile(name_regex) if isinstance(name_regex, str) else name_regex
         m = pattern.search(name)
         if m:
             found = m.groupdict().get("type") or (m.group(1) if m.groups() else m.group(0))
-            return found.lower() if found else None
+            return clean_text(found.lower()) if found else None
     return None
-
-

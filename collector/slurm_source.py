@@ -14,22 +14,35 @@ Transport only (the JSON is parsed by :mod:`collector.slurm`, jobcomp lines by
 3. ``squeue --json``: running and pending jobs with their nodes and GPU indices, written
    last because it is the newest view of the running jobs.
 
-A failure of squeue fails the cycle (the service backs the source off).
+Units of failure: a bad value or record costs itself (counted in ``source.dropped`` per
+``<command>.<field>``, see :mod:`collector.slurm`); a ``sacct -j`` answer that cannot be
+read is split in halves until the one job that spoils it is found and skipped (counted
+as ``sacct.document``), so the window always advances; a command that fails is marked
+down in ``source.status`` (shown in ``/healthz``) and the others still deliver. Only a
+cycle in which every command failed raises (the service backs the source off). Output
+is decoded as UTF-8 with undecodable bytes replaced: Slurm passes job names and
+comments through as bytes.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
 from collector.jobcomp import JobcompReader
-from collector.slurm import SchedulerBatch, job_ids, parse_sacct, parse_squeue
+from collector.sanitize import DropCounter
+from collector.slurm import SchedulerBatch, SlurmParseError, job_ids, parse_sacct, parse_squeue
+from collector.slurm_fields import Drops
 
-__all__ = ["SlurmCommandError", "SlurmSource", "run_command"]
+__all__ = ["CommandStatus", "SlurmCommandError", "SlurmSource", "run_command"]
+
+log = logging.getLogger(__name__)
 
 JOBS_PER_READ = 500  # job ids per ``sacct -j`` (keeps the command line short)
 
@@ -41,22 +54,34 @@ class SlurmCommandError(RuntimeError):
 def run_command(argv: Sequence[str], timeout_s: float = 60.0) -> str:
     """Run a Slurm client command with ``TZ=UTC``; its stdout, or SlurmCommandError."""
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s,
+        proc = subprocess.run(list(argv), capture_output=True, timeout=timeout_s,
                               env={**os.environ, "TZ": "UTC"}, check=False)
     except FileNotFoundError:
         raise SlurmCommandError(f"{argv[0]}: not found (install slurm-client)") from None
     except subprocess.TimeoutExpired:
         raise SlurmCommandError(f"{argv[0]}: no answer within {timeout_s:g} s") from None
+    out = proc.stdout.decode("utf-8", "replace")
     if proc.returncode != 0:
-        err = (proc.stderr or proc.stdout).strip().splitlines()
+        err = (proc.stderr.decode("utf-8", "replace") or out).strip().splitlines()
         raise SlurmCommandError(
             f"{' '.join(argv[:2])} exited {proc.returncode}: {err[-1] if err else ''}")
-    return proc.stdout
+    return out
+
+
+@dataclass
+class CommandStatus:
+    """Per-command state (``source.status[command]``), shown in ``/healthz`` like a
+    scrape target: up, and the last error."""
+
+    url: str  # the command
+    up: bool = False
+    last_success: datetime | None = None
+    last_error: str | None = None
 
 
 def _concat(parts: list[SchedulerBatch]) -> SchedulerBatch:
     if not parts:
-        return parse_sacct({"jobs": []})
+        return SchedulerBatch.from_rows([], [], [])
     return SchedulerBatch(*(pa.concat_tables([getattr(p, k) for p in parts])
                             for k in ("jobs", "runs", "allocations")))
 
@@ -107,6 +132,32 @@ class SlurmSource:
                         if jobcomp_file else None)
         self.sacct_since: datetime | None = None  # start of the last successful read
         self.sacct_error: str | None = None  # why the last sacct read failed, if it did
+        self.dropped = DropCounter()  # records and values refused, per <command>.<field>
+        self.status: dict[str, CommandStatus] = {"squeue": CommandStatus(squeue)}
+        if sacct:
+            self.status["sacct"] = CommandStatus(sacct)
+        if self.jobcomp is not None:
+            self.status["jobcomp"] = CommandStatus(jobcomp_file)
+
+    def _count(self, batch: SchedulerBatch) -> SchedulerBatch:
+        self.dropped.add(batch.dropped)
+        for message in batch.problems:
+            log.warning("slurm: refused %s", message)
+        return batch
+
+    def _read_jobs(self, ids: list[str], ts: datetime, drops: Drops) -> list[SchedulerBatch]:
+        """``sacct -j`` for ``ids``; an answer that cannot be read is split in halves until
+        the job that spoils it is found, skipped and counted (``sacct.document``)."""
+        doc = self.run([self.sacct, "--json", "-D", "-a", "-j", ",".join(ids)])
+        try:
+            return [self._count(parse_sacct(doc, self.gpus_per_node, self.job_type_regex,
+                                            now=ts))]
+        except SlurmParseError as err:
+            if len(ids) == 1:
+                drops.add(SlurmParseError(f"sacct -j {ids[0]}: {err}", "document"))
+                return []
+        half = len(ids) // 2
+        return self._read_jobs(ids[:half], ts, drops) + self._read_jobs(ids[half:], ts, drops)
 
     def read_sacct(self, ts: datetime) -> SchedulerBatch:
         """Every run of the jobs active since the last read (minus the overlap) up to ``ts``.
@@ -119,31 +170,48 @@ class SlurmSource:
         since = (self.sacct_since - self.overlap) if self.sacct_since else ts - self.lookback
         window = self.run([self.sacct, "--json", "-D", "-a", "-S", _stamp(since),
                            "-E", _stamp(ts + timedelta(seconds=1))])
-        ids = job_ids(window)
-        parts = [parse_sacct(self.run([self.sacct, "--json", "-D", "-a",
-                                       "-j", ",".join(ids[i:i + JOBS_PER_READ])]),
-                             self.gpus_per_node, self.job_type_regex)
-                 for i in range(0, len(ids), JOBS_PER_READ)]
+        drops = Drops("sacct")
+        ids = job_ids(window, drops)
+        parts = []
+        for i in range(0, len(ids), JOBS_PER_READ):
+            parts += self._read_jobs(ids[i:i + JOBS_PER_READ], ts, drops)
+        self.dropped.add(drops.counts)
+        for message in drops.messages:
+            log.warning("slurm: refused %s", message)
         self.sacct_since = ts
         return _concat(parts)
 
+    def _attempt(self, command: str, ts: datetime, read):
+        """``read()`` with ``status[command]`` kept; None (and the error kept) if it failed."""
+        st = self.status[command]
+        try:
+            result = read()
+        except Exception as exc:  # noqa: BLE001 - one command down is not the cycle
+            st.up, st.last_error = False, f"{type(exc).__name__}: {exc}"
+            log.warning("slurm: %s failed: %s", command, st.last_error)
+            return None
+        st.up, st.last_success, st.last_error = True, ts, None
+        return result
+
     def collect(self, ts: datetime) -> list[tuple[str, pa.Table]]:
-        """One cycle at ``ts`` (naive UTC): sacct (or jobcomp), then squeue."""
+        """One cycle at ``ts`` (naive UTC): sacct (or jobcomp), then squeue. Raises only
+        when every command failed (the first error)."""
         ts = ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo else ts
         batches: list[tuple[str, pa.Table]] = []
         history = None
         if self.sacct:
-            try:
-                history = self.read_sacct(ts)
-                self.sacct_error = None
-            except Exception as exc:
-                if self.jobcomp is None:
-                    raise
-                self.sacct_error = f"{type(exc).__name__}: {exc}"
+            history = self._attempt("sacct", ts, lambda: self.read_sacct(ts))
+            self.sacct_error = self.status["sacct"].last_error
         if history is None and self.jobcomp is not None:
-            history = self.jobcomp.read()
+            history = self._attempt("jobcomp", ts,
+                                    lambda: self._count(self.jobcomp.read(now=ts)))
         if history is not None:
             batches += _batches(history)
-        doc = self.run([self.squeue, "--json"])
-        batches += _batches(parse_squeue(doc, ts, self.job_type_regex))
+        current = self._attempt("squeue", ts, lambda: self._count(parse_squeue(
+            self.run([self.squeue, "--json"]), ts, self.job_type_regex, self.gpus_per_node)))
+        if current is not None:
+            batches += _batches(current)
+        if not batches:
+            errors = [f"{k}: {st.last_error}" for k, st in self.status.items() if not st.up]
+            raise SlurmCommandError("; ".join(errors))
         return batches

@@ -38,3 +38,34 @@ def test_incremental_read_numbers_runs(tmp_path):
     assert second.jobs.to_pylist()[0]["restarts"] == 1
     path.write_text(lines[1])  # rotated: starts over
     assert reader.read().runs.num_rows == 1
+
+
+def test_a_bad_line_costs_that_line_only(tmp_path):
+    """Good lines around a bad one are kept, the bad one counted, the offset moves on."""
+    good = LINES.splitlines()
+    bad = [good[1].replace("JobId=2 ", "JobId=3 ").replace("NodeCnt=1", "NodeCnt=99999999999"),
+           good[1].replace("JobId=2 ", "JobId=4 ").replace("EndTime=2026-11-22T14:52:35",
+                                                           "EndTime=9999-12-31T00:00:00"),
+           good[1].replace("JobId=2 ", "JobId=5 ").replace("ExitCode=3:0", "ExitCode=70000:0"),
+           "JobId=x garbage", good[1].replace("JobId=2 ", "JobId=6 ").replace(
+               "StartTime=2026", "StartTime=1970")]
+    path = tmp_path / "jobcomp.txt"
+    path.write_text("\n".join([good[0], *bad, good[2], good[1]]) + "\n")
+    reader = JobcompReader(str(path))
+    b = reader.read(now=datetime(2026, 11, 23))
+    assert sorted((r["job_id"], r["run_index"]) for r in b.runs.to_pylist()) == [
+        ("1", 0), ("1", 1), ("2", 0)]
+    assert b.dropped == {"jobcomp.NodeCnt": 1, "jobcomp.EndTime": 1, "jobcomp.ExitCode": 1,
+                         "jobcomp.JobId": 1, "jobcomp.StartTime": 1}
+    assert "jobcomp line 3 (job 4) EndTime" in b.problems[1]
+    assert reader.offset == path.stat().st_size
+    assert reader.read(now=datetime(2026, 11, 23)).runs.num_rows == 0
+
+
+def test_derived_exit_code_of_a_failed_step(tmp_path):
+    line = LINES.splitlines()[1].replace("JobState=FAILED", "JobState=COMPLETED").replace(
+        "DerivedExitCode=0:0 ExitCode=3:0", "DerivedExitCode=1:0 ExitCode=0:0")
+    (tmp_path / "j").write_text(line + "\n")
+    (run,) = JobcompReader(str(tmp_path / "j")).read(now=datetime(2026, 11, 23)).runs.to_pylist()
+    assert (run["state"], run["exit_code"], run["reason"]) == (
+        "COMPLETED", 1, "DerivedExitCode 1:0")

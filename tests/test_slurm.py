@@ -120,17 +120,85 @@ def test_times_are_naive_utc():
         ("{not json", "not JSON"),
         ("[]", "JSON object"),
         ('{"meta": {}}', "no 'jobs' list"),
-        ('{"jobs": [{"name": "x"}]}', "jobs[0]"),
         ('{"jobs": [], "errors": [{"error": "Unable to contact slurm controller"}]}',
          "Unable to contact"),
-        ('{"jobs": [{"job_id": 7, "job_state": 3}]}', "job 7: job_state"),
-        ('{"jobs": [{"job_id": 7, "job_state": "RUNNING", "start_time": "soon"}]}',
-         "start_time"),
-        ('{"jobs": [{"job_id": 7, "job_state": "RUNNING", "start_time": 1, "nodes": "n[1-2]",'
-         ' "gres_detail": ["gpu:1(IDX:0)"]}]}', "2 nodes"),
+        ("[" * 100_000, "not JSON"),
     ],
 )
 def test_bad_documents_raise_a_clear_error(bad, needle):
     with pytest.raises(SlurmParseError) as info:
         parse_squeue(bad, NOW)
     assert needle in str(info.value)
+
+
+GOOD = {"job_id": 8, "job_state": "RUNNING", "start_time": 1762080000, "nodes": "n1",
+        "gres_detail": ["gpu:2(IDX:0-1)"]}
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason", "needle"),
+    [
+        ({"name": "x"}, "squeue.job_id", "jobs[1]: no job_id"),
+        ("not a record", "squeue.record", "jobs[1]: not a job record"),
+        ({"job_id": 7, "job_state": 3}, "squeue.job_state", "job 7: job_state"),
+        ({"job_id": 7, "job_state": "RUNNING", "start_time": "soon"}, "squeue.start_time",
+         "job 7: start_time"),
+        ({"job_id": 7, "job_state": "RUNNING", "start_time": 1e12}, "squeue.start_time",
+         "not a plausible time"),
+        ({"job_id": 7, "job_state": "RUNNING", "restart_cnt": -3}, "squeue.restart_cnt",
+         "outside the plausible range"),
+    ],
+)
+def test_a_bad_record_costs_that_record(bad, reason, needle):
+    b = parse_squeue(json.dumps({"jobs": [GOOD, bad, GOOD | {"job_id": 9}]}), NOW)
+    assert b.jobs["job_id"].to_pylist() == ["8", "9"]
+    assert b.allocations.num_rows == 4
+    assert b.dropped == {reason: 1}
+    assert needle in b.problems[0]
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason", "field", "kept"),
+    [
+        ({"node_count": -2}, "squeue.node_count", "nodes", None),
+        ({"tres_per_node": "gres/gpu:-8"}, "squeue.gpus", "gpus", None),
+        ({"submit_time": 1e12}, "squeue.submit_time", "submit_ts", None),
+        ({"exit_code": {"status": ["ERROR"], "return_code": {"set": True, "number": 4096}},
+          "job_state": "FAILED", "end_time": 1762080100}, "squeue.exit_code.return_code",
+         "exit_code", None),
+    ],
+)
+def test_a_bad_value_costs_that_value(bad, reason, field, kept):
+    rec = {"job_id": 7, "job_state": "RUNNING", "start_time": 1762080000, "nodes": "n1",
+           "name": "ok"} | bad
+    b = parse_squeue(json.dumps({"jobs": [rec]}), NOW)
+    assert b.dropped == {reason: 1}
+    row = (b.runs if field == "exit_code" else b.jobs).to_pylist()[0]
+    assert row[field] is kept and row.get("name", "ok") == "ok"
+
+
+@pytest.mark.parametrize(
+    ("detail", "nodes", "expected"),
+    [
+        (["gpu:1(IDX:0)"], "n[1-2]", "2 nodes"),  # cannot pair
+        (["gpu:30001(IDX:0-30000)"], "n1", "beyond the node's 128 GPUs"),
+        (["gpu:4(IDX:0-1000000000)"], "n1", "beyond the node's 128 GPUs"),
+        (["gpu:4(IDX:3-1)"], "n1", "bad GPU index range"),
+    ],
+)
+def test_absurd_gres_detail_costs_the_allocations_only(detail, nodes, expected):
+    rec = {"job_id": 7, "job_state": "RUNNING", "start_time": 1762080000, "nodes": nodes,
+           "gres_detail": detail, "tres_per_node": "gres/gpu:4", "node_count": 1}
+    b = parse_squeue(json.dumps({"jobs": [rec]}), NOW)
+    assert b.allocations.num_rows == 0 and b.runs.num_rows == 1
+    assert b.dropped == {"squeue.gres_detail": 1} and expected in b.problems[0]
+    assert b.runs.to_pylist()[0]["gpus"] == 4  # from tres_per_node
+
+
+def test_gres_detail_bound_by_the_nodes_gpus():
+    rec = {"job_id": 7, "job_state": "RUNNING", "start_time": 1762080000, "nodes": "n1",
+           "gres_detail": ["gpu:2(IDX:7-8)"]}
+    doc = json.dumps({"jobs": [rec]})
+    assert parse_squeue(doc, NOW).allocations.num_rows == 2
+    b = parse_squeue(doc, NOW, gpus_per_node=8)
+    assert b.allocations.num_rows == 0 and b.dropped == {"squeue.gres_detail": 1}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from collector.slurm import infer_job_type, parse_sacct, parse_squeue
 from collector.slurm_source import SlurmCommandError, SlurmSource, run_command
 from collector.wire import render_sacct, render_squeue
+from gpulens.service import _source_details
 
 FIX = Path(__file__).parent / "fixtures" / "slurm"
 NOW = datetime(2026, 11, 2, 12, 0)
@@ -60,8 +62,23 @@ def test_jobcomp_stands_in_when_sacct_fails(tmp_path):
     b = src.collect(NOW)
     assert "accounting storage is disabled" in src.sacct_error
     assert b[1][1].to_pylist()[0]["job_id"] == "77"
-    with pytest.raises(SlurmCommandError):
-        SlurmSource(run=Runner(sacct_ok=False)).collect(NOW)
+    assert src.status["sacct"].up is False and src.status["jobcomp"].up is True
+
+
+def test_a_failing_command_is_marked_down_and_the_others_deliver():
+    src = SlurmSource(run=Runner(sacct_ok=False))
+    b = dict(src.collect(NOW))  # squeue still delivers
+    assert b["runs"].num_rows > 0
+    assert src.status["sacct"].up is False and src.status["squeue"].up is True
+    assert "accounting storage is disabled" in src.status["sacct"].last_error
+    details = _source_details(src)
+    assert details["targets"]["down"] == {"sacct": src.status["sacct"].last_error}
+
+    def nothing_works(argv):
+        raise SlurmCommandError(f"{argv[0]} exited 1: down")
+
+    with pytest.raises(SlurmCommandError, match="squeue: SlurmCommandError"):
+        SlurmSource(run=nothing_works).collect(NOW)
 
 
 def test_job_type_from_comment_or_name():
@@ -91,3 +108,70 @@ def test_run_command_errors_say_what_failed():
         run_command(["/nonexistent/squeue", "--json"])
     with pytest.raises(SlurmCommandError, match="exited 3"):
         run_command(["sh", "-c", "echo boom >&2; exit 3"])
+
+
+RUNNING = {"job_id": 1, "job_state": "RUNNING", "start_time": 1762070400, "nodes": "n1",
+           "gres_detail": ["gpu:2(IDX:0-1)"], "name": "ok"}
+
+
+def test_job_names_that_are_not_utf8_cost_nothing():
+    """Slurm passes names through as bytes; squeue --json prints them raw."""
+    raw = json.dumps({"jobs": [RUNNING | {"name": "NAME"}]}).encode().replace(
+        b"NAME", b"caf\xe9-\xff\xfe")
+    script = b"import sys; sys.stdout.buffer.write(" + repr(raw).encode() + b")"
+    out = run_command([sys.executable, "-c", script.decode()])  # a real process's bytes
+    src = SlurmSource(sacct="", run=lambda argv: out)
+    b = dict(src.collect(NOW))
+    assert b["jobs"].to_pylist()[0]["name"] == "caf\ufffd-\ufffd\ufffd"
+    assert b["allocations"].num_rows == 2 and src.dropped.as_dict() == {}
+    # the same bytes handed over undecoded, and a JSON escape of a lone surrogate
+    assert parse_squeue(raw, NOW).jobs["name"].to_pylist() == ["caf\ufffd-\ufffd\ufffd"]
+    escaped = json.dumps({"jobs": [RUNNING | {"name": "x\udcff"}]})
+    assert parse_squeue(escaped, NOW).jobs["name"].to_pylist() == ["x?"]
+
+
+class SacctWith:
+    """sacct answers: the window names jobs 1-3 (and a bad record); reading job 2 fails."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        if argv[0] == "squeue":
+            return json.dumps({"jobs": []})
+        rec = {"job_id": 0, "state": {"current": ["COMPLETED"]}, "name": "j",
+               "time": {"start": 1762070400, "end": 1762074000, "submission": 1762070000}}
+        if "-S" in argv:
+            return json.dumps({"jobs": [rec | {"job_id": j} for j in (1, 2, 3)]
+                               + [{"job_id": "x"}]})
+        ids = argv[argv.index("-j") + 1].split(",")
+        if "2" in ids:  # e.g. a record sacct itself cannot print
+            return '{"jobs": [], "errors": [{"error": "Unable to unpack"}]}'
+        return json.dumps({"jobs": [rec | {"job_id": int(j)} for j in ids]})
+
+
+def test_one_unreadable_job_never_blocks_the_sacct_window():
+    run = SacctWith()
+    src = SlurmSource(run=run, lookback_s=3600)
+    b = dict(src.collect(NOW)[:3])  # sacct's part
+    assert sorted(b["runs"]["job_id"].to_pylist()) == ["1", "3"]
+    assert src.sacct_since == NOW and src.status["sacct"].up
+    assert src.dropped.as_dict() == {"sacct.job_id": 1, "sacct.document": 1}
+    src.collect(NOW + timedelta(minutes=1))
+    window = [c for c in run.calls if "-S" in c][-1]
+    assert window[window.index("-S") + 1] == "2026-11-02T11:50:00"  # it moved on
+
+
+def test_bad_records_are_counted_in_healthz():
+    def run(argv):
+        if argv[0] == "squeue":
+            return json.dumps({"jobs": [RUNNING, RUNNING | {"job_id": 2, "restart_cnt": -3},
+                                        RUNNING | {"job_id": 3, "node_count": -8}]})
+        raise SlurmCommandError("sacct exited 1: off")
+
+    src = SlurmSource(run=run)
+    b = dict(src.collect(NOW))
+    assert b["jobs"]["job_id"].to_pylist() == ["1", "3"]
+    assert _source_details(src)["dropped"] == {"squeue.restart_cnt": 1,
+                                               "squeue.node_count": 1}
