@@ -480,14 +480,15 @@ def xid_events(
 class DcgmCollector:
     """Stateful wrapper: parses scrapes and remembers each GPU's last XID between them."""
 
-    def __init__(self, interval_s: float = 15.0):
+    def __init__(self, interval_s: float = 15.0, names: NodeNames | None = None):
         self.interval_s = interval_s
+        self.names = names or NodeNames()
         self.xid_state: dict[tuple[str, int], int] = {}
 
     def collect(
         self, texts: Mapping[str, str], ts: datetime, nodes: Mapping[str, str] | None = None
     ) -> ScrapeResult:
-        """Samples, XID events and per-target errors of one round of scrapes."""
-        result = parse_scrapes(texts, ts, self.interval_s, nodes)
+        """Samples, XID events, per-target errors and refusals of one round of scrapes."""
+        result = parse_scrapes(texts, ts, self.interval_s, nodes, self.names)
         result.events, self.xid_state = xid_events(self.xid_state, result.samples, ts)
         return result

@@ -15,12 +15,14 @@ until it is level again, so every interval Prometheus still holds reaches the wa
 so a repeated range lands on the same timestamps and the idempotent ingest skips it.
 
 Row identity: ``node`` is the ``node_label`` label when configured, else ``Hostname`` /
-``hostname``, else the host part of ``instance``; ``gpu`` and ``UUID``/``uuid`` as in
-the exporter path.
+``hostname``, else the host part of ``instance``, mapped to scheduler names as on every
+path (:mod:`collector.nodenames`); ``gpu`` and ``UUID``/``uuid`` as in the exporter
+path. What is refused, and how it is counted, is listed in docs/collectors.md.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,12 +32,22 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from collector.dcgm import FIELDS, build_samples, fill_grid, xid_events
+from collector.dcgm import (
+    DCGM_MAX_NUM_DEVICES,
+    FIELDS,
+    GPU_INDEX,
+    build_samples,
+    fill_grid,
+    gpu_slices,
+    mig_slices,
+    xid_events,
+)
+from collector.nodenames import NodeNames, host_of
 from collector.sanitize import DropCounter, sanitize_samples
 from warehouse.clock import naive_utc as _naive
 from warehouse.schema import SCHEMAS
 
-__all__ = ["PrometheusSource", "field_queries", "parse_results"]
+__all__ = ["PrometheusResultError", "PrometheusSource", "field_queries", "parse_results"]
 
 
 def field_queries(selector: str = "") -> list[str]:
@@ -55,12 +67,31 @@ def field_queries(selector: str = "") -> list[str]:
     return out
 
 
-def _host(instance: str | None) -> str | None:
-    if not instance:
-        return None
-    if instance.startswith("["):  # [ipv6]:port
-        return instance[1:].split("]", 1)[0]
-    return instance.rsplit(":", 1)[0] if instance.count(":") == 1 else instance
+class PrometheusResultError(ValueError):
+    """The answers are not shaped like Prometheus's ``data.result`` lists."""
+
+
+# Unix seconds a point's time may have: 1970 to 5138 (datetime64[us] holds it exactly).
+_MAX_EPOCH_S = 1e11
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _point(p: Any) -> tuple[float, float] | str:
+    """``[t, "v"]`` -> (t, v); else the reason it is refused."""
+    if not isinstance(p, list | tuple) or len(p) != 2:
+        return "point not [time, value]"
+    t, v = p
+    if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t < _MAX_EPOCH_S:
+        return "time not a Unix time"
+    if isinstance(v, bool) or not isinstance(v, str | int | float):
+        return "value not a number"
+    try:
+        return float(t), float(v)
+    except (ValueError, OverflowError):
+        return "value not a number"
 
 
 def parse_results(
@@ -68,39 +99,101 @@ def parse_results(
     *,
     interval_s: float = 15.0,
     node_label: str = "",
+    names: NodeNames | None = None,
+    counts: Counter | None = None,
 ) -> pa.Table:
     """Samples rows from the ``data.result`` lists of the queries of :func:`field_queries`.
 
     ``results[j]`` answers field ``FIELDS[j]``: an instant vector (``value: [t, "v"]``)
     or a range matrix (``values: [[t, "v"], ...]``); ``t`` is Unix seconds and becomes
-    the row's naive-UTC ``ts``. Series without a numeric ``gpu`` label are ignored.
+    the row's naive-UTC ``ts``. Series without a ``gpu`` label (NVSwitch, CPU) are
+    ignored. One bad thing costs one thing: a series that is not an object with a
+    ``metric`` object and ``value``/``values``, a point that is not ``[t, "v"]`` with a
+    Unix time and a number, a ``gpu`` label that is not an index 0-31 or a series that
+    names no node is skipped and counted in ``counts`` (``"series: <why>"``, per point
+    where points are readable); a value that is blank or impossible becomes NULL
+    (:func:`collector.dcgm.clean_values`). Node names as in :mod:`collector.nodenames`:
+    ``node_label`` as is, else ``Hostname``/``hostname`` or the host of ``instance``,
+    mapped by ``names``. MIG instances fold into their GPU's row as in the exporter path.
+
+    Raises :class:`PrometheusResultError`, naming the field and what is wrong, only when
+    ``results`` is not a list of one list per field.
     """
+    counts = Counter() if counts is None else counts
+    names = names or NodeNames()
+    if not isinstance(results, list | tuple) or len(results) > len(FIELDS):
+        raise PrometheusResultError(
+            f"expected a list of at most {len(FIELDS)} query results (one per field), "
+            f"got {type(results).__name__}"
+            + (f" of {len(results)}" if isinstance(results, list | tuple) else ""))
     rank_of = {n: r for f in FIELDS for r, n in enumerate(f.names)}
     fids: list[int] = []
     ranks: list[int] = []
     nodes: list[str] = []
     gpus: list[int] = []
     uuids: list[str | None] = []
+    insts: list[int] = []
+    weights: list[float] = []
+    slices: list[float] = []
     times: list[float] = []
-    values: list[str] = []
+    values: list[float] = []
     for fid, result in enumerate(results):
+        if not isinstance(result, list):
+            raise PrometheusResultError(
+                f"result {fid} ({FIELDS[fid].names[0]}): expected a list of series, got "
+                f"{type(result).__name__}")
         for series in result:
-            m = series.get("metric") or {}
+            m = series.get("metric") if isinstance(series, dict) else None
+            if not isinstance(m, dict):
+                counts["series: not an object with a metric object"] += 1
+                continue
+            if "values" in series:
+                points = series["values"]
+            elif "value" in series:
+                points = [series["value"]]
+            else:
+                points = None
+            if not isinstance(points, list):
+                counts["series: no value or values list"] += 1
+                continue
             gpu = m.get("gpu")
-            if gpu is None or not gpu.isdigit():
-                continue
-            node = ((node_label and m.get(node_label)) or m.get("Hostname")
-                    or m.get("hostname") or _host(m.get("instance")))
-            if not node:
-                continue
-            points = series["values"] if "values" in series else [series["value"]]
+            if gpu is None:
+                continue  # not a GPU's series (NVSwitch, CPU)
             k = len(points)
+            if not (isinstance(gpu, str) and gpu.isascii() and gpu.isdigit() and len(gpu) <= 2
+                    and int(gpu) < DCGM_MAX_NUM_DEVICES):
+                if k:
+                    counts[GPU_INDEX] += k
+                continue
+            host = (_str(m.get("Hostname")) or _str(m.get("hostname"))
+                    or host_of(_str(m.get("instance"))))
+            node = (node_label and _str(m.get(node_label))) or (host and names(host))
+            if not node:
+                if k:
+                    counts["series: no node (no Hostname, hostname or instance label)"] += k
+                continue
+            good = []
+            for p in points:
+                got = _point(p)
+                if isinstance(got, str):
+                    counts[f"series: {got}"] += 1
+                else:
+                    good.append(got)
+            k = len(good)
+            if not k:
+                continue
+            inst = _str(m.get("GPU_I_ID"))
             nodes += [node] * k
             gpus += [int(gpu)] * k
-            uuids += [m.get("UUID") or m.get("uuid")] * k
+            uuids += [_str(m.get("UUID")) or _str(m.get("uuid"))] * k
+            insts += [int(inst) if inst and inst.isascii() and inst.isdigit()
+                      and len(inst) <= 6 else -1] * k
+            weights += [float(mig_slices(_str(m.get("GPU_I_PROFILE"))))] * k
+            slices += [float(gpu_slices(_str(m.get("modelName"))))] * k
             fids += [fid] * k
-            ranks += [rank_of.get(m.get("__name__", ""), 0)] * k
-            for t, v in points:
+            ranks += [rank_of.get(m.get("__name__"), 0) if isinstance(m.get("__name__"), str)
+                      else 0] * k
+            for t, v in good:
                 times.append(t)
                 values.append(v)
     if not values:
@@ -108,11 +201,12 @@ def parse_results(
     t_codes, t_uniq = pd.factorize(np.asarray(times, np.float64))
     n_codes, n_uniq = pd.factorize(pd.Series(nodes, dtype=object))
     gpu_a = np.asarray(gpus, np.int64)
-    key = (t_codes.astype(np.int64) * len(n_uniq) + n_codes) * 65536 + gpu_a
+    key = (t_codes.astype(np.int64) * len(n_uniq) + n_codes) * DCGM_MAX_NUM_DEVICES + gpu_a
     ukey, first, row = np.unique(key, return_index=True, return_inverse=True)
-    value = np.asarray(values, dtype=object).astype(np.float64)
     grid = fill_grid(len(ukey), row, np.asarray(fids, np.int64), np.asarray(ranks, np.int64),
-                     value)
+                     np.asarray(values, np.float64), inst=np.asarray(insts, np.int64),
+                     weight=np.asarray(weights), slices=np.asarray(slices)[first],
+                     counts=counts)
     seconds = t_uniq[t_codes[first]]
     ts = (seconds * 1e6).round().astype("datetime64[us]")
     node_col = n_uniq[n_codes[first]]
@@ -142,6 +236,7 @@ class PrometheusSource:
         interval_s: float = 15.0,
         selector: str = "",
         node_label: str = "",
+        names: NodeNames | None = None,
         resume_from: datetime | None = None,
         max_catchup_s: float = 86_400.0,
         chunk_s: float = 900.0,
@@ -151,6 +246,7 @@ class PrometheusSource:
         self.interval_s = interval_s  # seconds between cycles and between range steps
         self.queries = field_queries(selector)
         self.node_label = node_label
+        self.names = names or NodeNames()
         self.cursor = _naive(resume_from) if resume_from else None
         self.max_catchup_s = max_catchup_s
         self.chunk_s = max(chunk_s, interval_s)
@@ -191,8 +287,10 @@ class PrometheusSource:
         if win is None:
             return []
         start, end = win
+        counts: Counter = Counter()
         samples = parse_results(self.fetch(start, end), interval_s=self.interval_s,
-                                node_label=self.node_label)
+                                node_label=self.node_label, names=self.names, counts=counts)
+        self.dropped.add(counts)
         samples, _ = sanitize_samples(samples, self._now(), counter=self.dropped,
                                       max_age_s=self.max_catchup_s + 3600)
         events = self._xid_events(samples)

@@ -1,17 +1,21 @@
-"""Drop implausible telemetry before it reaches the warehouse, and count what was dropped.
+"""Refuse implausible telemetry before it reaches the warehouse, and count what was refused.
 
-A sample row (``warehouse.schema.SCHEMAS["samples"]``) is dropped whole when
+One bad value costs that value, one bad row that row (issue 12). For a sample row
+(``warehouse.schema.SCHEMAS["samples"]``):
 
-- its timestamp is further than ``max_skew_s`` seconds from ``now`` into the future, or
-  older than ``max_age_s`` (a clock gone wrong on a node, a replayed scrape from last
-  year): reason ``"timestamp"``;
-- a reading is NaN or infinite (``"nan"``), below its floor (``"negative"``) or above
-  what any GPU can report (``"absurd"``; bounds in :data:`BOUNDS`, generous on purpose:
-  they catch sentinels and unit mix-ups, not hot GPUs).
+- the row is dropped when its timestamp is further than ``max_skew_s`` seconds from
+  ``now`` into the future, or older than ``max_age_s`` (a clock gone wrong on a node, a
+  replayed scrape from last year): reason ``"row: timestamp not near now"``; when its
+  ``gpu_index`` is not a GPU index 0-31 (``DCGM_MAX_NUM_DEVICES``): ``"row: gpu index
+  outside 0-31"``; when it names no node: ``"row: no node"``;
+- a reading that is NaN or infinite (``"value: <column> not finite"``), below its floor
+  (``"value: <column> below <lo>"``) or above what any GPU can report (``"value:
+  <column> above <hi>"``; bounds in :data:`BOUNDS`, generous on purpose: they catch
+  sentinels and unit mix-ups, not hot GPUs) becomes NULL; the rest of the row is kept.
 
 NULL is "not reported" and always allowed. The checks are vectorised (pyarrow.compute),
 so sanitising a 24,576-GPU cycle costs milliseconds. Counts are kept per reason in a
-:class:`DropCounter`, which each source exposes as ``source.dropped``.
+:class:`DropCounter`, which each source exposes as ``source.dropped`` and /healthz shows.
 """
 
 from __future__ import annotations
@@ -24,9 +28,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from collector.dcgm import DCGM_MAX_NUM_DEVICES
 from warehouse.clock import naive_utc as _naive_utc
 
-__all__ = ["BOUNDS", "DropCounter", "sanitize_samples"]
+__all__ = ["BOUNDS", "DropCounter", "GPU_INDEX", "NO_NODE", "TIMESTAMP", "sanitize_samples"]
+
+TIMESTAMP = "row: timestamp not near now"
+GPU_INDEX = "row: gpu index outside 0-31"
+NO_NODE = "row: no node"
+MAX_GPU_INDEX = DCGM_MAX_NUM_DEVICES - 1
 
 # column -> (lowest, highest) plausible value, in the column's unit.
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -47,7 +57,13 @@ BOUNDS: dict[str, tuple[float, float]] = {
 
 
 class DropCounter:
-    """Rows dropped per reason since the source was created (thread-safe)."""
+    """What a source refused, per reason, since it was created (thread-safe).
+
+    Reasons start with what was refused: ``"line: ..."`` (an exporter text line),
+    ``"value: <column> ..."`` (stored as NULL), ``"row: ..."`` (a sample row),
+    ``"series: ..."`` (a Prometheus series or point). Targets that are down are listed
+    by the scraping sources themselves (``source.status``).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -78,12 +94,13 @@ def sanitize_samples(
     max_age_s: float = 8 * 86_400.0,
     counter: DropCounter | None = None,
 ) -> tuple[pa.Table, dict[str, int]]:
-    """The rows of ``samples`` that are plausible, and the count dropped per reason.
+    """The plausible part of ``samples``, and the count refused per reason.
 
     ``now`` is the collection time (naive UTC or zone-aware); a row stamped more than
     ``max_skew_s`` seconds after it or more than ``max_age_s`` seconds before it is
-    dropped. A row failing several checks is counted once, under the first reason in
-    the order timestamp, nan, negative, absurd. ``counter``, if given, is updated.
+    dropped. A dropped row is counted once, under the first of its row reasons; its
+    values are not counted. ``counter``, if given, is updated. The table is returned
+    unchanged (the same object) when nothing is refused.
     """
     n = samples.num_rows
     if n == 0:
@@ -92,29 +109,42 @@ def sanitize_samples(
     ts = samples["ts"]
     lo_ts = pa.scalar(now - timedelta(seconds=max_age_s), ts.type)
     hi_ts = pa.scalar(now + timedelta(seconds=max_skew_s), ts.type)
-    bad_ts = pc.fill_null(pc.or_(pc.less(ts, lo_ts), pc.greater(ts, hi_ts)), True)
-    reasons = {"timestamp": _np(bad_ts)}
-    nan = np.zeros(n, bool)
-    neg = np.zeros(n, bool)
-    high = np.zeros(n, bool)
+    rows = [(TIMESTAMP, pc.fill_null(pc.or_(pc.less(ts, lo_ts), pc.greater(ts, hi_ts)), True))]
+    if "gpu_index" in samples.column_names:
+        g = samples["gpu_index"]
+        rows.append((GPU_INDEX, pc.fill_null(
+            pc.or_(pc.less(g, 0), pc.greater_equal(g, MAX_GPU_INDEX + 1)), False)))
+    if "node" in samples.column_names:
+        rows.append((NO_NODE, pc.fill_null(pc.equal(samples["node"], ""), True)))
+    counts: dict[str, int] = {}
+    drop = np.zeros(n, bool)
+    for reason, mask in rows:
+        m = _np(mask) & ~drop
+        if m.any():
+            counts[reason] = int(m.sum())
+        drop |= m
+    out = samples
     for column, (lo, hi) in BOUNDS.items():
-        if column not in samples.column_names:
+        if column not in out.column_names:
             continue
-        col = samples[column]
+        col = out[column]
+        checks = [(f"below {lo:g}", pc.less(col, lo)), (f"above {hi:g}", pc.greater(col, hi))]
         if pa.types.is_floating(col.type):
-            nan |= _np(pc.fill_null(pc.invert(pc.is_finite(col)), False))
-        neg |= _np(pc.fill_null(pc.less(col, lo), False))
-        high |= _np(pc.fill_null(pc.greater(col, hi), False))
-    seen = reasons["timestamp"].copy()
-    for name, mask in (("nan", nan), ("negative", neg), ("absurd", high)):
-        reasons[name] = mask & ~seen
-        seen |= mask
-    counts = {k: int(v.sum()) for k, v in reasons.items() if v.any()}
+            checks.insert(0, ("not finite", pc.invert(pc.is_finite(col))))
+        bad = np.zeros(n, bool)
+        for why, mask in checks:
+            m = _np(pc.fill_null(mask, False)) & ~bad
+            if (m & ~drop).any():
+                counts[f"value: {column} {why}"] = int((m & ~drop).sum())
+            bad |= m
+        if bad.any():
+            nulled = pc.if_else(pa.array(bad), pa.scalar(None, col.type), col)
+            out = out.set_column(out.schema.get_field_index(column), column, nulled)
     if counter is not None:
         counter.add(counts)
-    if not seen.any():
-        return samples, counts
-    return samples.filter(pa.array(~seen)), counts
+    if drop.any():
+        out = out.filter(pa.array(~drop))
+    return out, counts
 
 
 def _np(arr) -> np.ndarray:

@@ -3,10 +3,12 @@
 Transport only: :func:`fetch_all` GETs every target's ``/metrics`` concurrently from a
 thread pool over one urllib3 connection pool (keep-alive, gzip), each with a timeout;
 the texts then go through :class:`collector.dcgm.DcgmCollector` (the vectorised parser)
-in one call. A target that times out, refuses, answers non-200 or sends text that is
-not exposition format is reported in ``source.status`` and left out; the others are
-stored. Only when every target fails does ``collect`` raise, so the service backs the
-source off and shows the error in /healthz.
+in one call. One bad thing costs one thing (issue 12): a bad line costs that line, a
+bad value that value (NULL), both counted per reason in ``source.dropped``; a target
+that times out, refuses, answers non-200 or yields no GPU row is down in
+``source.status`` with the reason (both shown in /healthz); the others are stored.
+Only when every target fails does ``collect`` raise, so the service backs the source
+off and shows the error in /healthz.
 
 ``gpulens agent`` serves the same format from NVML, so a node without dcgm-exporter is
 scraped the same way.
@@ -24,6 +26,7 @@ import urllib3
 
 from collector.dcgm import DcgmCollector
 from collector.file_sd import Target, TargetFile
+from collector.nodenames import NodeNames
 from collector.sanitize import DropCounter, sanitize_samples
 
 __all__ = ["DcgmScrapeSource", "Fetched", "TargetStatus", "fetch_all"]
@@ -97,6 +100,7 @@ class DcgmScrapeSource:
         workers: int = 64,
         ca_file: str | None = None,
         name: str = "dcgm",
+        names: NodeNames | None = None,
         now=None,
     ):
         self.name = name
@@ -104,7 +108,7 @@ class DcgmScrapeSource:
         self.timeout_s = timeout_s
         self.workers = workers
         self.target_file = TargetFile(targets)
-        self.dcgm = DcgmCollector(interval_s)
+        self.dcgm = DcgmCollector(interval_s, names)
         self.dropped = DropCounter()
         self.status: dict[str, TargetStatus] = {}
         kw = {"ca_certs": ca_file} if ca_file else {}
@@ -121,6 +125,7 @@ class DcgmScrapeSource:
         texts = {f.target.key: f.text for f in fetched if f.text is not None}
         nodes = {f.target.key: f.target.node for f in fetched if f.target.node}
         result = self.dcgm.collect(texts, ts, nodes)
+        self.dropped.add(result.dropped)
         errors = {f.target.key: f.error for f in fetched if f.error} | result.errors
         now = self._now()
         for f in fetched:

@@ -49,7 +49,18 @@ def _dcgm(config: Config, warehouse: Warehouse, now: datetime):
     targets = _require(config, "dcgm.targets", "collect.source includes 'dcgm'")
     return DcgmScrapeSource(targets, interval_s=config["collect.interval_s"],
                             timeout_s=config["dcgm.timeout_s"], workers=config["dcgm.workers"],
-                            ca_file=config["dcgm.ca_file"] or None)
+                            ca_file=config["dcgm.ca_file"] or None, names=_node_names(config))
+
+
+def _node_names(config: Config):
+    """Exporter host names -> scheduler node names (docs/collectors.md, node names)."""
+    from collector.nodenames import NodeNames
+
+    n = config.section("nodes")
+    try:
+        return NodeNames(n["strip_domain"], n["rename_regex"], n["rename_to"])
+    except ValueError as exc:
+        raise ConfigError(f"{config.source}: {exc}") from None
 
 
 def _prometheus(config: Config, warehouse: Warehouse, now: datetime):
@@ -62,7 +73,8 @@ def _prometheus(config: Config, warehouse: Warehouse, now: datetime):
                      verify_tls=p["verify_tls"], timeout_s=p["timeout_s"])
     return PrometheusSource(
         client, interval_s=config["collect.interval_s"], selector=p["selector"],
-        node_label=p["node_label"], resume_from=meta.latest_sample_ts(warehouse.reader()),
+        node_label=p["node_label"], names=_node_names(config),
+        resume_from=meta.latest_sample_ts(warehouse.reader()),
         max_catchup_s=p["max_catchup_h"] * 3600, chunk_s=p["chunk_min"] * 60,
     )
 

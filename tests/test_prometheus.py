@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collector.dcgm import FIELDS
-from collector.prometheus import PrometheusSource, field_queries, parse_results
+from collector.nodenames import NodeNames
+from collector.prometheus import (
+    PrometheusResultError,
+    PrometheusSource,
+    field_queries,
+    parse_results,
+)
+from warehouse.schema import SCHEMAS
 
 T0 = datetime(2026, 11, 2, 12, 0)
 E0 = 1793620800  # T0 as Unix seconds
@@ -119,3 +129,137 @@ def test_catch_up_after_an_outage_in_chunks():
     late = T0 + timedelta(hours=5)
     start, _ = src.window(late)
     assert start == late - timedelta(hours=1)
+
+
+# ----------------------------------------------- refusals, MIG, names (issue 12)
+
+
+def test_a_gpu_label_of_70000_is_refused_not_wrapped_onto_gpu_4464():
+    res = empty()
+    res[fid("temp_c")] = [
+        {"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu="70000"), "value": [E0, "61"]},
+        {"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu="32"), "value": [E0, "61"]},
+        {"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu="٣"), "value": [E0, "61"]},
+        {"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu="3"), "value": [E0, "62"]},
+    ]
+    counts = Counter()
+    t = parse_results(res, counts=counts)
+    assert t["gpu_index"].to_pylist() == [3] and t["temp_c"].to_pylist() == [62]
+    assert counts == {"row: gpu label not a GPU index 0-31": 3}
+
+
+def test_malformed_series_and_points_cost_themselves_and_are_counted():
+    good = {"metric": labels("DCGM_FI_DEV_GPU_TEMP"), "value": [E0, "61"]}
+    res = empty()
+    res[fid("temp_c")] = [
+        "not a series", {"value": [E0, "1"]}, {"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu="1")},
+        {"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu="2"),
+         "values": [[E0, "1"], [E0 + 15], [1e300, "2"], [E0 + 30, "x"], [E0 + 45, None]]},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "4"}, "value": [E0, "1"]},
+        good,
+    ]
+    res[fid("xid_last")] = [{"metric": labels("DCGM_FI_DEV_XID_ERRORS"),
+                             "value": [E0, "4294967295"]}]
+    counts = Counter()
+    rows = {(r["gpu_index"], r["ts"]): r for r in parse_results(res, counts=counts).to_pylist()}
+    assert set(rows) == {(0, T0), (2, T0)}
+    assert rows[(0, T0)]["temp_c"] == 61 and rows[(0, T0)]["xid_last"] is None
+    assert counts == {
+        "series: not an object with a metric object": 2,
+        "series: no value or values list": 1,
+        "series: point not [time, value]": 1,
+        "series: time not a Unix time": 1,
+        "series: value not a number": 2,
+        "series: no node (no Hostname, hostname or instance label)": 1,
+        "value: xid_last outside int32": 1,
+    }
+
+
+def test_the_answers_themselves_misshaped_raise_the_documented_error():
+    with pytest.raises(PrometheusResultError, match="expected a list"):
+        parse_results({"status": "success"})
+    res = empty()
+    res[fid("power_w")] = {"resultType": "vector"}
+    with pytest.raises(PrometheusResultError, match=r"DCGM_FI_DEV_POWER_USAGE.*got dict"):
+        parse_results(res)
+
+
+def test_nodes_are_named_as_on_the_exporter_path():
+    res = empty()
+    res[fid("temp_c")] = [
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0",
+                    "instance": "gpu001.cluster.example:9400"}, "value": [E0, "50"]},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0",
+                    "instance": "[fd00::9]:9400"}, "value": [E0, "50"]},
+        {"metric": labels("DCGM_FI_DEV_GPU_TEMP", node="gpu002-ib.cluster.example"),
+         "value": [E0, "50"]},
+    ]
+    names = NodeNames(strip_domain=True, regex=r"(gpu\d+)-ib", replace=r"\1")
+    assert sorted(parse_results(res, names=names)["node"].to_pylist()) == [
+        "fd00::9", "gpu001", "gpu002"]
+    assert sorted(parse_results(res)["node"].to_pylist()) == [
+        "fd00::9", "gpu001.cluster.example", "gpu002-ib.cluster.example"]
+
+
+def test_mig_instances_fold_into_their_gpu_as_on_the_exporter_path():
+    def inst(name, i, profile, value):
+        return {"metric": labels(name, GPU_I_ID=str(i), GPU_I_PROFILE=profile,
+                                 modelName="NVIDIA A100-SXM4-80GB"), "value": [E0, value]}
+    res = empty()
+    res[fid("mem_used_mib")] = [inst("DCGM_FI_DEV_FB_USED", 1, "3g.40gb", "1000"),
+                                inst("DCGM_FI_DEV_FB_USED", 2, "4g.40gb", "500")]
+    res[fid("gr_active_pct")] = [inst("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1, "3g.40gb", "0.7"),
+                                 inst("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 2, "4g.40gb", "0")]
+    (row,) = parse_results(res).to_pylist()
+    assert row["mem_used_mib"] == 1500
+    assert row["util_pct"] == pytest.approx(100 * 3 * 0.7 / 7)
+    assert any("GR_ENGINE_ACTIVE" in q for q in field_queries())
+
+
+# --------------------------------------------------------------- property-based tests
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                               max_size=3),
+    max_leaves=12)
+_label = st.one_of(st.sampled_from(["0", "1", "7", "31", "32", "70000", "-1", "", "x"]), _json)
+
+
+@st.composite
+def series(draw):
+    """A series shaped like Prometheus's, with any part possibly replaced by junk."""
+    metric = {"__name__": draw(st.sampled_from(["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED",
+                                                "x"]))}
+    for key in ("gpu", "Hostname", "instance", "UUID", "GPU_I_ID", "GPU_I_PROFILE",
+                "modelName"):
+        if draw(st.booleans()):
+            metric[key] = draw(_label)
+    point = st.one_of(
+        st.tuples(st.one_of(st.just(E0), st.floats(), st.integers(), _json),
+                  st.one_of(st.sampled_from(["1", "NaN", "+Inf", "1e400", "4294967295"]),
+                            st.floats().map(repr), _json)).map(list),
+        _json)
+    out = {"metric": draw(st.one_of(st.just(metric), _json))}
+    if draw(st.booleans()):
+        out["values"] = draw(st.one_of(st.lists(point, max_size=3), _json))
+    else:
+        out["value"] = draw(point)
+    return draw(st.one_of(st.just(out), _json))
+
+
+@pytest.mark.property
+@given(st.one_of(
+    st.lists(st.lists(series(), max_size=4), max_size=len(FIELDS)),
+    st.lists(st.one_of(st.lists(series(), max_size=2), _json), max_size=len(FIELDS)),
+    _json))
+def test_property_any_answer_gives_rows_or_the_documented_error(results):
+    counts = Counter()
+    try:
+        table = parse_results(results, counts=counts)
+    except PrometheusResultError as exc:
+        assert "expected a list" in str(exc)  # names what is wrong (and which result)
+        return
+    assert table.schema.equals(SCHEMAS["samples"])
+    assert all(0 <= g < 32 for g in table["gpu_index"].to_pylist())
+    assert all(isinstance(k, str) and v > 0 for k, v in counts.items())

@@ -3,7 +3,18 @@
 A source is used when its name is in ``collect.source``; see docs/collectors.md.
 """
 
+import re
+
 from gpulens.settings.base import Setting, between, positive
+
+
+def _regex(value: str) -> bool:
+    try:
+        re.compile(value)
+    except re.error:
+        return False
+    return True
+
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("nvml.node", str, "",
@@ -17,6 +28,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("dcgm.workers", int, 64, "Concurrent scrapes.", between(1, 1024),
             "an integer from 1 to 1024"),
     Setting("dcgm.ca_file", str, "", "CA bundle for https targets (empty: the system's)."),
+    Setting("nodes.strip_domain", bool, False,
+            "Name nodes by their short host name: gpu001.cluster.example -> gpu001 (exporter "
+            "Hostname labels and scrape addresses; IP addresses are kept whole)."),
+    Setting("nodes.rename_regex", str, "",
+            "Regex matched against the whole exporter host name (after nodes.strip_domain); "
+            "a match is renamed to nodes.rename_to, e.g. (gpu\\d+)-ib. Empty: no renaming.",
+            _regex, "a Python regular expression"),
+    Setting("nodes.rename_to", str, "",
+            "What a host name matching nodes.rename_regex becomes; \\1 or \\g<name> insert "
+            "its groups, e.g. \\1 for the Slurm node name."),
     Setting("prometheus.url", str, "",
             "Base URL of Prometheus or Thanos Query, e.g. http://prometheus:9090."),
     Setting("prometheus.selector", str, "",
