@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.slurm import SlurmParseError, parse_gres_detail, parse_sacct, parse_squeue
+from collector.slurm import SlurmParseError, parse_sacct, parse_squeue
 from warehouse.schema import SCHEMAS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
@@ -18,21 +18,6 @@ VERSIONS = ("22.05", "24.05")
 
 def doc(kind: str, version: str) -> str:
     return (FIXTURES / f"{kind}_{version}.json").read_text()
-
-
-@pytest.mark.parametrize(
-    ("entry", "expected"),
-    [
-        ("gpu:4(IDX:0-3)", [0, 1, 2, 3]),
-        ("gpu:h100:8(IDX:0-7)", list(range(8))),
-        ("gpu(IDX:0,2)", [0, 2]),
-        ("gpu:h100:4(IDX:0-1,4-5)", [0, 1, 4, 5]),
-        ("gpu:a100:1(IDX:0),gpu:v100:1(IDX:2),shard:3(IDX:0)", [0, 2]),
-        ("gpu:0(IDX:N/A)", []),
-    ],
-)
-def test_gres_detail(entry, expected):
-    assert parse_gres_detail(entry) == expected
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -27,7 +27,9 @@ card, the weekly report and ``/metrics``) is computed by :func:`loss_sql`. Per f
 
 A run is *failed* when Slurm ended it FAILED, NODE_FAIL, TIMEOUT, OUT_OF_MEMORY,
 BOOT_FAIL or DEADLINE, or REQUEUED it with a non-zero exit code (a requeue after a
-failure; preemptions requeue with exit code 0). A run that started before the history
+failure; preemptions requeue with exit code 0), or COMPLETED it with a non-zero code or a
+signal (a job whose srun step failed: the collectors keep its DerivedExitCode, see
+collector/slurm_exit.py). A run that started before the history
 (the first telemetry the warehouse holds, :data:`HISTORY_START_SQL`) was cut at the
 start of history: it counts only when it ended after that start, and then only its hours
 from it (``run_h``); a run that ended before it is no failure of the observed history.
@@ -43,7 +45,9 @@ FAILED_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL",
 
 FAILED_RUN = (
     "(r.state IN (SELECT unnest($states::VARCHAR[])) "
-    "OR (r.state = 'REQUEUED' AND coalesce(r.exit_code, 0) <> 0))"
+    "OR (r.state = 'REQUEUED' AND coalesce(r.exit_code, 0) <> 0) "
+    "OR (r.state = 'COMPLETED' AND (coalesce(r.exit_code, 0) <> 0 "
+    "OR coalesce(r.signal, 0) <> 0)))"
 )
 
 # Which failed runs a query looks at (constant fragments, parameters inside).
