@@ -192,7 +192,7 @@ def live(wh: Warehouse, cluster: Fleet, args, alerts) -> dict:
 
 def weekly_report(wh: Warehouse) -> str:
     try:
-        from dashboard.report.model import build
+        from dashboard.report.build import build
         from dashboard.report.render import render_html
         from warehouse.queries.weekly import last_complete_week
     except ImportError as exc:

@@ -17,7 +17,8 @@ from urllib.parse import quote
 import pandas as pd
 from dash import dash_table, dcc, html
 
-from dashboard import context, figures, ids
+from dashboard import context, ids
+from dashboard.figures.base import empty_layout
 from dashboard.filters import RANGES, Filters
 from dashboard.formatting import DASH, missing
 
@@ -88,7 +89,7 @@ def graph(graph_id, message: str = "Loading…", height: int = 320) -> dcc.Graph
     """A dcc.Graph starting as an empty figure with ``message`` (a plain dict: plotly's
     validation of a placeholder cost ~10 ms per graph in every page's layout)."""
     return dcc.Graph(id=graph_id, config=GRAPH_CONFIG,
-                     figure={"data": [], "layout": figures.empty_layout(message, height=height)})
+                     figure={"data": [], "layout": empty_layout(message, height=height)})
 
 
 def grid(*panels) -> html.Div:

@@ -81,7 +81,7 @@ def register(app) -> None:
     """Callbacks of the drill-down panel (its ids are shared by the pages using it)."""
     from dash import Input, Output, State, no_update
 
-    from dashboard import figures_jobs
+    from dashboard.figures import drilldown as figs
     from warehouse.queries import topology
 
     @app.callback(
@@ -100,7 +100,7 @@ def register(app) -> None:
             return crumbs(f), no_update, {"display": "none"}, None
         df = topology.gpus_now(context.reader(), now=context.now(), rack=f.rack,
                                stale_after_s=STALE_AFTER_S)
-        fig = figures_jobs.rack_gpus(df, rack=f.rack, metric=metric or "temp")
+        fig = figs.rack_gpus(df, rack=f.rack, metric=metric or "temp")
         node_view = None
         if f.node:
             node_df = df[df["node"] == f.node]

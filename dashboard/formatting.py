@@ -6,6 +6,7 @@ missing values become an em dash so a card never shows "nan".
 
 from __future__ import annotations
 
+import html
 import math
 from datetime import datetime
 
@@ -20,6 +21,28 @@ def missing(value) -> bool:
         return bool(value != value)  # NaT, NA and numpy NaN are not equal to themselves
     except (TypeError, ValueError):
         return False
+
+
+def esc(value) -> str:
+    """Any value as HTML-safe text (``"a<b"`` -> ``"a&lt;b"``); missing -> em dash."""
+    return DASH if missing(value) else html.escape(str(value))
+
+
+def fmt_num(value, digits: int = 0, unit: str = "") -> str:
+    """``1234.5, 1, "kWh"`` -> ``"1,234.5 kWh"``; missing -> em dash."""
+    if missing(value):
+        return DASH
+    text = f"{value:,.{digits}f}"
+    return f"{text} {unit}" if unit else text
+
+
+def fmt_hours(value) -> str:
+    """Hours in the most readable unit: ``0.08`` -> ``"4.9 min"``, ``26`` -> ``"26.0 h"``."""
+    if missing(value):
+        return DASH
+    if value == float("inf"):
+        return "no failure expected"
+    return f"{value * 60:,.1f} min" if value < 1 else f"{value:,.1f} h"
 
 
 def fmt_int(value) -> str:

@@ -23,10 +23,10 @@ from flask import jsonify
 from alerts.api import create_blueprint
 from alerts.runtime import AlertRuntime
 from dashboard.report import api as reports_api
+from dashboard.report.schedule import ReportScheduler
 from gpulens import __version__
 from gpulens.config import BY_NAME, Config
 from gpulens.health import Health
-from gpulens.report_schedule import ReportScheduler
 from gpulens.sources import build_sources
 from warehouse import Retention, Warehouse, analytics, meta
 from warehouse.clock import utcnow
@@ -57,7 +57,7 @@ class Service:
         self.warehouse: Warehouse | None = None
         self.sources: list = []
         self.alerts = None  # alerts.runtime.AlertRuntime
-        self.reports = None  # gpulens.report_schedule.ReportScheduler
+        self.reports = None  # dashboard.report.schedule.ReportScheduler
         self.scheduler: BackgroundScheduler | None = None
         self.server = None
         self._threads: list[threading.Thread] = []

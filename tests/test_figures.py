@@ -8,7 +8,8 @@ from datetime import datetime
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard import figures
+from dashboard.figures import base
+from dashboard.figures import overview as figures
 from dashboard.formatting import fmt_gpu_hours, fmt_kw, fmt_pct, fmt_span, headline_texts
 
 
@@ -46,9 +47,9 @@ def test_floor_map_colour_scale_units_and_axes():
     fig = figures.floor_map(floor_frame())
     marker = fig.data[0].marker
     assert marker.colorbar.title.text == "Hottest GPU (°C)"
-    assert (marker.cmin, marker.cmax) == figures.TEMP_RANGE_C
+    assert (marker.cmin, marker.cmax) == base.TEMP_RANGE_C
     # the scale is sampled from Inferno (colour-blind safe), not a red-blue diverging one
-    assert marker.colorscale == tuple(tuple(stop) for stop in figures.TEMP_COLORSCALE)
+    assert marker.colorscale == tuple(tuple(stop) for stop in base.TEMP_COLORSCALE)
     assert fig.layout.xaxis.title.text == "Floor x (rack tiles)"
     assert fig.layout.yaxis.title.text == "Floor y (rack tiles)"
     assert fig.layout.yaxis.scaleanchor == "x"  # tiles stay square
@@ -56,7 +57,7 @@ def test_floor_map_colour_scale_units_and_axes():
     assert list(fig.layout.yaxis.ticktext) == ["Row 1 · A", "Row 2 · B"]
     # hotter racks are lighter on Inferno; a rack without a fresh sample is grey
     fills = [s.fillcolor for s in fig.layout.shapes]
-    assert fills[2] == figures.NO_DATA and fills[0] != fills[1]
+    assert fills[2] == base.NO_DATA and fills[0] != fills[1]
 
 
 def test_floor_map_hover_carries_rack_zone_hottest_gpu_util_power():
@@ -86,7 +87,7 @@ def test_floor_map_without_fresh_samples_says_why():
     df = floor_frame(hottest_temp_c=[math.nan] * 3, gpus_reporting=[0, 0, 0])
     fig = figures.floor_map(df, stale_after_s=120)
     assert len(fig.layout.shapes) == 3  # the floor is still drawn, all grey
-    assert {s.fillcolor for s in fig.layout.shapes} == {figures.NO_DATA}
+    assert {s.fillcolor for s in fig.layout.shapes} == {base.NO_DATA}
     (note,) = fig.layout.annotations
     assert note.text == (
         "No telemetry yet: the collector has not delivered a sample in the last 2 minutes"
@@ -101,7 +102,7 @@ def test_floor_map_without_racks_is_an_empty_state():
 
 
 def test_empty_figure_shows_the_message_without_axes():
-    fig = figures.empty_figure("Nothing here: because <reasons>")
+    fig = base.empty_figure("Nothing here: because <reasons>")
     assert fig.layout.annotations[0].text == "Nothing here: because &lt;reasons&gt;"
     assert fig.layout.xaxis.visible is False and fig.layout.yaxis.visible is False
 
@@ -132,7 +133,7 @@ def test_headline_texts_explain_missing_values():
 def test_failure_heatmap_labels_periods_on_a_category_axis():
     import pandas as pd
 
-    from dashboard.figures_analytics import failures_heatmap
+    from dashboard.figures.failures import failures_heatmap
 
     df = pd.DataFrame({"job_id": ["1", "2", "3"], "category": ["script", "script", "framework"],
                        "end_ts": pd.to_datetime(["2026-11-17 10:00", "2026-11-18 11:00",

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from apscheduler.schedulers.background import BackgroundScheduler
 from click.testing import CliRunner
 
+from dashboard.report.schedule import JOB_ID, ReportScheduler
 from gpulens.cli_report import report as report_cmd
-from gpulens.report_schedule import JOB_ID, ReportScheduler
 from tests.support.integration import ROOT
 from tests.support.report import report_config, seeded_copy
 from warehouse import Warehouse, reports_store

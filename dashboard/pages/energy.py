@@ -14,7 +14,7 @@ import dash
 from dash import Input, Output, callback, dcc, html
 
 from dashboard import components, context, ids
-from dashboard import figures_analytics as fa
+from dashboard.figures import energy as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_time
 from warehouse.queries import energy as eq
@@ -70,7 +70,7 @@ def update_over_time(data, _n=None):
     f, start, end = _window(data)
     by = "hour" if end - start <= HOURLY_UP_TO else "day"
     df = eq.energy_by(context.reader(), start=start, end=end, by=by, opts=context.options())
-    return (fa.energy_over_time(df, x=by), fa.pue_and_intensity(df, x=by),
+    return (fig.energy_over_time(df, x=by), fig.pue_and_intensity(df, x=by),
             f"{f.label} · {fmt_time(end)}")
 
 
@@ -84,7 +84,7 @@ def update_by(data, key="rack", _n=None):
         df = eq.energy_by(context.reader(), start=start, end=end, by=key, opts=opts)
     else:
         df = eq.job_energy(context.reader(), start=start, end=end, by=key, opts=opts)
-    return fa.energy_by(df, key=key, label=BY[key])
+    return fig.energy_by(df, key=key, label=BY[key])
 
 
 @callback(Output(ids.ENERGY_FAILURES, "figure"), Input(ids.FILTERS, "data"),
@@ -92,7 +92,7 @@ def update_by(data, key="rack", _n=None):
 def update_failures(data, _n=None):
     _, start, end = _window(data)
     df = eq.failure_carbon(context.reader(), start=start, end=end, opts=context.options())
-    return fa.categories_bar(df, cat="category", value="lost_carbon_kg",
+    return fig.categories_bar(df, cat="category", value="lost_carbon_kg",
                              x_title="Emissions of lost GPU-hours (kg CO₂e)",
                              empty="No failure cost any energy in this range.")
 
@@ -103,5 +103,5 @@ def update_idle(data, _n=None):
     _, start, end = _window(data)
     df = eq.idle_energy(context.reader(), start=start, end=end,
                         idle_util_pct=context.options().idle_util_pct)
-    return fa.categories_bar(df, cat="state", value="gpu_kwh", x_title="GPU energy (kWh)",
+    return fig.categories_bar(df, cat="state", value="gpu_kwh", x_title="GPU energy (kWh)",
                              empty="No 1-minute telemetry in this range.")

@@ -11,8 +11,8 @@ import dash
 from dash import Input, Output, callback, html
 
 from dashboard import components, context, ids
-from dashboard import figures_analytics as fa
 from dashboard.components import Column
+from dashboard.figures import failures as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_gpu_hours, fmt_time
 from warehouse.queries import failures as fq
@@ -81,9 +81,9 @@ def update_failures(data, _n=None):
     f = from_query(data)
     start, end = f.window(context.now())
     df = _scoped(fq.failures(context.reader(), start=start, end=end, evidence=False), f)
-    return (fa.failures_heatmap(df, rows="rack", period="D"),
-            fa.failures_heatmap(df, rows="category", period="W"),
-            fa.failure_reasons(df), fa.xid_counts(df),
+    return (fig.failures_heatmap(df, rows="rack", period="D"),
+            fig.failures_heatmap(df, rows="category", period="W"),
+            fig.failure_reasons(df), fig.xid_counts(df),
             f"{f.label} · {len(df):,} failed runs · {fmt_time(end)}")
 
 
@@ -92,7 +92,7 @@ def update_failures(data, _n=None):
 def update_temperatures(data, _n=None):
     f = from_query(data)
     start, end = f.window(context.now())
-    return fa.failure_temperatures(thermal.failure_temperatures(
+    return fig.failure_temperatures(thermal.failure_temperatures(
         context.reader(), start=start, end=end, partition=f.partition, rack=f.rack))
 
 

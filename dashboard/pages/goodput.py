@@ -15,7 +15,7 @@ import dash
 from dash import Input, Output, callback, dcc, html
 
 from dashboard import components, context, ids
-from dashboard import figures_analytics as fa
+from dashboard.figures import goodput as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_time
 from warehouse import reliability
@@ -28,7 +28,6 @@ dash.register_page(
     description="GPU-hours lost, ETTR, failure rate, MTTF and a checkpoint advisor.",
 )
 
-LARGE_JOB_GPUS = 16
 GPUS_PER_NODE = 8
 
 
@@ -45,7 +44,7 @@ def layout(**query) -> html.Div:
             components.panel("GPU-hours lost", "Per day, by failure category.",
                              components.graph(ids.GOODPUT_LOST), wide=False),
             components.panel("ETTR of large jobs", f"Productive / wall time of jobs with "
-                             f"{LARGE_JOB_GPUS} GPUs or more.",
+                             f"{context.options().large_job_gpus} GPUs or more.",
                              components.graph(ids.GOODPUT_ETTR), wide=False),
         ),
         components.panel(
@@ -71,7 +70,7 @@ def update_lost(data, _n=None):
     f = from_query(data)
     start, end = f.window(context.now())
     df = fq.failures(context.reader(), start=start, end=end, evidence=False)
-    return fa.lost_over_time(df), f"{f.label} · {fmt_time(end)}"
+    return fig.lost_over_time(df), f"{f.label} · {fmt_time(end)}"
 
 
 @callback(Output(ids.GOODPUT_ETTR, "figure"), Input(ids.FILTERS, "data"),
@@ -80,11 +79,9 @@ def update_ettr(data, _n=None):
     f = from_query(data)
     now = context.now()
     start, end = f.window(now)
-    opts = context.options()
-    df = gq.ettr_jobs(context.reader(), start=start, end=end, now=now,
-                      checkpoint_interval_h=opts.checkpoint_interval_h,
-                      restart_warmup_min=opts.restart_warmup_min, min_gpus=LARGE_JOB_GPUS)
-    return fa.ettr_jobs(df, min_gpus=LARGE_JOB_GPUS)
+    opts = context.options()  # "large" is one setting for every view (issue 19)
+    df = gq.large_jobs(context.reader(), start=start, end=end, now=now, opts=opts)
+    return fig.ettr_jobs(df, min_gpus=opts.large_job_gpus)
 
 
 def rate_cards(rate: dict) -> html.Div:
@@ -107,7 +104,7 @@ def update_rate(data, _n=None):
     start, end = f.window(context.now())
     rate = fq.failure_rate(context.reader(), start=start, end=end,
                            gpus_per_node=GPUS_PER_NODE)
-    return rate_cards(rate), fa.mttf_projection(rate)
+    return rate_cards(rate), fig.mttf_projection(rate)
 
 
 def advice(rate: dict, gpus: float, restart_min: float, write_min: float):
@@ -137,4 +134,4 @@ def update_advice(data, gpus=1024, restart_min=15, write_min=2):
                            gpus_per_node=GPUS_PER_NODE)
     text, curve = advice(rate, float(gpus or GPUS_PER_NODE), float(restart_min or 0),
                          float(write_min or 0))
-    return text, fa.ettr_curve(curve)
+    return text, fig.ettr_curve(curve)

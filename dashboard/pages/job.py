@@ -12,8 +12,9 @@ from urllib.parse import unquote
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from dashboard import components, context, figures_jobs, ids
+from dashboard import components, context, ids
 from dashboard.components import Column
+from dashboard.figures import job as fig
 from dashboard.filters import from_query
 from dashboard.formatting import DASH, fmt_gpu_hours, fmt_int, fmt_time, missing
 from warehouse.queries import jobs
@@ -104,13 +105,13 @@ def update_summary(job_id):
 @callback(Output(ids.JOB_TIMELINE, "figure"), Input(ids.JOB_ID, "data"))
 def update_timeline(job_id):
     now = context.now()
-    return figures_jobs.job_timeline(jobs.runs(context.reader(), job_id=job_id, now=now),
+    return fig.job_timeline(jobs.runs(context.reader(), job_id=job_id, now=now),
                                      now=now)
 
 
 @callback(Output(ids.JOB_TELEMETRY, "figure"), Input(ids.JOB_ID, "data"))
 def update_telemetry(job_id):
-    return figures_jobs.job_telemetry(
+    return fig.job_telemetry(
         jobs.telemetry(context.reader(), job_id=job_id, now=context.now()))
 
 

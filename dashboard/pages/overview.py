@@ -11,8 +11,9 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, State, callback, html, no_update
 
-from dashboard import components, context, drilldown, figures, ids
+from dashboard import components, context, drilldown, ids
 from dashboard.alerts_view import ALERT_COLUMNS, alert_card_texts
+from dashboard.figures import overview as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_int, fmt_span, fmt_time, headline_texts
 from warehouse.queries import alerts, overview, utilisation
@@ -133,7 +134,7 @@ def update_alerts(_n_intervals):
 def update_floor_map(_n_intervals, metric="temp", data=None):
     """The floor map figure from each rack's latest samples."""
     df = overview.rack_floor(context.reader(), now=context.now(), stale_after_s=STALE_AFTER_S)
-    return figures.floor_map(df, stale_after_s=STALE_AFTER_S, metric=metric or "temp",
+    return fig.floor_map(df, stale_after_s=STALE_AFTER_S, metric=metric or "temp",
                              selected=from_query(data).rack)
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import dash
 from dash import ALL, Input, Output, State, callback, ctx, html, no_update
 
-from dashboard import alerts_view, auth, charts, components, context, drilldown, figures, ids
+from dashboard import alerts_view, auth, components, context, drilldown, ids
 from dashboard.components import Column
+from dashboard.figures import overview as floor_fig
+from dashboard.figures import thermal as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_span, fmt_time
 from warehouse.queries import alerts, overview, thermal
@@ -70,9 +72,9 @@ def layout(**query) -> html.Div:
 def update_floor_map(_n, metric="temp", data=None):
     now = context.now()
     df = overview.rack_floor(context.reader(), now=now, stale_after_s=STALE_AFTER_S)
-    fig = figures.floor_map(df, stale_after_s=STALE_AFTER_S, metric=metric or "temp",
-                            selected=from_query(data).rack)
-    return fig, f"{from_query(data).label} · updated {fmt_time(now)}"
+    floor = floor_fig.floor_map(df, stale_after_s=STALE_AFTER_S, metric=metric or "temp",
+                                selected=from_query(data).rack)
+    return floor, f"{from_query(data).label} · updated {fmt_time(now)}"
 
 
 @callback(
@@ -95,7 +97,7 @@ def update_rack_temperatures(data, _n=None):
     start, end = f.window(context.now())
     df = thermal.rack_temperatures(context.reader(), start=start, end=end,
                                    partition=f.partition, rack=f.rack)
-    return charts.rack_temperature_boxes(df)
+    return fig.rack_temperature_boxes(df)
 
 
 @callback(
@@ -108,7 +110,7 @@ def update_throttling(data, _n=None):
     start, end = f.window(context.now())
     df = thermal.throttling(context.reader(), start=start, end=end,
                             partition=f.partition, rack=f.rack)
-    return charts.throttling_over_time(df)
+    return fig.throttling_over_time(df)
 
 
 @callback(
@@ -149,6 +151,9 @@ def act_on_alert(_acks, _silences):
     trigger = ctx.triggered_id
     if not trigger or not any(t.get("value") for t in ctx.triggered):
         return no_update
+    if not auth.can_operate():  # viewers read; operators act (issue #13)
+        return f"{auth.current_user()} is a viewer: acknowledging and silencing need the " \
+               "operator role."
     alert = alerts.get_alert(context.reader(), str(trigger["alert"]))
     if alert is None:
         return "That alert no longer exists."

@@ -11,8 +11,9 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from dashboard import charts, components, context, ids
+from dashboard import components, context, ids
 from dashboard.components import Column, job_href
+from dashboard.figures import utilization as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_pct, fmt_time
 from warehouse.queries import utilisation
@@ -52,7 +53,7 @@ def layout(**query) -> html.Div:
                 "the utilisation.", components.graph(ids.UTIL_BY), wide=False,
                 extra=dcc.RadioItems(
                     id=ids.UTIL_BY_KEY, value="rack", inline=True, className="segmented",
-                    options=[{"label": v, "value": k} for k, v in charts.BY_LABELS.items()])),
+                    options=[{"label": v, "value": k} for k, v in fig.BY_LABELS.items()])),
             components.panel(
                 "Per-job utilisation", "GPU-hours of jobs by their mean utilisation.",
                 components.graph(ids.UTIL_JOB_DIST), wide=False),
@@ -76,7 +77,7 @@ def update_over_time(data, _n=None):
     start, end = f.window(context.now())
     df = utilisation.allocated_vs_used(context.reader(), start=start, end=end,
                                        partition=f.partition, rack=f.rack)
-    return charts.utilisation_over_time(df), f"{f.label} · updated {fmt_time(end)}"
+    return fig.utilisation_over_time(df), f"{f.label} · updated {fmt_time(end)}"
 
 
 @callback(
@@ -91,7 +92,7 @@ def update_by(data, by="rack", _n=None):
     start, end = f.window(context.now())
     df = utilisation.utilisation_by(context.reader(), by=by, start=start, end=end,
                                     partition=f.partition, rack=f.rack, limit=30)
-    return charts.utilisation_by(df, by)
+    return fig.utilisation_by(df, by)
 
 
 @callback(
@@ -104,7 +105,7 @@ def update_job_distribution(data, _n=None):
     start, end = f.window(context.now())
     df = utilisation.job_utilisation(context.reader(), start=start, end=end,
                                      partition=f.partition, rack=f.rack)
-    return charts.job_utilisation_histogram(df)
+    return fig.job_utilisation_histogram(df)
 
 
 @callback(

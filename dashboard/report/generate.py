@@ -23,7 +23,8 @@ from alerts.mail import MailSink
 from alerts.mail import document as mail_document
 from alerts.model import short_hash
 from alerts.sinks import Sink
-from dashboard.report.model import Report, ReportOptions, build
+from dashboard.report.build import build
+from dashboard.report.model import Report, ReportOptions
 from dashboard.report.render import render_html, write_report
 from warehouse import reports_store
 from warehouse.analytics import Options

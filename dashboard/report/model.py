@@ -1,11 +1,9 @@
 """The weekly report as data: headline figures of a week beside the previous week's.
 
-    report = build(wh.reader, week="2026-W47", now=now, options=ReportOptions(...))
-
-:func:`build` asks :func:`warehouse.queries.weekly.week_numbers` for both weeks and turns
-them into :class:`Report`: per section, rows of (label, this week, previous week, change)
-and the small tables the template shows. Nothing here touches a database directly or
-renders HTML; the summary sentences come from :mod:`dashboard.report.summary`.
+:class:`Report` holds both weeks' numbers (:func:`warehouse.queries.weekly.week_numbers`)
+and, per section, rows of (label, this week, previous week, change) from :data:`KPIS`.
+:func:`dashboard.report.build.build` fills it; :mod:`dashboard.report.summary` reads it.
+Nothing here touches a database or renders HTML.
 """
 
 from __future__ import annotations
@@ -17,7 +15,16 @@ from typing import Any
 
 import pandas as pd
 
-from dashboard.formatting import DASH, fmt_gpu_hours, fmt_int, fmt_pct, fmt_temp, missing
+from dashboard.formatting import (
+    DASH,
+    fmt_gpu_hours,
+    fmt_hours,
+    fmt_int,
+    fmt_num,
+    fmt_pct,
+    fmt_temp,
+    missing,
+)
 from warehouse.analytics import Options
 from warehouse.queries import weekly
 
@@ -31,22 +38,6 @@ class ReportOptions:
     top: int = 5  # rows of the top-N tables
     dashboard_url: str = "http://127.0.0.1:8050/"
     analytics: Options = field(default_factory=Options)
-
-
-def fmt_num(value, digits: int = 0, unit: str = "") -> str:
-    if missing(value):
-        return DASH
-    text = f"{value:,.{digits}f}"
-    return f"{text} {unit}" if unit else text
-
-
-def fmt_hours(value) -> str:
-    """Hours in the most readable unit: ``0.08`` -> ``"4.9 min"``, ``26`` -> ``"26.0 h"``."""
-    if missing(value):
-        return DASH
-    if value == float("inf"):
-        return "no failure expected"
-    return f"{value * 60:,.1f} min" if value < 1 else f"{value:,.1f} h"
 
 
 @dataclass(frozen=True)
@@ -124,6 +115,7 @@ class Report:
     prev: dict  # ... and of the previous week
     rows: dict[str, list[dict]] = field(default_factory=dict)  # section -> KPI rows
     summary: list[str] = field(default_factory=list)
+    comparable: bool = True  # the previous week's coverage allows a comparison
 
     @property
     def in_progress(self) -> bool:
@@ -150,17 +142,14 @@ class Report:
         return out
 
 
-def _coverage(nums: dict) -> None:
-    f = nums["fleet"]
-    installed = f["gpus"] * f["hours"]
-    f["coverage_pct"] = 100 * f["reporting_gpu_h"] / installed if installed else None
-
-
-def kpi_rows(this: dict, prev: dict) -> dict[str, list[dict]]:
+def kpi_rows(this: dict, prev: dict, *, comparable: bool = True) -> dict[str, list[dict]]:
+    """Per section, the KPI rows; no change is computed against a week too thinly
+    covered by telemetry to compare (``comparable`` false, weekly.comparable)."""
     rows: dict[str, list[dict]] = {s: [] for s in SECTIONS}
     for k in KPIS:
         a, b = this[k.section].get(k.key), prev[k.section].get(k.key)
-        text, trend = change(a, b, points=k.points, better=k.better)
+        text, trend = (change(a, b, points=k.points, better=k.better) if comparable
+                       else ("not compared", "flat"))
         rows[k.section].append({"label": k.label, "this": k.fmt(a), "prev": k.fmt(b),
                                 "change": text, "trend": trend})
     return rows
@@ -175,25 +164,3 @@ def compare_table(this: pd.DataFrame, prev: pd.DataFrame, key: list[str],
     out = this.merge(p, on=key, how="left")
     out[f"prev_{value}"] = out[f"prev_{value}"].fillna(0)
     return out
-
-
-def build(reader: Callable, *, week: str, now: datetime,
-          options: ReportOptions | None = None) -> Report:
-    """The report of ISO ``week`` (e.g. ``2026-W47``) as seen at ``now`` (naive UTC)."""
-    from dashboard.report.summary import summarise
-
-    options = options or ReportOptions()
-    prev_week = weekly.previous_week(week)
-    kw = {"now": now, "opts": options.analytics, "large_job_gpus": options.large_job_gpus,
-          "top": options.top}
-    s, e = weekly.week_range(week, options.timezone)
-    ps, pe = weekly.week_range(prev_week, options.timezone)
-    this = weekly.week_numbers(reader, start=s, end=e, **kw)
-    prev = weekly.week_numbers(reader, start=ps, end=pe, **kw)
-    for nums in (this, prev):
-        _coverage(nums)
-    report = Report(week=week, previous=prev_week, start=s, end=this["end"],
-                    generated_at=now, options=options, this=this, prev=prev)
-    report.rows = kpi_rows(this, prev)
-    report.summary = summarise(report)
-    return report

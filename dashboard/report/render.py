@@ -22,10 +22,9 @@ import pandas as pd
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from dashboard import charts
-from dashboard import figures_analytics as fa
-from dashboard.formatting import fmt_gpu_hours, fmt_int, fmt_temp, missing
-from dashboard.report.model import SECTIONS, Report, compare_table, fmt_num
+from dashboard.figures import energy, failures, goodput, thermal, utilization
+from dashboard.formatting import fmt_gpu_hours, fmt_int, fmt_num, fmt_temp, missing
+from dashboard.report.model import SECTIONS, Report, compare_table
 from dashboard.report.pdf import html_to_pdf
 
 HERE = Path(__file__).resolve().parent
@@ -121,15 +120,15 @@ def tables(r: Report) -> dict[str, list[tuple[str, dict]]]:
 
 
 def figures(r: Report) -> dict[str, list]:
-    """The charts of each section, drawn by the dashboard's builders."""
+    """The charts of each section, drawn by the dashboard pages' own builders."""
     x, t, e = r.this["reliability"], r.this["thermal"], r.this["energy"]
     hot = t["rack_temps"].sort_values("p95_c", ascending=False).head(16).sort_values("rack")
     return {
-        "fleet": [charts.utilisation_over_time(r.this["over_time"])],
-        "reliability": [fa.lost_over_time(x["failures_frame"]),
-                        fa.failure_reasons(x["failures_frame"], top=8)],
-        "thermal": [charts.rack_temperature_boxes(hot)],
-        "energy": [fa.energy_over_time(e["by_day"], x="day")],
+        "fleet": [utilization.utilisation_over_time(r.this["over_time"])],
+        "reliability": [goodput.lost_over_time(x["failures_frame"]),
+                        failures.failure_reasons(x["failures_frame"], top=8)],
+        "thermal": [thermal.rack_temperature_boxes(hot)],
+        "energy": [energy.energy_over_time(e["by_day"], x="day")],
     }
 
 

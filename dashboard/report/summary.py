@@ -7,8 +7,8 @@ missing leaves its sentence out rather than saying "0".
 
 from __future__ import annotations
 
-from dashboard.formatting import fmt_gpu_hours, fmt_int, fmt_temp, missing
-from dashboard.report.model import Report, fmt_hours, fmt_num
+from dashboard.formatting import fmt_gpu_hours, fmt_hours, fmt_int, fmt_num, fmt_temp, missing
+from dashboard.report.model import Report
 
 
 def _trend(this, prev, *, unit_fmt) -> str:
@@ -25,8 +25,26 @@ def _pct(v) -> str:
     return f"{v:.0f} %"
 
 
+def _prev(r: Report, section: str) -> dict:
+    """The previous week's figures of ``section``, or none when it is not comparable."""
+    return r.prev[section] if r.comparable else {}
+
+
+def coverage(r: Report) -> list[str]:
+    """Telemetry coverage, on every report; why there is no comparison when there is none."""
+    cov, pcov = r.this["fleet"].get("coverage_pct"), r.prev["fleet"].get("coverage_pct")
+    if missing(cov):
+        return []
+    text = (f"Telemetry covered {cov:.1f} % of the week's installed GPU-hours"
+            + ("; figures from telemetry count that part only." if cov < 90 else "."))
+    if not r.comparable:
+        text += (f" The week before was covered {0 if missing(pcov) else pcov:.1f} %, too "
+                 "little to compare with, so no change is shown.")
+    return [text]
+
+
 def fleet(r: Report) -> list[str]:
-    f, p = r.this["fleet"], r.prev["fleet"]
+    f, p = r.this["fleet"], _prev(r, "fleet")
     if not f["gpus"]:
         return ["No GPUs are in the topology yet, so the fleet figures are empty."]
     if not f["reporting_gpu_h"]:
@@ -41,19 +59,16 @@ def fleet(r: Report) -> list[str]:
                             unit_fmt=_pct)
                    + f", and sat allocated but idle for "
                    f"{fmt_gpu_hours(f['idle_allocated_gpu_h'])}.")
-    if not missing(f.get("coverage_pct")) and f["coverage_pct"] < 90:
-        out.append(f"Telemetry covered only {_pct(f['coverage_pct'])} of the week's "
-                   "GPU-hours; figures from telemetry count that part only.")
     return out
 
 
 def reliability(r: Report) -> list[str]:
-    x, p = r.this["reliability"], r.prev["reliability"]
+    x, p = r.this["reliability"], _prev(r, "reliability")
     if not x["failures"]:
         return ["No run failed this week."]
     out = [f"{fmt_int(x['failures'])} runs failed ({fmt_int(x['infra_failures'])} from "
            f"infrastructure), losing {fmt_gpu_hours(x['gpu_hours_lost'])} to failures and "
-           "restarts" + _trend(x["gpu_hours_lost"], p["gpu_hours_lost"],
+           "restarts" + _trend(x["gpu_hours_lost"], p.get("gpu_hours_lost"),
                                unit_fmt=fmt_gpu_hours) + "."]
     reasons = x["by_reason"]
     if len(reasons):
@@ -96,11 +111,11 @@ def thermal(r: Report) -> list[str]:
 
 
 def energy(r: Report) -> list[str]:
-    e, p = r.this["energy"], r.prev["energy"]
+    e, p = r.this["energy"], _prev(r, "energy")
     if not e["it_kwh"]:
         return ["No energy was measured this week."]
     out = [f"The cluster used {fmt_num(e['facility_kwh'], 0, 'kWh')} at the facility"
-           + _trend(e["facility_kwh"], p["facility_kwh"],
+           + _trend(e["facility_kwh"], p.get("facility_kwh"),
                     unit_fmt=lambda v: fmt_num(v, 0, "kWh"))
            + f", {fmt_num(e['it_kwh'], 0, 'kWh')} of it in IT equipment, and emitted "
            f"{fmt_num(e['tco2e'], 2, 't CO₂e')}."]
@@ -123,6 +138,6 @@ def summarise(r: Report) -> list[str]:
     if r.in_progress:
         lines.append(f"This week is still in progress: figures run to "
                      f"{r.end:%a %d %b %H:%M} UTC.")
-    for part in (fleet, reliability, thermal, energy):
+    for part in (coverage, fleet, reliability, thermal, energy):
         lines.extend(part(r))
     return lines

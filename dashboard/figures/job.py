@@ -1,22 +1,19 @@
-"""Pure figure builders for the drill-down and the job pages (shared with the report).
+"""Figures of the Job page: a job's runs on a time axis and its GPUs' telemetry.
 
-- :func:`rack_gpus` — a rack's nodes x GPU index, coloured by a floor-map metric;
 - :func:`job_timeline` — a job's runs as bars on a time axis, coloured by state;
 - :func:`job_telemetry` — utilisation, temperature and power of a job's GPUs.
 """
 
 from __future__ import annotations
 
-import html
 from datetime import datetime
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.charts import GRID, TIME_AXIS, _layout
-from dashboard.figures import FLOOR_METRICS, MUTED, PALETTE, TEMP_RANGE_C, empty_figure
-from dashboard.formatting import missing
+from dashboard.figures.base import GRID, MUTED, PALETTE, TIME_AXIS, chart_layout, empty_figure
+from dashboard.formatting import esc
 
 #: Run states -> colour (Okabe-Ito): good blue/green, failures vermillion/orange.
 STATE_COLOURS = {
@@ -24,58 +21,7 @@ STATE_COLOURS = {
     "NODE_FAIL": PALETTE[5], "TIMEOUT": PALETTE[1], "OUT_OF_MEMORY": PALETTE[1],
     "CANCELLED": MUTED, "REQUEUED": PALETTE[3], "PREEMPTED": PALETTE[3],
 }
-#: Drill-down cell metric -> (column of gpus_now, colour bar title, scale range).
-CELL_METRICS = {"temp": ("temp_c", "GPU temperature (°C)", TEMP_RANGE_C),
-                "util": ("util_pct", "Utilisation (%)", (0.0, 100.0)),
-                "power": ("power_w", "GPU power (kW)", (0.0, 0.7))}
 
-
-def _esc(value) -> str:
-    return "—" if missing(value) else html.escape(str(value))
-
-
-def rack_gpus(df: pd.DataFrame | None, *, rack: str, metric: str = "temp") -> go.Figure:
-    """A rack's GPUs as a grid: one row per node, one column per GPU index.
-
-    ``df`` is :func:`warehouse.queries.topology.gpus_now`'s frame for the rack. Cells
-    carry ``customdata[0]`` = node (click to drill into it) and the job on the GPU.
-    """
-    if df is None or len(df) == 0:
-        return empty_figure(f"Rack {rack} has no nodes in the topology.", height=260)
-    m = FLOOR_METRICS[metric]
-    col, bar_title, (lo, hi) = CELL_METRICS[metric]
-    scale = 1000.0 if metric == "power" else 1.0
-    values = df[col].astype(float) / scale
-    nodes = sorted(df["node"].unique())
-    gpus = sorted(int(g) for g in df["gpu_index"].unique())
-    grid = values.groupby([df["node"], df["gpu_index"].astype(int)]).first()
-    z, custom = [], []
-    for node in nodes:
-        z.append([grid.get((node, g)) for g in gpus])
-        row = []
-        for g in gpus:
-            rec = df[(df["node"] == node) & (df["gpu_index"] == g)]
-            r = rec.iloc[0] if len(rec) else {}
-            job = "idle" if missing(r.get("job_id")) else (
-                f"job {_esc(r.get('job_id'))} · {_esc(r.get('user_name'))}")
-            value = r.get(col) if len(rec) else None
-            row.append([node, g, job,
-                        "no fresh sample" if missing(value) else m.fmt(value / scale)])
-        custom.append(row)
-    fig = go.Figure(go.Heatmap(
-        z=z, x=[f"GPU {g}" for g in gpus], y=[html.escape(n) for n in nodes],
-        customdata=custom, colorscale=m.colorscale, zmin=lo, zmax=hi, xgap=3, ygap=3,
-        colorbar={"title": {"text": bar_title, "side": "right"}, "thickness": 12},
-        hovertemplate=("<b>%{customdata[0]}</b> GPU %{customdata[1]}<br>%{customdata[3]}"
-                       "<br>%{customdata[2]}<extra></extra>"),
-        hoverongaps=False,
-    ))
-    fig.update_layout(**_layout(max(200, 90 + 44 * len(nodes)), hovermode="closest",
-                                uirevision=f"rack-gpus-{rack}"),
-                      xaxis={"title": {"text": "GPU index"}, "side": "top"},
-                      yaxis={"title": {"text": "Node"}, "autorange": "reversed"},
-                      clickmode="event")
-    return fig
 
 
 def job_timeline(runs: pd.DataFrame | None, *, now: datetime) -> go.Figure:
@@ -86,17 +32,17 @@ def job_timeline(runs: pd.DataFrame | None, *, now: datetime) -> go.Figure:
     fig = go.Figure()
     for state, part in runs.groupby("state", sort=False, dropna=False):
         ends = part["end_ts"].fillna(now)
-        label = _esc(state)
+        label = esc(state)
         fig.add_trace(go.Bar(
             base=part["start_ts"], x=(ends - part["start_ts"]).dt.total_seconds() * 1000,
             y=[f"Run {int(i)}" for i in part["run_index"]], orientation="h", name=label,
             marker_color=STATE_COLOURS.get(str(state), MUTED),
-            customdata=[[label, _esc(r), f"{h:.1f}"] for r, h in
+            customdata=[[label, esc(r), f"{h:.1f}"] for r, h in
                         zip(part["reason"], part["hours"], strict=True)],
             hovertemplate=("%{y}: %{customdata[0]} · %{customdata[2]} h<br>"
                            "%{customdata[1]}<extra></extra>"),
         ))
-    fig.update_layout(**_layout(max(180, 90 + 36 * len(runs)), hovermode="closest",
+    fig.update_layout(**chart_layout(max(180, 90 + 36 * len(runs)), hovermode="closest",
                                 uirevision="job-timeline"),
                       barmode="overlay",
                       xaxis={**TIME_AXIS, "type": "date"},
@@ -122,7 +68,7 @@ def job_telemetry(df: pd.DataFrame | None) -> go.Figure:
         fig.add_trace(go.Scatter(x=df["ts"], y=df[col], name=name, mode="lines",
                                  line={"color": colour, "width": 2}, hovertemplate=tmpl),
                       row=row, col=1)
-    fig.update_layout(**_layout(460, uirevision="job-telemetry"))
+    fig.update_layout(**chart_layout(460, uirevision="job-telemetry"))
     for row, title in ((1, "Utilisation (%)"), (2, "Temperature (°C)"), (3, "Power (kW)")):
         fig.update_yaxes(title_text=title, row=row, col=1, **GRID)
     fig.update_xaxes(title_text="Time (UTC)", row=3, col=1, showgrid=False)

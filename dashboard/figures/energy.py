@@ -1,0 +1,97 @@
+"""Figures of the Energy page (the weekly report draws ``energy_over_time``).
+
+Inputs are the frames of :mod:`warehouse.queries.energy`.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard.figures.base import (
+    CATEGORY_COLOURS,
+    GRID,
+    PALETTE,
+    TIME_AXIS,
+    chart_layout,
+    empty_figure,
+)
+
+
+def energy_over_time(df: pd.DataFrame | None, *, x: str) -> go.Figure:
+    """GPU and other IT energy (stacked kWh) and emissions (kg, right axis) over time."""
+    if df is None or len(df) == 0:
+        return empty_figure("No energy data in this range (the hourly energy table is "
+                            "filled by the analytics job after the rollups).")
+    fig = go.Figure([
+        go.Bar(x=df[x], y=df["gpu_kwh"], name="GPUs", marker_color=PALETTE[0],
+               hovertemplate="%{y:,.1f} kWh"),
+        go.Bar(x=df[x], y=df["other_kwh"], name="Rest of the nodes", marker_color=PALETTE[4],
+               hovertemplate="%{y:,.1f} kWh"),
+        go.Scatter(x=df[x], y=df["carbon_kg"], name="Emissions", yaxis="y2", mode="lines",
+                   line={"color": PALETTE[5], "width": 2}, hovertemplate="%{y:,.1f} kg"),
+    ])
+    fig.update_layout(**chart_layout(uirevision="energy"), barmode="stack", xaxis=TIME_AXIS,
+                      yaxis={**GRID, "title": {"text": "IT energy (kWh)"}},
+                      yaxis2={"title": {"text": "Emissions (kg CO₂e)"}, "overlaying": "y",
+                              "side": "right", "showgrid": False, "rangemode": "tozero"})
+    return fig
+
+
+def pue_and_intensity(df: pd.DataFrame | None, *, x: str) -> go.Figure:
+    """PUE (facility / IT energy) and grid intensity (g CO2e / kWh) over time."""
+    if df is None or len(df) == 0:
+        return empty_figure("No energy data in this range.")
+    d = df.assign(pue=df["facility_kwh"] / df["it_kwh"].where(df["it_kwh"] > 0),
+                  g_per_kwh=1000 * df["carbon_kg"] / df["facility_kwh"].where(
+                      df["facility_kwh"] > 0))
+    fig = go.Figure([
+        go.Scatter(x=d[x], y=d["g_per_kwh"], name="Grid intensity", mode="lines",
+                   line={"color": PALETTE[2], "width": 2}, hovertemplate="%{y:,.0f} g/kWh"),
+        go.Scatter(x=d[x], y=d["pue"], name="PUE", yaxis="y2", mode="lines",
+                   line={"color": PALETTE[3], "width": 2, "dash": "dash"},
+                   hovertemplate="%{y:.2f}"),
+    ])
+    fig.update_layout(**chart_layout(uirevision="pue"), xaxis=TIME_AXIS,
+                      yaxis={**GRID, "title": {"text": "Grid intensity (g CO₂e / kWh)"},
+                             "rangemode": "tozero"},
+                      yaxis2={"title": {"text": "PUE"}, "overlaying": "y", "side": "right",
+                              "showgrid": False, "rangemode": "tozero"})
+    return fig
+
+
+def energy_by(df: pd.DataFrame | None, *, key: str, label: str, top: int = 20) -> go.Figure:
+    """Facility energy (kWh) per group, emissions in the hover; largest on top."""
+    if df is None or len(df) == 0:
+        return empty_figure(f"No energy attributed to any {label.lower()} in this range.")
+    d = df.sort_values("carbon_kg", ascending=False).head(top).iloc[::-1]
+    energy = d["facility_kwh"] if "facility_kwh" in d else d["it_kwh"]
+    fig = go.Figure(go.Bar(
+        y=[html.escape(str(v))[:40] for v in d[key]], x=energy, orientation="h",
+        marker_color=PALETTE[0], customdata=d["carbon_kg"],
+        hovertemplate="%{y}: %{x:,.1f} kWh · %{customdata:,.1f} kg CO₂e<extra></extra>",
+    ))
+    fig.update_layout(**chart_layout(max(260, 80 + 24 * len(d)), hovermode="closest",
+                                uirevision=f"energy-by-{key}"),
+                      xaxis={**GRID, "title": {"text": "Facility energy (kWh)"}},
+                      yaxis={"title": {"text": label}, "automargin": True})
+    return fig
+
+
+def categories_bar(df: pd.DataFrame | None, *, cat: str, value: str, x_title: str,
+                   empty: str) -> go.Figure:
+    """One horizontal bar per category (failure carbon by category, idle energy)."""
+    if df is None or len(df) == 0:
+        return empty_figure(empty, height=260)
+    g = df.groupby(cat, dropna=False)[value].sum().sort_values()
+    fig = go.Figure(go.Bar(y=[html.escape(str(c)).replace("_", " ") for c in g.index],
+                           x=g.values, orientation="h",
+                           marker_color=[CATEGORY_COLOURS.get(c, PALETTE[0]) for c in g.index],
+                           hovertemplate="%{y}: %{x:,.1f}<extra></extra>"))
+    fig.update_layout(**chart_layout(max(220, 80 + 30 * len(g)), hovermode="closest",
+                                uirevision=f"cat-{value}"),
+                      xaxis={**GRID, "title": {"text": x_title}},
+                      yaxis={"title": {"text": ""}, "automargin": True})
+    return fig
