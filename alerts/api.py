@@ -11,23 +11,78 @@ DuckDB file). Register with ``server.register_blueprint(create_blueprint(wh))``.
     DELETE /api/alerts/silences/<silence_id>
     GET    /api/alerts/outbox              {"outbox": [per sink and status counts]}
 
-Errors answer ``{"error": "..."}`` with status 400 or 404.
+Every input is checked before use: a bad one answers 400 with ``{"error": "..."}``
+naming the field (``since_s``, ``duration``, ``comment`` ...); an unknown alert or
+silence 404. The service's web layer (dashboard/web_security.py, dashboard/auth.py) has
+already checked the caller: Origin, CSRF token, JSON body, role.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import datetime
 
 from flask import Blueprint, jsonify, request
 
 from alerts import ops
+from alerts.model import FIRING, PENDING, RESOLVED
 from warehouse.clock import utcnow
 from warehouse.queries import alerts as q
+
+MAX_TEXT = 1000  # characters of a comment
+MAX_NAME = 256  # characters of a name (rule, rack, node, user, id)
+MAX_SINCE_S = 400 * 86400.0  # the longest look-back of a list
+MAX_SILENCE_S = 90 * 86400.0  # the longest silence
+STATES = (PENDING, FIRING, RESOLVED)
+
+
+class BadInput(ValueError):
+    """A request field the caller can fix; the message names it."""
+
+
+def _text(body: dict, key: str, *, limit: int = MAX_NAME, default: str = "") -> str:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise BadInput(f"{key}: expected a string, got {type(value).__name__}")
+    if len(value) > limit:
+        raise BadInput(f"{key}: at most {limit} characters")
+    if not value.replace("\n", " ").isprintable():
+        raise BadInput(f"{key}: control characters are not accepted")
+    return value
+
+
+def _seconds(value, key: str, *, low: float, high: float) -> float:
+    """A finite number of seconds in [low, high] from a number or a text like ``2h``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise BadInput(f"{key}: expected a number of seconds or a duration like 2h")
+    try:
+        seconds = (ops.parse_duration(value) if isinstance(value, str) else float(value))
+    except ops.OpsError as exc:
+        raise BadInput(f"{key}: {exc}") from None
+    if not math.isfinite(seconds) or not low <= seconds <= high:
+        raise BadInput(f"{key}: {str(value)[:40]!r} must be a finite duration from "
+                       f"{low:g} to {high:g} s")
+    return seconds
+
+
+def _body() -> dict:
+    body = request.get_json(silent=True)
+    if body is None and not request.get_data():
+        return {}
+    if not isinstance(body, dict):
+        raise BadInput("body: expected a JSON object")
+    return body
 
 
 def create_blueprint(warehouse, *, now: Callable[[], datetime] = utcnow) -> Blueprint:
     bp = Blueprint("alerts_api", __name__, url_prefix="/api/alerts")
+
+    @bp.errorhandler(BadInput)
+    def _bad_input(exc):
+        return jsonify({"error": str(exc)}), 400
 
     @bp.errorhandler(ops.OpsError)
     def _bad(exc):
@@ -37,15 +92,19 @@ def create_blueprint(warehouse, *, now: Callable[[], datetime] = utcnow) -> Blue
     @bp.get("")
     def list_alerts():
         args = request.args
+        state = _text(args, "state") or None
+        if state is not None and state not in STATES:
+            raise BadInput(f"state: {state[:40]!r} is not one of {', '.join(STATES)}")
+        since_s = _seconds(args.get("since_s", 86400), "since_s", low=0, high=MAX_SINCE_S)
         return jsonify({"alerts": ops.list_alerts(
-            warehouse, now(), state=args.get("state") or None, rack=args.get("rack") or None,
-            since_s=float(args.get("since_s", 86400)))})
+            warehouse, now(), state=state, rack=_text(args, "rack") or None, since_s=since_s)})
 
     @bp.post("/<alert_id>/ack")
     def ack(alert_id: str):
-        body = request.get_json(silent=True) or {}
-        return jsonify({"alert": ops.ack(warehouse, now(), alert_id, by=body.get("by", ""),
-                                         comment=body.get("comment", ""))})
+        body = _body()
+        alert_id = _text({"alert_id": alert_id}, "alert_id")
+        return jsonify({"alert": ops.ack(warehouse, now(), alert_id, by=_text(body, "by"),
+                                         comment=_text(body, "comment", limit=MAX_TEXT))})
 
     @bp.get("/silences")
     def silences():
@@ -54,16 +113,19 @@ def create_blueprint(warehouse, *, now: Callable[[], datetime] = utcnow) -> Blue
 
     @bp.post("/silences")
     def add_silence():
-        body = request.get_json(silent=True) or {}
-        duration = body.get("duration_s") or ops.parse_duration(body.get("duration", "0"))
+        body = _body()
+        key = "duration_s" if body.get("duration_s") is not None else "duration"
+        duration = _seconds(body.get(key, "0"), key, low=1, high=MAX_SILENCE_S)
         silence = ops.add_silence(
-            warehouse, now(), rule=body.get("rule"), rack=body.get("rack"),
-            node=body.get("node"), duration_s=float(duration),
-            comment=body.get("comment", ""), created_by=body.get("created_by", ""))
+            warehouse, now(), rule=_text(body, "rule") or None,
+            rack=_text(body, "rack") or None, node=_text(body, "node") or None,
+            duration_s=duration, comment=_text(body, "comment", limit=MAX_TEXT),
+            created_by=_text(body, "created_by"))
         return jsonify({"silence": silence}), 201
 
     @bp.delete("/silences/<silence_id>")
     def expire(silence_id: str):
+        silence_id = _text({"silence_id": silence_id}, "silence_id")
         if not ops.expire_silence(warehouse, now(), silence_id):
             return jsonify({"error": f"no active silence {silence_id!r}"}), 404
         return jsonify({"expired": silence_id})

@@ -14,8 +14,10 @@ The context is process-wide: one live app per process.
 
 Shared behaviour is registered on the app itself (``app.callback``), never as module
 globals: the filter bar (:mod:`dashboard.filters`), the drill-down panel
-(:mod:`dashboard.drilldown`) and the navigation highlight. :mod:`dashboard.auth` guards
-every route but ``/healthz`` and ``/login`` when a login or a trusted header is set.
+(:mod:`dashboard.drilldown`) and the navigation highlight. :mod:`dashboard.web_security`
+checks every request's Host, Origin and CSRF token and adds the security headers;
+:mod:`dashboard.auth` guards every route but ``/healthz`` and ``/login`` when a login or
+a trusted proxy is set, and gives each user a role.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 import dash
 from dash import Input, Output, dcc, html
 
-from dashboard import auth, context, drilldown, filters, ids
+from dashboard import auth, context, drilldown, filters, ids, web_security
 from dashboard.nav import nav_items
 from warehouse.analytics import Options
 from warehouse.clock import utcnow as utcnow_naive
@@ -82,7 +84,9 @@ def create_app(
         update_title=None,  # no "Updating..." tab title on every refresh
         suppress_callback_exceptions=True,  # page components come and go
     )
-    auth.install(app.server, auth_config or auth.AuthConfig())
+    auth_config = auth_config or auth.AuthConfig()
+    web_security.install(app, auth_config)  # Host, Origin, CSRF, headers: before the login
+    auth.install(app.server, auth_config)
     app.layout = _shell(title)
 
     @app.callback(Output(ids.NAV, "children"), Input(ids.URL, "pathname"),
@@ -96,12 +100,18 @@ def create_app(
 
 
 def _user_badge() -> html.Div | None:
-    """Who is logged in, with a log-out link (only when a login is configured)."""
-    user = auth.current_user()
-    if user is None:
+    """Who is logged in and as what, with a log-out button (only when a login is
+    configured). Logging out is a POST carrying the CSRF token, like every change."""
+    from flask_wtf.csrf import generate_csrf
+
+    who = auth.identity()
+    if who.user is None:
         return None
-    return html.Div([html.Span(user, className="user-name"),  # text, never HTML
-                     html.A("Log out", href="/logout", className="user-logout")],
+    logout = html.Form([dcc.Input(type="hidden", name="csrf_token", value=generate_csrf()),
+                        html.Button("Log out", type="submit", className="user-logout")],
+                       action="/logout", method="POST")
+    return html.Div([html.Span(who.user, className="user-name"),  # text, never HTML
+                     html.Span(who.role, className="user-role"), logout],
                     id=ids.USER, className="user")
 
 

@@ -1,33 +1,55 @@
-"""Who may see the dashboard: an optional login, or a trusted reverse-proxy header.
+"""Who may use the dashboard, and as what: a login, or a trusted reverse proxy; roles.
 
-Three modes, from :class:`AuthConfig` (settings ``dashboard.users``,
-``dashboard.trusted_user_header``, ``dashboard.secret_key``, ``dashboard.session_hours``):
+Modes, from :class:`AuthConfig` (the ``dashboard.*`` settings; docs/operations.md has the
+whole security model):
 
-- neither users nor a header: open (the service binds 127.0.0.1 unless told otherwise);
-- ``trusted_user_header``: a request carrying that header is the named user (the proxy
-  authenticated it); without the header the login form decides, if users are configured,
-  else the request is refused;
-- ``users``: ``name:hash`` pairs; a login form at ``/login`` sets a signed session cookie.
+- neither users nor a trusted header: open; everyone who reaches the service (it binds
+  127.0.0.1 unless told otherwise) is an operator;
+- ``users``: ``name:hash`` pairs; a login form at ``/login`` starts a server-side session
+  (a random id in the signed cookie, looked up in :class:`SessionStore`), so ``/logout``
+  revokes it and a changed password hash invalidates it;
+- ``trusted_user_header``: the header names the user, but only on requests whose peer
+  address is in ``trusted_proxies`` (default none: the header is ignored). The user must
+  be configured (``users``, ``operators`` or ``viewers``) unless ``auto_provision``.
 
-Hashes are werkzeug's (``scrypt:...`` or ``pbkdf2:...``); :func:`hash_password` makes
-one (the CLI exposes it as ``gpulens hash-password``). ``/healthz`` and the login page
-stay open. Nothing here imports Dash: the settings module uses :func:`parse_users` as its
-check.
+Roles: ``viewer`` reads; ``operator`` also acknowledges, silences and makes reports. A
+user's role is ``operator`` when listed in ``operators`` or in one of the
+``operator_groups`` (from the proxy's ``groups_header``), ``viewer`` when listed in
+``viewers``, else ``default_role``.
+
+Failed logins are throttled per account and per address (Flask-Limiter, the limits of
+``dashboard.login_limits``) and logged with the name and address, never the password.
+Hashes are werkzeug's (``scrypt:...`` or ``pbkdf2:...``, compared in constant time);
+:func:`hash_password` makes one (``gpulens hash-password``). Host, Origin and CSRF checks
+and the response headers live in :mod:`dashboard.web_security`. Nothing here imports Dash.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import html
+import ipaddress
+import logging
 import secrets
+import threading
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cache
 from urllib.parse import urlsplit
 
 from werkzeug.security import check_password_hash, generate_password_hash
 
-OPEN_PATHS = ("/healthz", "/login", "/logout")
+log = logging.getLogger(__name__)
+
+OPEN_PATHS = ("/healthz", "/login", "/logout", "/api/session")
 HASH_METHODS = ("scrypt", "pbkdf2")
+ROLES = ("viewer", "operator")
 SESSION_USER = "gpulens_user"
+SESSION_ID = "gpulens_sid"
+MAX_NAME = 256  # characters of a user or group name
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def hash_password(password: str, *, method: str = "scrypt") -> str:
@@ -57,16 +79,91 @@ def parse_users(text: str) -> dict[str, str]:
     return users
 
 
+def parse_names(text: str) -> frozenset[str]:
+    """``"alice, bob"`` -> ``{"alice", "bob"}``; ValueError for a name with control
+    characters or longer than MAX_NAME."""
+    names = set()
+    for part in (p.strip() for p in (text or "").split(",")):
+        if not part:
+            continue
+        if len(part) > MAX_NAME or not part.isprintable():
+            raise ValueError(f"{part[:20]!r} is not a name")
+        names.add(part)
+    return frozenset(names)
+
+
+def parse_networks(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """``"127.0.0.1, 10.0.0.0/8"`` -> networks; ValueError names the bad part."""
+    nets = []
+    for part in (p.strip() for p in (text or "").split(",")):
+        if not part:
+            continue
+        try:
+            nets.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ValueError(f"{part[:40]!r} is not an IP address or CIDR network") from None
+    return tuple(nets)
+
+
+def parse_limits(text: str) -> list:
+    """``"5 per minute; 20 per hour"`` -> ``limits`` items; ValueError when empty or bad."""
+    from limits import parse_many
+
+    items = parse_many(text or "")
+    if not items:
+        raise ValueError("no limit given")
+    return items
+
+
 @dataclass(frozen=True)
 class AuthConfig:
     users: dict[str, str] = field(default_factory=dict)  # name -> werkzeug hash
     trusted_user_header: str = ""
     secret_key: str = ""
     session_hours: float = 12.0
+    trusted_proxies: tuple = ()  # ipaddress networks
+    auto_provision: bool = False
+    operators: frozenset[str] = frozenset()
+    viewers: frozenset[str] = frozenset()
+    default_role: str = "viewer"
+    groups_header: str = ""
+    operator_groups: frozenset[str] = frozenset()
+    public_url: str = ""
+    allowed_hosts: frozenset[str] = frozenset()
+    cookie_secure: str = "auto"  # auto | true | false
+    login_limits: str = "5 per minute; 20 per hour; 100 per day"
 
     @property
     def enabled(self) -> bool:
         return bool(self.users or self.trusted_user_header)
+
+    @property
+    def proxy_trusted(self) -> bool:
+        """True when a proxy header can name the user (a header and proxy addresses)."""
+        return bool(self.trusted_user_header and self.trusted_proxies)
+
+    @property
+    def secure_cookies(self) -> bool:
+        if self.cookie_secure == "auto":
+            return self.public_url.startswith("https://")
+        return self.cookie_secure == "true"
+
+    def known(self, name: str) -> bool:
+        return name in self.users or name in self.operators or name in self.viewers
+
+    def role_of(self, name: str, groups: frozenset[str] = frozenset()) -> str:
+        if name in self.operators or groups & self.operator_groups:
+            return "operator"
+        if name in self.viewers:
+            return "viewer"
+        return self.default_role
+
+    def from_trusted_proxy(self, address: str | None) -> bool:
+        try:
+            ip = ipaddress.ip_address(address or "")
+        except ValueError:
+            return False
+        return any(ip in net for net in self.trusted_proxies)
 
     @classmethod
     def from_settings(cls, values) -> AuthConfig:
@@ -76,16 +173,77 @@ class AuthConfig:
             trusted_user_header=values["dashboard.trusted_user_header"].strip(),
             secret_key=values["dashboard.secret_key"],
             session_hours=values["dashboard.session_hours"],
+            trusted_proxies=parse_networks(values["dashboard.trusted_proxies"]),
+            auto_provision=values["dashboard.auto_provision"],
+            operators=parse_names(values["dashboard.operators"]),
+            viewers=parse_names(values["dashboard.viewers"]),
+            default_role=values["dashboard.default_role"],
+            groups_header=values["dashboard.groups_header"].strip(),
+            operator_groups=parse_names(values["dashboard.operator_groups"]),
+            public_url=values["dashboard.public_url"],
+            allowed_hosts=frozenset(h.lower() for h in
+                                    parse_names(values["dashboard.allowed_hosts"])),
+            cookie_secure=values["dashboard.cookie_secure"],
+            login_limits=values["dashboard.login_limits"],
         )
 
 
+@cache
+def _dummy_hash() -> str:
+    return hash_password(secrets.token_hex(8))
+
+
 def check_login(config: AuthConfig, name: str, password: str) -> bool:
-    """True when ``name`` is a configured user and ``password`` matches its hash."""
+    """True when ``name`` is a configured user and ``password`` matches its hash.
+
+    werkzeug compares the derived keys with ``hmac.compare_digest``; an unknown user is
+    checked against a dummy hash, so both answers cost one key derivation.
+    """
     hashed = config.users.get(name)
     if hashed is None:
-        check_password_hash(hash_password("timing"), password or "x")  # same cost either way
+        check_password_hash(_dummy_hash(), password or "x")
         return False
     return check_password_hash(hashed, password or "")
+
+
+class SessionStore:
+    """Logged-in sessions held by the service: id -> (user, password fingerprint, expiry).
+
+    The cookie carries only a random id (signed); logging out deletes it here, so a
+    copied cookie stops working. A restart ends every session.
+    """
+
+    def __init__(self, lifetime_s: float, clock=time.monotonic):
+        self.lifetime_s = lifetime_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._live: dict[str, tuple[str, str, float]] = {}
+
+    def open(self, user: str, fingerprint: str) -> str:
+        sid = secrets.token_urlsafe(32)
+        now = self.clock()
+        with self._lock:
+            self._live = {k: v for k, v in self._live.items() if v[2] > now}
+            self._live[sid] = (user, fingerprint, now + self.lifetime_s)
+        return sid
+
+    def user(self, sid: str | None, fingerprint_of) -> str | None:
+        """The session's user while it lives and the user's password hash is unchanged."""
+        with self._lock:
+            entry = self._live.get(sid or "")
+        if entry is None or entry[2] <= self.clock():
+            return None
+        user, fingerprint, _ = entry
+        if not hmac.compare_digest(fingerprint, fingerprint_of(user)):
+            return None
+        return user
+
+    def revoke(self, sid: str | None) -> None:
+        with self._lock:
+            self._live.pop(sid or "", None)
+
+    def __len__(self) -> int:
+        return len(self._live)
 
 
 def _safe_next(target: str | None) -> str:
@@ -94,13 +252,13 @@ def _safe_next(target: str | None) -> str:
     if parts.scheme or parts.netloc or not (parts.path or "/").startswith("/"):
         return "/"
     path = parts.path or "/"
-    if path.startswith("//"):
+    if path.startswith("//") or "\\" in path:
         return "/"
     return path + (f"?{parts.query}" if parts.query else "")
 
 
 LOGIN_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Log in · gpulens</title>
+<html lang="en"><head><meta charset="utf-8"><title>{title} · gpulens</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
 body{{margin:0;font-family:Inter,system-ui,sans-serif;background:#f5f7fa;color:#1f2933}}
@@ -111,92 +269,238 @@ input{{padding:9px 10px;border:1px solid #cbd2d9;border-radius:8px;font-size:14p
 button{{padding:10px;border:0;border-radius:8px;background:#0f766e;color:#fff;
 font-weight:600;font-size:14px;cursor:pointer}} .error{{color:#b42318;font-size:13px}}
 </style></head><body>
-<form method="post" action="/login" id="login-form">
+<form method="post" action="{action}" id="login-form">
 <h1>gpulens</h1>{error}
-<input type="hidden" name="next" value="{next}">
+<input type="hidden" name="csrf_token" value="{csrf}">
+{fields}
+<button type="submit" id="login-submit">{title}</button>
+</form></body></html>"""
+
+LOGIN_FIELDS = """<input type="hidden" name="next" value="{next}">
 <label for="username">User</label>
 <input id="username" name="username" autocomplete="username" required autofocus>
 <label for="password">Password</label>
-<input id="password" name="password" type="password" autocomplete="current-password" required>
-<button type="submit" id="login-submit">Log in</button>
-</form></body></html>"""
+<input id="password" name="password" type="password" autocomplete="current-password" required>"""
+
+PROXY_ONLY = "Forbidden: this dashboard expects an authenticating proxy.\n"
+
+
+@dataclass(frozen=True)
+class Identity:
+    user: str | None  # None: nobody (auth on, no login)
+    role: str | None
+    refused: str = ""  # why a proxy-named user is refused
+
+
+def client_address(config: AuthConfig) -> str:
+    """The client's address: the peer, or the last X-Forwarded-For hop a trusted proxy
+    added (so throttling by address sees users, not the proxy)."""
+    from flask import request
+
+    peer = request.remote_addr or ""
+    forwarded = request.headers.get("X-Forwarded-For", "")
+    if forwarded and config.from_trusted_proxy(peer):
+        return forwarded.split(",")[-1].strip()[:64] or peer
+    return peer
+
+
+_warned_peers: set[str] = set()
+
+
+def _proxy_identity(config: AuthConfig) -> Identity | None:
+    from flask import request
+
+    if not config.trusted_user_header:
+        return None
+    raw = request.headers.get(config.trusted_user_header)
+    if raw is None:
+        return None
+    peer = request.remote_addr or ""
+    if not config.from_trusted_proxy(peer):
+        if peer not in _warned_peers and len(_warned_peers) < 1000:
+            _warned_peers.add(peer)
+            log.warning("ignoring %s from %s: not in dashboard.trusted_proxies",
+                        config.trusted_user_header, peer)
+        return None
+    name = raw.strip()
+    if not name or len(name) > MAX_NAME or not name.isprintable():
+        return Identity(None, None, "the proxy sent no usable user name")
+    if not config.known(name) and not config.auto_provision:
+        log.warning("refused proxy user %r from %s: not a configured user", name[:64], peer)
+        return Identity(None, None, "the proxy's user is not a gpulens user: list it in "
+                                    "dashboard.operators or dashboard.viewers")
+    groups = frozenset()
+    if config.groups_header:
+        groups = parse_names_lenient(request.headers.get(config.groups_header, ""))
+    return Identity(name, config.role_of(name, groups))
+
+
+def parse_names_lenient(text: str) -> frozenset[str]:
+    """Names from a header: what :func:`parse_names` accepts, bad parts dropped."""
+    return frozenset(p.strip() for p in text.split(",")
+                     if p.strip() and len(p.strip()) <= MAX_NAME and p.strip().isprintable())
+
+
+def identity() -> Identity:
+    """Who sends the current Flask request, and with which role (cached per request)."""
+    from flask import current_app, g, has_request_context, session
+
+    if not has_request_context():
+        return Identity(None, None)
+    cached = g.get("gpulens_identity")
+    if cached is not None:
+        return cached
+    state = current_app.extensions.get("gpulens_auth")
+    if state is None or not state.config.enabled:
+        found = Identity(None, "operator")
+    else:
+        config = state.config
+        found = _proxy_identity(config)
+        if found is None:
+            name = state.sessions.user(session.get(SESSION_ID), state.fingerprint)
+            if name is not None and name == session.get(SESSION_USER):
+                found = Identity(name, config.role_of(name))
+            else:
+                found = Identity(None, None)
+    g.gpulens_identity = found
+    return found
+
+
+def current_user() -> str | None:
+    """The user of the current Flask request (trusted proxy header or session), else None."""
+    return identity().user
+
+
+def current_role() -> str | None:
+    """``operator`` or ``viewer`` for the current request; None when nobody is logged in.
+    Without a login configured everyone is an operator."""
+    return identity().role
+
+
+def can_operate() -> bool:
+    """May the current request acknowledge, silence or make reports?"""
+    return current_role() == "operator"
+
+
+@dataclass
+class _State:
+    config: AuthConfig
+    sessions: SessionStore
+    key: bytes
+
+    def fingerprint(self, user: str) -> str:
+        """A keyed digest of the user's password hash: a new hash ends old sessions."""
+        hashed = self.config.users.get(user, "")
+        return hmac.new(self.key, hashed.encode(), hashlib.sha256).hexdigest()
 
 
 def install(server, config: AuthConfig) -> None:
     """Guard every route of the Flask ``server`` except OPEN_PATHS; add /login, /logout.
 
-    Dash's own requests (``/_dash-*``) get 401 without a login; pages redirect to
-    ``/login?next=<page>``.
+    Dash's own requests (``/_dash-*``) and the API get 401 without a login; pages
+    redirect to ``/login?next=<page>``. State-changing API requests need the operator
+    role (403 otherwise). Call after :func:`dashboard.web_security.install`, which sets
+    the secret key, the cookie flags and the CSRF check.
     """
-    from flask import redirect, request, session
+    from flask import jsonify, redirect, request, session
+    from flask_limiter import Limiter
+    from flask_wtf.csrf import generate_csrf
 
-    if not config.enabled:
+    state = _State(config, SessionStore(config.session_hours * 3600),
+                   key=(server.secret_key or secrets.token_hex(32)).encode())
+    server.extensions["gpulens_auth"] = state
+    if not config.enabled:  # open: everyone is an operator (see identity())
         return
-    server.secret_key = config.secret_key or secrets.token_hex(32)
-    server.config.update(
-        SESSION_COOKIE_HTTPONLY=True,
-        SESSION_COOKIE_SAMESITE="Lax",
-        PERMANENT_SESSION_LIFETIME=timedelta(hours=config.session_hours),
-    )
+    if config.trusted_user_header and not config.trusted_proxies:
+        log.warning("dashboard.trusted_user_header %s is ignored: dashboard.trusted_proxies "
+                    "is empty", config.trusted_user_header)
+    elif config.proxy_trusted:
+        log.info("trusting %s from %s", config.trusted_user_header,
+                 ", ".join(map(str, config.trusted_proxies)))
+    server.config.update(PERMANENT_SESSION_LIFETIME=timedelta(hours=config.session_hours))
 
     def login_page(error: str = "", next_path: str = "/", status: int = 200):
         body = LOGIN_PAGE.format(
+            title="Log in", action="/login", csrf=html.escape(generate_csrf(), quote=True),
             error=f'<p class="error" id="login-error">{html.escape(error)}</p>' if error else "",
-            next=html.escape(_safe_next(next_path), quote=True),
+            fields=LOGIN_FIELDS.format(next=html.escape(_safe_next(next_path), quote=True)),
         )
         return body, status, {"Content-Type": "text/html; charset=utf-8",
-                               "Cache-Control": "no-store"}
+                              "Cache-Control": "no-store"}
 
     @server.before_request
     def _require_login():
+        who = identity()
+        if who.refused:
+            return jsonify({"error": f"Forbidden: {who.refused}"}), 403
         if request.path in OPEN_PATHS:
             return None
-        if current_user() is not None:
-            return None
-        if request.path.startswith("/_dash-") or request.method != "GET":
-            return {"error": "login required"}, 401
-        if config.trusted_user_header and not config.users:
-            return "Forbidden: this dashboard expects an authenticating proxy.\n", 403
-        return redirect("/login?next=" + _quote(request.full_path.rstrip("?")))
+        if who.user is None:
+            if request.path.startswith(("/_dash-", "/api/")) or request.method != "GET":
+                return jsonify({"error": "login required"}), 401
+            if not config.users:
+                return PROXY_ONLY, 403
+            return redirect("/login?next=" + _quote(request.full_path.rstrip("?")))
+        if (request.method in STATE_CHANGING and request.path.startswith("/api/")
+                and who.role != "operator"):
+            return jsonify({"error": f"Forbidden: {who.user} is a {who.role}; "
+                                     "this needs the operator role"}), 403
+        return None
+
+    limiter = Limiter(lambda: client_address(config), app=server, storage_uri="memory://",
+                      headers_enabled=True)
+
+    def failed(response) -> bool:
+        return response.status_code == 401
+
+    def account_key() -> str:
+        return "account:" + request.form.get("username", "")[:MAX_NAME]
 
     @server.route("/login", methods=["GET", "POST"])
+    @limiter.limit(config.login_limits, key_func=account_key, methods=["POST"],
+                   deduct_when=failed)
+    @limiter.limit(config.login_limits, key_func=lambda: "address:" + client_address(config),
+                   methods=["POST"], deduct_when=failed)
     def login():
         if not config.users:
-            return "Forbidden: this dashboard expects an authenticating proxy.\n", 403
+            return PROXY_ONLY, 403
         if request.method == "GET":
             return login_page(next_path=request.args.get("next", "/"))
-        name = request.form.get("username", "")
+        name = request.form.get("username", "")[:MAX_NAME]
         target = request.form.get("next", "/")
         if not check_login(config, name, request.form.get("password", "")):
+            log.warning("failed login for user %r from %s", name[:64], client_address(config))
             return login_page("Unknown user or wrong password.", target, 401)
+        state.sessions.revoke(session.get(SESSION_ID))
         session.clear()
         session.permanent = True
         session[SESSION_USER] = name
+        session[SESSION_ID] = state.sessions.open(name, state.fingerprint(name))
+        log.info("login of %r from %s", name[:64], client_address(config))
         return redirect(_safe_next(target))
 
-    @server.route("/logout")
+    @server.errorhandler(429)
+    def _throttled(exc):
+        log.warning("login throttled for %s (user %r): %s", client_address(config),
+                    request.form.get("username", "")[:64], exc.description)
+        body, _, headers = login_page(
+            "Too many failed log-ins: wait a while, then try again.",
+            request.form.get("next", "/"), 429)
+        response = server.make_response((body, 429, headers))
+        if exc.response is not None and "Retry-After" in exc.response.headers:
+            response.headers["Retry-After"] = exc.response.headers["Retry-After"]
+        return response
+
+    @server.route("/logout", methods=["GET", "POST"])
     def logout():
-        session.pop(SESSION_USER, None)
+        if request.method == "GET":  # a form, so that logging out needs the CSRF token
+            body = LOGIN_PAGE.format(title="Log out", action="/logout", error="", fields="",
+                                     csrf=html.escape(generate_csrf(), quote=True))
+            return body, 200, {"Content-Type": "text/html; charset=utf-8",
+                               "Cache-Control": "no-store"}
+        state.sessions.revoke(session.get(SESSION_ID))
+        session.clear()
         return redirect("/login" if config.users else "/")
-
-    server.extensions["gpulens_auth"] = config
-
-
-def current_user() -> str | None:
-    """The user of the current Flask request (proxy header or session), else None."""
-    from flask import current_app, has_request_context, request, session
-
-    if not has_request_context():
-        return None
-    config: AuthConfig | None = current_app.extensions.get("gpulens_auth")
-    if config is None:
-        return None
-    if config.trusted_user_header:
-        name = request.headers.get(config.trusted_user_header, "").strip()
-        if name:
-            return name
-    name = session.get(SESSION_USER)
-    return name if name in config.users else None
 
 
 def _quote(path: str) -> str:

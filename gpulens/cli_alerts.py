@@ -15,38 +15,32 @@ import urllib.request
 import click
 
 from gpulens.config import load
+from gpulens.service_client import ServiceClient, error_message
 
 DEFAULT_URL = "http://127.0.0.1:8050"
 
 
 class _Api:
-    """The service's alerts API over HTTP."""
+    """The service's alerts API over HTTP (with its CSRF token: gpulens/service_client.py)."""
 
     def __init__(self, url: str):
-        self.base = url.rstrip("/") + "/api/alerts"
+        self.client = ServiceClient(url)
+        self.base = self.client.base + "/api/alerts"
 
     def call(self, method: str, path: str, body: dict | None = None, **query):
         from urllib.parse import urlencode
 
         qs = {k: v for k, v in query.items() if v not in (None, "", False)}
-        url = self.base + path + (("?" + urlencode(qs)) if qs else "")
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        target = "/api/alerts" + path + (("?" + urlencode(qs)) if qs else "")
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                return json.loads(resp.read())
+            return self.client.json(method, target, body)
         except urllib.error.HTTPError as exc:
             if exc.code == 401:
                 raise click.ClickException(
                     f"the service at {self.base} asks for a login (dashboard.users or a "
                     "trusted proxy): use the dashboard's Thermal page, or run this command "
                     "while the service is stopped") from None
-            try:
-                message = json.loads(exc.read()).get("error", f"HTTP {exc.code}")
-            except ValueError:
-                message = f"HTTP {exc.code}"
-            raise click.ClickException(message) from None
+            raise click.ClickException(error_message(exc)) from None
 
 
 def _reachable(url: str) -> bool:

@@ -9,33 +9,27 @@ elsewhere, it says so and what to do.
 from __future__ import annotations
 
 import gc
-import json
 import urllib.error
 import urllib.request
 
 import click
 
 from gpulens.config import load
+from gpulens.service_client import ServiceClient, error_message
 
 DEFAULT_URL = "http://127.0.0.1:8050"
 
 
 def _remote(url: str, week: str, send: bool) -> dict | None:
     """The service's answer, or None when no service answers at ``url``."""
-    req = urllib.request.Request(url.rstrip("/") + "/api/reports", method="POST",
-                                 data=json.dumps({"week": week, "send": send}).encode(),
-                                 headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=600) as resp:
-            return json.loads(resp.read())
+        return ServiceClient(url).json("POST", "/api/reports", {"week": week, "send": send},
+                                       timeout=600)
     except urllib.error.HTTPError as exc:
         if exc.code in (404, 405):
             return None  # a service without the reports API
-        try:
-            message = json.loads(exc.read()).get("error", f"HTTP {exc.code}")
-        except ValueError:
-            message = f"HTTP {exc.code}"
-        raise click.ClickException(f"the service at {url} refused: {message}") from None
+        raise click.ClickException(
+            f"the service at {url} refused: {error_message(exc)}") from None
     except (urllib.error.URLError, OSError):
         return None
 

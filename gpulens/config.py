@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpulens.settings import SETTINGS, Setting
+from gpulens.settings.base import limits_error
 
 __all__ = ["SETTINGS", "BY_NAME", "Config", "ConfigError", "Setting", "load"]
 
@@ -60,16 +61,27 @@ def _validate(setting: Setting, value: Any, where: str) -> Any:
     ok_type = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value, ok_type = float(value), True
-    expected = setting.expected or f"a {kind.__name__}"
+    expected = setting.expected or ("a finite number" if kind is float else f"a {kind.__name__}")
     if not ok_type:
         raise ConfigError(
-            f"{where}: {setting.name} = {value!r} is a {type(value).__name__}; expected {expected}"
+            f"{where}: {setting.name} = {_shown(value)} is a {type(value).__name__}; "
+            f"expected {expected}"
         )
+    shown = _shown(value)
+    problem = limits_error(setting, value)
+    if problem is not None:
+        raise ConfigError(f"{where}: {setting.name} = {shown} {problem}; expected {expected}")
     if setting.check is not None and not setting.check(value):
         raise ConfigError(
-            f"{where}: {setting.name} = {value!r} is out of range; expected {expected}"
+            f"{where}: {setting.name} = {shown} is out of range; expected {expected}"
         )
     return value
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters: an error stays one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _from_env(setting: Setting, raw: str) -> Any:
@@ -80,7 +92,7 @@ def _from_env(setting: Setting, raw: str) -> Any:
     except (ValueError, KeyError):
         expected = setting.expected or f"a {setting.type.__name__}"
         raise ConfigError(
-            f"environment: {setting.env} = {raw!r} cannot be read; expected {expected}"
+            f"environment: {setting.env} = {_shown(raw)} cannot be read; expected {expected}"
         ) from None
 
 

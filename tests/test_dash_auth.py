@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from dashboard import auth
 from gpulens.config import ConfigError, load
 from tests.support.dash_seed import NOW, seed_overview
+from tests.support.web import csrf_headers, form_token
 from warehouse import Warehouse
 
 HASH = auth.hash_password("s3cret")
@@ -45,6 +48,65 @@ def test_safe_next_never_leaves_the_site():
         assert auth._safe_next(evil) == "/"
 
 
+def test_names_networks_and_limits_name_the_bad_part():
+    assert auth.parse_names(" alice, bob ,,") == {"alice", "bob"}
+    assert [str(n) for n in auth.parse_networks("127.0.0.1, 10.0.0.0/8, ::1")] == [
+        "127.0.0.1/32", "10.0.0.0/8", "::1/128"]
+    for parser, bad, message in ((auth.parse_networks, "10.0.0.0/33", "'10.0.0.0/33'"),
+                                 (auth.parse_networks, "proxy.example", "proxy.example"),
+                                 (auth.parse_names, "a\x00b", "not a name"),
+                                 (auth.parse_names, "x" * 300, "not a name")):
+        with pytest.raises(ValueError, match=message):
+            parser(bad)
+    assert len(auth.parse_limits("5 per minute; 20 per hour")) == 2
+    for bad in ("", "lots", "5 per fortnight"):
+        with pytest.raises(ValueError):
+            auth.parse_limits(bad)
+
+
+@pytest.mark.parametrize("env, key", [
+    ({"GPULENS_DASHBOARD_TRUSTED_PROXIES": "10.0.0.0/33"}, "dashboard.trusted_proxies"),
+    ({"GPULENS_DASHBOARD_DEFAULT_ROLE": "admin"}, "dashboard.default_role"),
+    ({"GPULENS_DASHBOARD_PUBLIC_URL": "gpulens.example.com"}, "dashboard.public_url"),
+    ({"GPULENS_DASHBOARD_LOGIN_LIMITS": "often"}, "dashboard.login_limits"),
+    ({"GPULENS_DASHBOARD_COOKIE_SECURE": "maybe"}, "dashboard.cookie_secure"),
+])
+def test_security_settings_are_checked_at_load(env, key):
+    with pytest.raises(ConfigError, match=key):
+        load(None, env=env)
+
+
+def test_roles_from_lists_groups_and_the_default():
+    config = auth.AuthConfig(users={"alice": HASH, "bob": HASH}, operators=frozenset({"alice"}),
+                             viewers=frozenset({"dave"}), operator_groups=frozenset({"sre"}))
+    assert config.role_of("alice") == "operator"
+    assert config.role_of("bob") == "viewer"  # default_role
+    assert config.role_of("dave", frozenset({"sre"})) == "operator"
+    assert auth.AuthConfig(default_role="operator").role_of("zed") == "operator"
+    assert config.known("dave") and not config.known("mallory")
+    assert config.from_trusted_proxy("127.0.0.1") is False  # no proxies configured
+    proxied = auth.AuthConfig(trusted_proxies=auth.parse_networks("10.1.0.0/16"))
+    assert proxied.from_trusted_proxy("10.1.2.3") and not proxied.from_trusted_proxy("10.2.0.1")
+    assert not proxied.from_trusted_proxy("not an address")
+
+
+def test_session_store_revokes_expires_and_follows_the_password():
+    clock = [0.0]
+    store = auth.SessionStore(60, clock=lambda: clock[0])
+    fingerprints = {"alice": "fp1"}
+    sid = store.open("alice", "fp1")
+    assert store.user(sid, fingerprints.get) == "alice"
+    assert store.user("forged", fingerprints.get) is None
+    fingerprints["alice"] = "fp2"  # a new password hash
+    assert store.user(sid, fingerprints.get) is None
+    fingerprints["alice"] = "fp1"
+    clock[0] = 61
+    assert store.user(sid, fingerprints.get) is None  # expired
+    sid = store.open("alice", "fp1")
+    store.revoke(sid)
+    assert store.user(sid, fingerprints.get) is None
+
+
 @pytest.fixture(scope="module")
 def guarded():
     from dashboard.app import create_app
@@ -52,13 +114,21 @@ def guarded():
     with Warehouse(":memory:") as wh:
         seed_overview(wh)
         config = auth.AuthConfig(users={"alice": HASH}, trusted_user_header="X-Forwarded-User",
-                                 secret_key="test-key")
+                                 trusted_proxies=auth.parse_networks("127.0.0.1"),
+                                 secret_key="test-key", operators=frozenset({"alice"}))
         app = create_app(wh, now=lambda: NOW, auth_config=config)
         app.server.add_url_rule("/healthz", "healthz", lambda: {"status": "ok"})
         client = app.server.test_client()
-        client.post("/login", data={"username": "alice", "password": "s3cret"})
+        assert _login(client, "alice", "s3cret").status_code == 302
         assert client.get("/_dash-dependencies").status_code == 200  # claims the callbacks
         yield app
+
+
+def _login(client, name, password, target="/"):
+    token = form_token(client.get("/login").get_data(as_text=True))
+    return client.post("/login", data={"username": name, "password": password, "next": target,
+                                       "csrf_token": token},
+                       headers={"Origin": "http://localhost"})
 
 
 def test_pages_need_a_login_but_healthz_does_not(guarded):
@@ -68,7 +138,8 @@ def test_pages_need_a_login_but_healthz_does_not(guarded):
         assert resp.status_code == 302, path
         assert resp.headers["Location"].startswith("/login?next=")
     assert client.get("/_dash-layout").status_code == 401
-    assert client.post("/_dash-update-component", json={}).status_code == 401
+    assert client.post("/_dash-update-component", json={},
+                       headers=csrf_headers(client)).status_code == 401
     assert client.get("/healthz").status_code == 200
     form = client.get("/login?next=%22%3E%3Cscript%3E")
     assert form.status_code == 200 and b"<script>" not in form.data
@@ -76,20 +147,62 @@ def test_pages_need_a_login_but_healthz_does_not(guarded):
 
 def test_login_logout_and_wrong_password(guarded):
     client = guarded.server.test_client()
-    bad = client.post("/login", data={"username": "alice", "password": "nope", "next": "/"})
+    bad = _login(client, "alice", "nope")
     assert bad.status_code == 401 and b"wrong password" in bad.data
-    ok = client.post("/login", data={"username": "alice", "password": "s3cret",
-                                     "next": "/thermal?rack=r01"})
+    ok = _login(client, "alice", "s3cret", "/thermal?rack=r01")
     assert ok.status_code == 302 and ok.headers["Location"] == "/thermal?rack=r01"
     assert client.get("/thermal").status_code == 200
     layout = client.get("/_dash-layout")
     assert layout.status_code == 200 and b"alice" in layout.data  # the user badge
-    client.get("/logout")
+    badge = json.dumps(layout.get_json())
+    assert '"operator"' in badge and '"action": "/logout", "method": "POST"' in badge
+    assert client.get("/logout").status_code == 200  # a form: GET changes nothing
+    assert client.get("/thermal").status_code == 200
+    out = client.post("/logout", data={"csrf_token": form_token(
+        client.get("/logout").get_data(as_text=True))}, headers={"Origin": "http://localhost"})
+    assert out.status_code == 302
     assert client.get("/").status_code == 302
+
+
+def test_a_new_password_hash_ends_old_sessions(guarded):
+    import dataclasses
+
+    client = guarded.server.test_client()
+    assert _login(client, "alice", "s3cret").status_code == 302
+    assert client.get("/api/session").get_json()["user"] == "alice"
+    state = guarded.server.extensions["gpulens_auth"]
+    old = state.config
+    state.config = dataclasses.replace(old, users={"alice": auth.hash_password("n3w")})
+    try:
+        assert client.get("/api/session").get_json()["user"] is None
+    finally:
+        state.config = old
 
 
 def test_trusted_proxy_header_names_the_user(guarded):
     client = guarded.server.test_client()
-    resp = client.get("/_dash-layout", headers={"X-Forwarded-User": "<b>bob</b>"})
+    resp = client.get("/_dash-layout", headers={"X-Forwarded-User": "alice"})
     assert resp.status_code == 200
-    assert b"<b>bob</b>" not in resp.data  # JSON-escaped text, rendered as text by React
+    resp = client.get("/_dash-layout", headers={"X-Forwarded-User": "<b>bob</b>"})
+    assert resp.status_code == 403  # not a configured user
+    assert b"<b>bob</b>" not in resp.data  # the name is logged, not echoed
+
+
+def test_cookies_are_secure_behind_a_tls_proxy():
+    from dashboard.app import create_app
+
+    with Warehouse(":memory:") as wh:
+        config = auth.AuthConfig(public_url="https://gpulens.example.com/")
+        assert config.secure_cookies
+        app = create_app(wh, now=lambda: NOW, auth_config=config)
+        resp = app.server.test_client().get("/", headers={"Host": "gpulens.example.com"})
+        cookies = resp.headers.getlist("Set-Cookie")
+        assert cookies and all("Secure" in c and "SameSite=Strict" in c for c in cookies)
+        assert "max-age" in resp.headers["Strict-Transport-Security"]
+        # the public host is allowed; its origin may post
+        post = app.server.test_client().post(
+            "/api/alerts/silences", json={}, headers={"Host": "gpulens.example.com",
+                                                      "Origin": "https://evil.example.com"})
+        assert post.status_code == 403
+    assert not auth.AuthConfig(public_url="https://x/", cookie_secure="false").secure_cookies
+    assert auth.AuthConfig(cookie_secure="true").secure_cookies

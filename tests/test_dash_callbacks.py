@@ -17,6 +17,7 @@ from dash.dash_table import DataTable
 from dashboard import context, filters, ids
 from dashboard.filters import Filters, from_query, from_search
 from tests.support.dash_seed import NOW, XSS_NAME, seed_dashboard
+from tests.support.web import same_origin_post
 from warehouse import Warehouse
 
 PAGES = ("overview", "utilization", "failures", "goodput", "energy", "thermal", "jobs",
@@ -151,7 +152,7 @@ def test_thermal_callbacks_and_drill_down(pages, app_and_wh):
                        {"id": ids.DRILL_RACK + "-refresh", "property": "n_intervals",
                         "value": 0}],
             "changedPropIds": [f"{ids.FILTERS}.data"], "state": []}
-    resp = client.post("/_dash-update-component", json=body)
+    resp = same_origin_post(client, "/_dash-update-component", json=body)
     assert resp.status_code == 200
     payload = json.loads(resp.data)["response"]
     assert payload[ids.DRILL_RACK]["figure"]["data"][0]["y"] == ["n07", "n08"]

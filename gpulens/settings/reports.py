@@ -18,7 +18,7 @@ def _tz_ok(v: str) -> bool:
 
     try:
         ZoneInfo(v)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a path
         return False
     return True
 
