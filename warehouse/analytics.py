@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 
+from gpulens.settings import setting_field
 from warehouse.energy import refresh_energy
 from warehouse.failures import load_rules, refresh_failures
 from warehouse.usage import refresh_usage
@@ -44,6 +45,7 @@ class Options:
     max_age_h: float = 24.0
     embodied_kg_per_gpu: float = 0.0
     gpu_lifetime_years: float = 5.0
+    large_job_gpus: int = setting_field("reports.large_job_gpus")  # large jobs for ETTR
 
     @property
     def warmup_h(self) -> float:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from gpulens.settings import default
 from warehouse import goodput, reliability
+from warehouse.analytics import Options
 
 GROUPS = {"week": "date_trunc('week', end_ts)", "user": "user_name",
           "partition": "partition", "category": "category", "rack": "rack",
@@ -59,6 +60,33 @@ def ettr_jobs(cur, *, start: datetime, end: datetime, now: datetime,
     return goodput.ettr(cur, start=start, end=end, now=now, interval_h=checkpoint_interval_h,
                         warmup_h=restart_warmup_min / 60.0, min_gpus=min_gpus,
                         job_type=job_type)
+
+
+def large_jobs(cur, *, start: datetime, end: datetime, now: datetime,
+               opts: Options | None = None,
+               min_gpus: int | None = None) -> pd.DataFrame:
+    """ETTR of the *large* jobs active in ``[start, end)``: those with at least
+    ``min_gpus`` GPUs (None: the setting ``reports.large_job_gpus``, ``opts``), with the
+    goodput settings of ``opts`` (warehouse.analytics.Options; None: the defaults). The
+    one definition of "large job" for the Goodput page, the weekly report and /metrics."""
+    opts = opts or Options()
+    return ettr_jobs(cur, start=start, end=end, now=now,
+                     checkpoint_interval_h=opts.checkpoint_interval_h,
+                     restart_warmup_min=opts.restart_warmup_min,
+                     min_gpus=opts.large_job_gpus if min_gpus is None else min_gpus)
+
+
+def ettr_summary(jobs: pd.DataFrame) -> dict:
+    """``jobs`` (of :func:`ettr_jobs`), their GPU-weighted ``ettr`` (sum of GPUs x
+    productive hours / sum of GPUs x wall hours, 0..1) and the lowest job's ``ettr_min``;
+    None where there is no job."""
+    if jobs is None or jobs.empty:
+        return {"jobs": 0, "ettr": None, "ettr_min": None}
+    g = jobs["gpus"].fillna(0)
+    wall = float((g * jobs["wall_h"]).sum())
+    return {"jobs": int(len(jobs)),
+            "ettr": float((g * jobs["productive_h"]).sum()) / wall if wall > 0 else None,
+            "ettr_min": float(jobs["ettr"].min())}
 
 
 def ettr_by(jobs: pd.DataFrame, by: str = "user_name") -> pd.DataFrame:

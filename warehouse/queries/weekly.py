@@ -7,16 +7,15 @@ function gets its own and drops it. Weeks are ISO weeks, Monday 00:00 to Monday 
 the report's time zone, turned into the naive UTC ``[start, end)`` the tables use
 (:func:`week_range`); a week still in progress ends at ``now``.
 
-Most figures come from the existing query modules (failures, goodput, energy,
-thermal). Three are computed here from the **1-hour tier** so one report costs seconds
-at 24,576 GPUs (the 1-minute-tier queries ``idle_energy`` and ``job_energy`` take minutes
-there, see docs/analytics.md):
+Every figure a page also shows comes from the page's own function (one definition,
+docs/analytics.md "One figure, one definition"): GPU-hours lost from the failures table,
+idle energy and allocated-but-idle GPU-hours from
+:func:`warehouse.queries.energy.idle_energy`, job and user energy from
+:func:`warehouse.queries.energy.run_energy` (both read the hours of ``gpu_usage_1h``
+the analytics refresh keeps), large jobs' ETTR from
+:func:`warehouse.queries.goodput.large_jobs`. Computed here from the 1-hour tier:
 
-- :func:`fleet_hours`: allocated, utilised and *allocated-but-idle* GPU-hours (an
-  allocated GPU-hour is idle when the hour's maximum utilisation stayed below
-  ``energy.idle_util_pct``: idle the whole hour), their GPU energy, throttled GPU-hours;
-- :func:`run_energy_hourly`: energy and carbon of each job run, each GPU-hour's energy
-  prorated by the allocation's overlap with the hour, plus the node's non-GPU share;
+- :func:`fleet_hours`: reporting, allocated, utilised and throttled GPU-hours;
 - :func:`alerts_fired`: thermal alerts that fired in the week, per rule and severity.
 Units are in the names: GPU-hours (``_gpu_h``), kWh, kg CO2e, hours.
 """
@@ -32,17 +31,19 @@ import numpy as np
 import pandas as pd
 
 from gpulens.settings import default
-from warehouse import carbon
 from warehouse.analytics import Options
 from warehouse.db import fill
 from warehouse.queries import energy as qe
 from warehouse.queries import failures as qf
-from warehouse.queries import fleet
 from warehouse.queries import goodput as qg
 from warehouse.queries import thermal as qt
 from warehouse.queries import utilisation as qu
 
 WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+#: A week whose telemetry covered less of its installed GPU-hours (percent) is not
+#: compared against: its figures count only the covered part (issue 19: W47 against a
+#: first week of 1.1 % coverage read "+8,485 % energy").
+MIN_COMPARABLE_COVERAGE_PCT = 90.0
 MTTF_JOB_GPUS = (1024, 4096)
 
 # ----------------------------------------------------------------------------- weeks
@@ -110,7 +111,6 @@ ah AS (
 ),
 h AS (
     SELECT coalesce(h.covered_s, 0) AS cov, coalesce(h.util_pct_avg, 0) AS util,
-           coalesce(h.util_pct_max, 0) < $idle_pct AS idle, coalesce(h.energy_j, 0) AS j,
            coalesce(h.throttle_thermal_s, 0) AS thr, coalesce(a.af, 0) AS af
     FROM gpu_samples_1h h LEFT JOIN ah a USING (node, gpu_index, ts)
     WHERE h.ts >= $start AND h.ts < $end
@@ -118,10 +118,6 @@ h AS (
 SELECT sum(cov) / 3600 AS reporting_gpu_h,
        sum(af * cov) / 3600 AS allocated_gpu_h,
        sum(af * cov * util / 100) / 3600 AS utilised_gpu_h,
-       coalesce(sum(af * cov) FILTER (WHERE idle), 0) / 3600 AS idle_allocated_gpu_h,
-       coalesce(sum(af * j) FILTER (WHERE idle), 0) / 3.6e6 AS idle_allocated_kwh,
-       sum((1 - af) * cov) / 3600 AS unallocated_gpu_h,
-       sum((1 - af) * j) / 3.6e6 AS unallocated_kwh,
        sum(thr) / 3600 AS throttled_gpu_h
 FROM h
 """, alloc=_ALLOC)
@@ -132,22 +128,6 @@ SELECT coalesce(nullif((SELECT count(*) FROM gpus), 0), (SELECT sum(gpus) FROM n
                             - epoch(greatest(start_ts, $start))), 0) / 3600
         FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start)
 """
-
-_RUN_SQL = fill("""
-WITH {alloc},
-x AS (
-    SELECT b.job_id, b.run_index, b.ts,
-           epoch(least(b.hi, b.ts + INTERVAL 1 HOUR)) - epoch(greatest(b.lo, b.ts)) AS s,
-           h.energy_j / nullif(h.covered_s, 0) AS w, {node_gpus} AS node_gpus
-    FROM alb b JOIN gpu_samples_1h h USING (node, gpu_index, ts)
-    LEFT JOIN nodes n ON n.node = b.node
-),
-per_h AS (
-    SELECT job_id, run_index, ts, sum(s * coalesce(w, 0)) AS gpu_j,
-           sum(s * $node_w / node_gpus) AS other_j, sum(s) AS gpu_s
-    FROM x GROUP BY ALL
-),
-""", alloc=_ALLOC, node_gpus=fleet.NODE_GPUS_SQL) + qe.run_energy_tail("per_h")
 
 _JOBS_SQL = """
 SELECT job_id, name, user_name, partition, job_type, gpus FROM jobs
@@ -172,29 +152,30 @@ def _f(v) -> float:
     return 0.0 if v is None or (isinstance(v, float) and np.isnan(v)) else float(v)
 
 
-def fleet_hours(cur, *, start: datetime, end: datetime,
-                idle_util_pct: float = default("energy.idle_util_pct")) -> dict:
-    """GPU-hours and GPU energy of the week from the 1-hour tier (see module docstring):
-    gpus (installed), scheduled_gpu_h (allocations, with or without telemetry),
+def fleet_hours(cur, *, start: datetime, end: datetime) -> dict:
+    """GPU-hours of the week from the 1-hour tier (see module docstring): gpus
+    (installed), scheduled_gpu_h (allocations, with or without telemetry),
     reporting_gpu_h, allocated_gpu_h and utilised_gpu_h (with telemetry),
-    idle_allocated_gpu_h / _kwh, unallocated_gpu_h / _kwh, throttled_gpu_h."""
+    throttled_gpu_h."""
     p = {"start": start, "end": end}
-    gpus, scheduled = cur.execute(_SCHEDULED_SQL, p).fetchone()
-    row = cur.execute(_FLEET_SQL, {**p, "idle_pct": float(idle_util_pct)}).df().iloc[0]
+    gpus, scheduled = cur.execute(_SCHEDULED_SQL, p).fetchall()[0]
+    row = cur.execute(_FLEET_SQL, p).df().iloc[0]
     out = {k: _f(v) for k, v in row.items()}
     return {"gpus": int(gpus or 0), "scheduled_gpu_h": _f(scheduled), **out}
 
 
-def run_energy_hourly(cur, *, start: datetime, end: datetime, opts: Options | None = None
-                      ) -> pd.DataFrame:
-    """Energy and carbon of each job run in ``[start, end)`` from the 1-hour tier: job_id,
-    run_index, gpu_hours, gpu_kwh, it_kwh, facility_kwh, carbon_kg (the hourly analogue
-    of :func:`warehouse.queries.energy.run_energy`)."""
-    opts = opts or Options()
-    sql = fill(_RUN_SQL, ctes=carbon.intensity_ctes().strip())
-    params = {"start": start, "end": end, "node_w": opts.node_overhead_w,
-              **qe._carbon_params(opts, timedelta(hours=1))}
-    return cur.execute(sql, params).df()
+def comparable(nums: dict) -> bool:
+    """Whether a week's numbers (of :func:`week_numbers`) may be compared against: its
+    telemetry covered at least :data:`MIN_COMPARABLE_COVERAGE_PCT` of its GPU-hours."""
+    cov = nums["fleet"].get("coverage_pct")
+    return cov is not None and cov >= MIN_COMPARABLE_COVERAGE_PCT
+
+
+def hottest_racks(temps: pd.DataFrame) -> pd.DataFrame:
+    """Racks hottest first: by the 95th percentile of their GPUs' temperature, then the
+    peak, then the rack's name (ties never reorder between the summary and the table)."""
+    return temps.sort_values(["p95_c", "max_c", "rack"], ascending=[False, False, True],
+                             kind="mergesort").reset_index(drop=True)
 
 
 def alerts_fired(cur, *, start: datetime, end: datetime) -> pd.DataFrame:
@@ -234,28 +215,36 @@ def _failure_carbon(fails: pd.DataFrame, runs: pd.DataFrame, energy: dict) -> di
             "gpu_hours_lost": float(fails["gpu_hours_lost"].sum())}
 
 
-def _ettr(jobs: pd.DataFrame) -> dict:
-    if jobs is None or jobs.empty:
-        return {"jobs": 0, "ettr": None, "ettr_min": None}
-    g = jobs["gpus"].fillna(0)
-    wall = float((g * jobs["wall_h"]).sum())
-    return {"jobs": int(len(jobs)),
-            "ettr": float((g * jobs["productive_h"]).sum()) / wall if wall > 0 else None,
-            "ettr_min": float(jobs["ettr"].min())}
+def idle_figures(cur, *, start: datetime, end: datetime, idle_util_pct: float) -> dict:
+    """The Energy page's idle split (:func:`warehouse.queries.energy.idle_energy`) as
+    scalars: unallocated_gpu_h / _kwh and idle_allocated_gpu_h / _kwh (GPU-hours, kWh)."""
+    df = qe.idle_energy(cur, start=start, end=end, idle_util_pct=idle_util_pct)
+    df = df.set_index("state")
+
+    def get(state: str, col: str) -> float:
+        return _f(df.loc[state, col]) if state in df.index else 0.0
+
+    return {"unallocated_gpu_h": get("unallocated", "gpu_hours"),
+            "unallocated_kwh": get("unallocated", "gpu_kwh"),
+            "idle_allocated_gpu_h": get("allocated_idle", "gpu_hours"),
+            "idle_allocated_kwh": get("allocated_idle", "gpu_kwh")}
 
 
 def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datetime,
-                 opts: Options | None = None,
-                 large_job_gpus: int = default("reports.large_job_gpus"),
+                 opts: Options | None = None, large_job_gpus: int | None = None,
                  top: int = default("reports.top"),
                  gpus_per_node: int | None = None) -> dict:
     """Every figure of one report week ``[start, end)`` (clipped at ``now``), by section:
     ``fleet``, ``reliability``, ``thermal``, ``energy``; scalars plus small frames.
-    ``gpus_per_node`` (None: read from the warehouse) scales the failure rate and MTTF."""
+    ``gpus_per_node`` (None: read from the warehouse) scales the failure rate and MTTF;
+    ``large_job_gpus`` (None: the setting, ``opts.large_job_gpus``) defines large jobs."""
     opts = opts or Options()
+    if large_job_gpus is None:
+        large_job_gpus = opts.large_job_gpus
     end = min(end, max(now, start))
     w = {"start": start, "end": end}
-    fleet = fleet_hours(reader(), idle_util_pct=opts.idle_util_pct, **w)
+    fleet = fleet_hours(reader(), **w)
+    fleet.update(idle_figures(reader(), idle_util_pct=opts.idle_util_pct, **w))
     hours = max((end - start).total_seconds() / 3600, 0.0)
     fleet["hours"] = hours
     installed_h = fleet["gpus"] * hours
@@ -263,15 +252,15 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
                                     if installed_h else None)
     fleet["util_of_allocated_pct"] = (100 * fleet["utilised_gpu_h"] / fleet["allocated_gpu_h"]
                                       if fleet["allocated_gpu_h"] else None)
+    fleet["coverage_pct"] = (100 * fleet["reporting_gpu_h"] / installed_h
+                             if installed_h else None)
 
     fails = qf.failures(reader(), **w)
     lost = qg.lost_by(reader(), by="category", **w)
     rate = qf.failure_rate(reader(), gpus_per_node=gpus_per_node, job_gpus=MTTF_JOB_GPUS, **w)
     lemons = qf.lemon_nodes(reader(), min_failures=opts.lemon_min_failures,
                             p_value=opts.lemon_p_value, gpus_per_node=gpus_per_node, **w)
-    large = qg.ettr_jobs(reader(), now=now, checkpoint_interval_h=opts.checkpoint_interval_h,
-                         restart_warmup_min=opts.restart_warmup_min, min_gpus=large_job_gpus,
-                         **w)
+    large = qg.large_jobs(reader(), now=now, opts=opts, min_gpus=large_job_gpus, **w)
     mttf = rate["mttf"].set_index("gpus")["mttf_h"]
     reliability = {
         "failures": int(len(fails)),
@@ -282,7 +271,8 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
         "r_f_low": rate["r_f_low"], "r_f_high": rate["r_f_high"],
         "node_days": rate["node_days"],
         **{f"mttf_{g}_h": float(mttf[g]) for g in MTTF_JOB_GPUS},
-        "large_job_gpus": large_job_gpus, **{f"large_{k}": v for k, v in _ettr(large).items()},
+        "large_job_gpus": large_job_gpus,
+        **{f"large_{k}": v for k, v in qg.ettr_summary(large).items()},
         "by_category": qf.failures_by(reader(), by="category", **w),
         "by_reason": qf.failures_by(reader(), by="reason", **w).head(12),
         "by_rack": qf.failures_by(reader(), by="rack", **w).head(top),
@@ -298,7 +288,7 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
         "critical_alerts": int(alerts.loc[alerts["severity"] == "critical", "alerts"].sum()),
         "alerts": alerts, "alert_racks": alert_racks(reader(), limit=top, **w),
         "throttled_gpu_h": fleet["throttled_gpu_h"],
-        "hottest_racks": temps.sort_values("p95_c", ascending=False).head(top),
+        "hottest_racks": hottest_racks(temps).head(top),
         "rack_temps": temps,
         "max_temp_c": float(temps["max_c"].max()) if len(temps) else None,
     }
@@ -317,7 +307,7 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
     energy["idle_allocated_kwh"] = fleet["idle_allocated_kwh"]
     energy["unallocated_kwh"] = fleet["unallocated_kwh"]
     energy["idle_kwh"] = fleet["idle_allocated_kwh"] + fleet["unallocated_kwh"]
-    runs = run_energy_hourly(reader(), opts=opts, **w)
+    runs = qe.run_energy(reader(), opts=opts, **w)
     energy["top_jobs"], energy["top_users"] = _energy_tops(reader, runs, top)
     energy.update(_failure_carbon(fails, runs, energy))
     energy["by_day"] = qe.energy_by(reader(), by="day", opts=opts, **w)
