@@ -4,12 +4,23 @@ Hypothesis profiles for the property-based tests of the parsers (marker ``proper
 ``default`` runs a bounded number of examples so ``make test`` stays quick; ``fuzz``
 (``HYPOTHESIS_PROFILE=fuzz``, what ``make fuzz`` sets) runs many more. Tests use
 ``@settings`` only for what differs from the profile, never ``max_examples``.
+
+The real components, as fixtures (their helpers live in ``tests/support/``): ``slurm``
+(munged, MariaDB, slurmdbd, slurmctld, slurmd; one per module), ``prometheus`` (scraping
+two fake dcgm-exporters), ``alertmanager`` (routing to a webhook receiver), ``smtp`` (an
+aiosmtpd server and its inbox) and ``chromium_driver`` (headless Chromium; one per
+module). A missing program skips the test locally and fails it in CI
+(``GPULENS_REQUIRE_INTEGRATION=1``). Test modules share code only through
+``tests/support/`` and these fixtures, never by importing each other
+(``tests/test_layout.py`` checks it).
 """
 
 from __future__ import annotations
 
 import os
+import time
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -31,3 +42,86 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(pytest.mark.property)
+
+
+# ------------------------------------------------------------------ real components
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A local Slurm cluster (tests/support/slurm.py) with ``SLURM_CONF`` pointing at it;
+    ``start_s`` is how long it took to start (seconds)."""
+    from tests.support.integration import need
+    from tests.support.slurm import DAEMONS, LocalSlurm
+
+    for program, package in DAEMONS.items():
+        need(program, package)
+    if os.geteuid() != 0:
+        pytest.skip("the local Slurm cluster runs its daemons as root")
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+    started = time.monotonic()
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        cluster.start()
+        cluster.start_s = time.monotonic() - started
+        yield cluster
+    finally:
+        cluster.stop()
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
+
+
+@pytest.fixture
+def prometheus(tmp_path):
+    """Debian's Prometheus scraping two fake dcgm-exporters (``dcgm_text``) every second."""
+    from tests.support.integration import need
+    from tests.support.prometheus import Exporters, Prometheus, dcgm_text
+
+    binary = need("prometheus", "prometheus")
+    exporters = Exporters(2, dcgm_text)
+    prom = Prometheus(binary, tmp_path, exporters.addresses, interval_s=1.0)
+    yield prom
+    prom.stop()
+    exporters.close()
+
+
+@pytest.fixture
+def alertmanager(tmp_path):
+    """(url, receiver): a real Alertmanager routing to an (unsigned) webhook receiver."""
+    from alerts.receiver import start_receiver
+    from tests.support.alertmanager import Alertmanager
+    from tests.support.integration import need
+
+    binary = need("prometheus-alertmanager", "prometheus-alertmanager")
+    rx = start_receiver()  # Alertmanager's webhooks are not signed
+    am = Alertmanager(binary, tmp_path, f"{rx.url}am")
+    yield am.url, rx
+    am.stop()
+    rx.stop()
+
+
+@pytest.fixture
+def smtp():
+    """(controller, inbox): an aiosmtpd SMTP server on 127.0.0.1 and a free port."""
+    pytest.importorskip("aiosmtpd", reason="pip install aiosmtpd (test extra)")
+    from aiosmtpd.controller import Controller
+
+    from tests.support.integration import free_port
+    from tests.support.smtp import Inbox
+
+    inbox = Inbox()
+    ctl = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    ctl.start()
+    yield ctl, inbox
+    ctl.stop()
+
+
+@pytest.fixture(scope="module")
+def chromium_driver():
+    """A headless Chromium WebDriver for the module (tests/support/browser.py)."""
+    from tests.support.browser import chromium
+
+    with chromium() as driver:
+        yield driver

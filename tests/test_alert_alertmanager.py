@@ -6,65 +6,14 @@ is started here on 127.0.0.1 ephemeral ports with a temporary config and storage
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from alerts.receiver import start_receiver
 from tests.support.alerts import Incident
-from tests.support.integration import need
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def alertmanager(tmp_path):
-    binary = need("prometheus-alertmanager", "prometheus-alertmanager")
-    rx = start_receiver()  # Alertmanager's webhooks are not signed
-    config = tmp_path / "am.yml"
-    config.write_text(f"""
-route:
-  receiver: hook
-  group_by: [alertname, rack]
-  group_wait: 1s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: hook
-    webhook_configs:
-      - url: {rx.url}am
-        send_resolved: true
-""")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.path={tmp_path / 'am-data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=",
-         "--log.level=warn"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail("alertmanager exited: " + proc.stdout.read())
-            time.sleep(0.1)
-    yield url, rx
-    proc.terminate()
-    proc.wait(timeout=10)
-    rx.stop()
 
 
 def _wait_for(rx, status: str, timeout: float = 20.0) -> dict:

@@ -11,7 +11,6 @@ import pytest
 from dashboard import ids
 from tests.support.browser import (
     LiveServer,
-    chromium,
     console_errors,
     graph_figure,
     save_screenshot,
@@ -25,15 +24,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")
-def site():
+def site(chromium_driver):
     """(driver, base url) with one app over the seeded cluster."""
     from dashboard.app import create_app
 
     with Warehouse(":memory:") as wh:
         seed_dashboard(wh)
         app = create_app(wh, refresh_s=600, now=lambda: NOW)
-        with LiveServer(app) as server, chromium() as driver:
-            yield driver, server.url.rstrip("/")
+        with LiveServer(app) as server:
+            yield chromium_driver, server.url.rstrip("/")
 
 
 def _open(site, path: str, ready_graph: str | None = None, ready_id: str | None = None):

@@ -11,43 +11,16 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-import pyarrow as pa
 import pytest
 
 from collector.prometheus import PrometheusSource, connect
-from collector.wire import render_dcgm
-from tests.support.integration import need
-from tests.support.prometheus import Exporters, Prometheus
 from warehouse import Warehouse
-from warehouse.schema import SCHEMAS
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def text_of(index: int) -> str:
-    """Two GPUs of node ``gpuN``; power follows the wall clock so values change."""
-    t = time.time()
-    rows = [{"ts": datetime(2026, 1, 1), "node": f"gpu{index:03d}", "gpu_index": g,
-             "gpu_uuid": f"GPU-{index}-{g}", "interval_s": 1.0, "util_pct": 90.0,
-             "power_w": 300.0 + (t % 100), "energy_j": 1000.0 * t, "temp_c": 60.0 + g,
-             "throttle_thermal": False, "throttle_power": False, "xid_last": 0}
-            for g in range(2)]
-    samples = pa.Table.from_pylist(rows, schema=SCHEMAS["samples"])
-    return render_dcgm(samples)[f"gpu{index:03d}"]
-
-
 def tick() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None, microsecond=0)
-
-
-@pytest.fixture
-def prometheus(tmp_path):
-    binary = need("prometheus", "prometheus")
-    exporters = Exporters(2, text_of)
-    prom = Prometheus(binary, tmp_path, exporters.addresses, interval_s=1.0)
-    yield prom
-    prom.stop()
-    exporters.close()
 
 
 def wait_for_series(source: PrometheusSource, n: int, timeout: float = 20.0) -> None:

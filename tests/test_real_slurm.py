@@ -8,7 +8,6 @@ lives; every run must arrive with its state, exit code and GPU allocation.
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import UTC, datetime
 
@@ -16,8 +15,7 @@ import pytest
 
 from collector.jobcomp import JobcompReader
 from collector.slurm_source import SlurmSource
-from tests.support.integration import need
-from tests.support.slurm import DAEMONS, LocalSlurm
+from tests.support.slurm import LocalSlurm
 from warehouse import Warehouse
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -29,28 +27,6 @@ if [ "${SLURM_RESTART_COUNT:-0}" = "0" ]; then sleep 300; else sleep 2; fi
 
 def now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    for program, package in DAEMONS.items():
-        need(program, package)
-    if os.geteuid() != 0:
-        pytest.skip("the local Slurm cluster runs its daemons as root")
-    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"))
-    started = time.monotonic()
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)
-    try:
-        cluster.start()
-        cluster.start_s = time.monotonic() - started
-        yield cluster
-    finally:
-        cluster.stop()
-        if old is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = old
 
 
 def submit(cluster: LocalSlurm, *args: str) -> str:

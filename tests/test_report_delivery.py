@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import email
 import json
-import socket
 import subprocess
 from datetime import timedelta
 
@@ -16,38 +14,15 @@ from alerts.mail import MailSink, document
 from alerts.receiver import start_receiver
 from alerts.sinks import DeliveryError
 from dashboard.report import generate as gen
+from tests.support.integration import free_port
 from tests.support.report import NOW, WEEK, report_config, seeded_copy
+from tests.support.smtp import Inbox
 from warehouse import Warehouse, alerts_store
 from warehouse.queries import alerts as q
 
 aiosmtpd = pytest.importorskip("aiosmtpd", reason="pip install aiosmtpd (test extra)")
 from aiosmtpd.controller import Controller  # noqa: E402
 from aiosmtpd.smtp import AuthResult  # noqa: E402
-
-
-class Inbox:
-    def __init__(self):
-        self.messages: list[email.message.EmailMessage] = []
-
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's name)
-        self.messages.append(email.message_from_bytes(envelope.content,
-                                                      policy=email.policy.default))
-        return "250 OK"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def smtp():
-    inbox = Inbox()
-    ctl = Controller(inbox, hostname="127.0.0.1", port=free_port())
-    ctl.start()
-    yield ctl, inbox
-    ctl.stop()
 
 
 def queue(wh, doc, key="k1", sink="email", now=NOW):

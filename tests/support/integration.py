@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def required() -> bool:
     """True in CI: a missing program is then a failure, not a skip."""
     return os.environ.get("GPULENS_REQUIRE_INTEGRATION") == "1"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def need(path_or_name: str, package: str) -> str:

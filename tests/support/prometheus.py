@@ -9,14 +9,20 @@ storage, scraping given targets at a short interval; never as a system service.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import threading
 import time
 import urllib.request
 from collections.abc import Callable
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import pyarrow as pa
+
+from collector.wire import render_dcgm
+from tests.support.integration import free_port
+from warehouse.schema import SCHEMAS
 
 
 class Exporters:
@@ -68,10 +74,17 @@ class Exporters:
             s.server_close()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def dcgm_text(index: int) -> str:
+    """dcgm-exporter text of two GPUs of node ``gpuNNN``; power (W) follows the wall clock
+    so values change from one scrape to the next."""
+    t = time.time()
+    rows = [{"ts": datetime(2026, 1, 1), "node": f"gpu{index:03d}", "gpu_index": g,
+             "gpu_uuid": f"GPU-{index}-{g}", "interval_s": 1.0, "util_pct": 90.0,
+             "power_w": 300.0 + (t % 100), "energy_j": 1000.0 * t, "temp_c": 60.0 + g,
+             "throttle_thermal": False, "throttle_power": False, "xid_last": 0}
+            for g in range(2)]
+    samples = pa.Table.from_pylist(rows, schema=SCHEMAS["samples"])
+    return render_dcgm(samples)[f"gpu{index:03d}"]
 
 
 class Prometheus:

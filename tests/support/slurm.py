@@ -17,6 +17,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.support.integration import free_port
+
 DAEMONS = {  # program -> Debian package
     "munged": "munge",
     "mariadbd": "mariadb-server",
@@ -29,12 +31,6 @@ DAEMONS = {  # program -> Debian package
     "sbatch": "slurm-client",
     "scontrol": "slurm-client",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LocalSlurm:
