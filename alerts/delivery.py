@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from alerts.sinks import DeliveryError, Sink, post
+from gpulens.settings import default
 from warehouse import alerts_store as store
 from warehouse.queries import alerts as q
 
@@ -34,7 +35,8 @@ class Backoff:
 
 
 def deliver_due(warehouse, sinks: Mapping[str, Sink], *, now: datetime,
-                backoff: Backoff = Backoff(), timeout_s: float = 10.0,
+                backoff: Backoff = Backoff(),
+                timeout_s: float = default("alerts.timeout_s"),
                 send: Callable[..., int] = post,
                 only: Collection[str] | None = None) -> dict[str, int]:
     """One pass over the outbox at ``now``; returns counts of delivered and failed.

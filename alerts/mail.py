@@ -27,6 +27,7 @@ from email.utils import formatdate
 from pathlib import Path
 
 from alerts.sinks import DeliveryError
+from gpulens.settings import default
 
 SECURITY = ("starttls", "ssl", "none")
 
@@ -83,7 +84,8 @@ class MailSink:
     def _tls(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=self.ca_file or None)
 
-    def deliver(self, body: str, key: str, *, timeout_s: float = 10.0) -> int:
+    def deliver(self, body: str, key: str, *,
+                timeout_s: float = default("alerts.timeout_s")) -> int:
         """Send the message of ``body`` (JSON); return 250 or raise DeliveryError."""
         try:
             doc = json.loads(body)

@@ -25,6 +25,7 @@ from alerts.model import FIRING, Notification, Result, short_hash
 from alerts.persist import alert_row, load_silences, load_state, outbox_rows
 from alerts.sinks import DeliveryError, configured, post, render
 from alerts.window import build_window, latest
+from gpulens.settings import default
 from warehouse import alerts_store as store
 from warehouse.clock import utcnow
 from warehouse.queries import alerts as q
@@ -176,7 +177,8 @@ def test_document(dashboard_url: str, now: datetime) -> dict:
     }
 
 
-def send_test(sink, dashboard_url: str, now: datetime, *, timeout_s: float = 10.0,
+def send_test(sink, dashboard_url: str, now: datetime, *,
+              timeout_s: float = default("alerts.timeout_s"),
               send: Callable[..., int] = post) -> str:
     """Send a test notification to ``sink``; returns its idempotency key."""
     doc = test_document(dashboard_url, now)

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import urllib.error
-import urllib.request
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import requests
+
 from alerts import payloads
+from gpulens.settings import default
 
 SIGNATURE_HEADER = "X-Gpulens-Signature"
 KEY_HEADER = "Idempotency-Key"
@@ -74,19 +76,44 @@ def render(sink_name: str, doc: dict[str, Any]) -> str:
     return payloads.encode(doc)
 
 
-def post(sink: Sink, body: str, key: str, *, timeout_s: float = 10.0) -> int:
-    """POST ``body`` to the sink; return the HTTP status or raise DeliveryError."""
+_local = threading.local()
+
+
+def _session() -> requests.Session:
+    """This thread's HTTP session: connections to a sink are kept open and reused
+    between notifications (requests' pool); sessions are not shared across threads."""
+    session = getattr(_local, "session", None)
+    if session is None:
+        session = _local.session = requests.Session()
+        session.trust_env = False  # no proxy or .netrc from the environment
+    return session
+
+
+def post(sink: Sink, body: str, key: str, *,
+         timeout_s: float = default("alerts.timeout_s")) -> int:
+    """POST ``body`` to the sink (connect and read timeouts ``timeout_s`` seconds each);
+    return the HTTP status or raise DeliveryError. Retries are the outbox's (persisted,
+    with backoff: alerts/delivery.py), not the HTTP client's."""
     data = body.encode()
     headers = {"Content-Type": "application/json", KEY_HEADER: key,
                "User-Agent": "gpulens-alerts"}
     if sink.secret:
         headers[SIGNATURE_HEADER] = sign(sink.secret, data)
-    request = urllib.request.Request(sink.endpoint, data=data, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        raise DeliveryError(f"{sink.name}: HTTP {exc.code}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise DeliveryError(f"{sink.name}: {type(reason).__name__}") from None
+        response = _session().post(sink.endpoint, data=data, headers=headers,
+                                   timeout=timeout_s)
+    except (requests.RequestException, ValueError) as exc:
+        raise DeliveryError(f"{sink.name}: {_reason(exc)}") from None
+    if response.status_code >= 400:
+        raise DeliveryError(f"{sink.name}: HTTP {response.status_code}")
+    return response.status_code
+
+
+def _reason(exc: BaseException) -> str:
+    """The class of the innermost cause of a failed request (e.g. ConnectionRefusedError,
+    ReadTimeout), never its message: messages carry the URL."""
+    if isinstance(exc, requests.Timeout):
+        return type(exc).__name__
+    while exc.__context__ is not None and exc.__context__ is not exc:
+        exc = exc.__context__
+    return type(exc).__name__
