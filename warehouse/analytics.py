@@ -14,11 +14,12 @@ allocations changed, or the idle threshold changed. Running it twice changes not
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from gpulens.settings import setting_field
+from gpulens.settings import setting_field, values_for
+from warehouse.db import transaction
 from warehouse.energy import refresh_energy
 from warehouse.failures import load_rules, refresh_failures
 from warehouse.usage import refresh_usage
@@ -26,25 +27,26 @@ from warehouse.usage import refresh_usage
 
 @dataclass(frozen=True)
 class Options:
-    """The analytics settings (gpulens/settings/analytics.py), units in the names."""
+    """The analytics settings (declared in gpulens/settings/analytics.py, with their units
+    and defaults; each field takes the default of the setting its metadata names)."""
 
-    recheck_days: float = 2.0
-    rules_file: str = ""
-    window_before_min: float = 10.0
-    window_after_min: float = 5.0
-    lemon_min_failures: int = 3
-    lemon_p_value: float = 0.01
-    checkpoint_interval_h: float = 2.0
-    restart_warmup_min: float = 0.0
-    node_overhead_w: float = 2000.0
-    pue: float = 1.2
-    idle_util_pct: float = 5.0
-    max_counter_gap_s: float = 300.0
-    region: str = ""
-    fallback_g_per_kwh: float = 481.0
-    max_age_h: float = 24.0
-    embodied_kg_per_gpu: float = 0.0
-    gpu_lifetime_years: float = 5.0
+    recheck_days: float = setting_field("analytics.recheck_days")
+    rules_file: str = setting_field("failures.rules_file")
+    window_before_min: float = setting_field("failures.window_before_min")
+    window_after_min: float = setting_field("failures.window_after_min")
+    lemon_min_failures: int = setting_field("failures.lemon_min_failures")
+    lemon_p_value: float = setting_field("failures.lemon_p_value")
+    checkpoint_interval_h: float = setting_field("goodput.checkpoint_interval_h")
+    restart_warmup_min: float = setting_field("goodput.restart_warmup_min")
+    node_overhead_w: float = setting_field("energy.node_overhead_w")
+    pue: float = setting_field("energy.pue")
+    idle_util_pct: float = setting_field("energy.idle_util_pct")
+    max_counter_gap_s: float = setting_field("energy.max_counter_gap_s")
+    region: str = setting_field("carbon.region")
+    fallback_g_per_kwh: float = setting_field("carbon.fallback_g_per_kwh")
+    max_age_h: float = setting_field("carbon.max_age_h")
+    embodied_kg_per_gpu: float = setting_field("carbon.embodied_kg_per_gpu")
+    gpu_lifetime_years: float = setting_field("carbon.gpu_lifetime_years")
     large_job_gpus: int = setting_field("reports.large_job_gpus")  # large jobs for ETTR
 
     @property
@@ -53,25 +55,12 @@ class Options:
 
     @classmethod
     def from_settings(cls, settings: Any = None) -> Options:
-        """Options from a gpulens Config (or a mapping of dotted names); None: defaults.
-
-        A setting ``section.key`` maps to the field ``key`` (e.g.
-        ``goodput.checkpoint_interval_h`` -> ``checkpoint_interval_h``).
-        """
+        """Options from a gpulens Config (or a mapping of dotted names); None: defaults."""
         if settings is None:
             return cls()
         if isinstance(settings, cls):
             return settings
-        names = {f.name for f in fields(cls)}
-        values = {}
-        for section in ("analytics", "failures", "goodput", "energy", "carbon"):
-            for key in names:
-                dotted = f"{section}.{key}"
-                try:
-                    values[key] = settings[dotted]
-                except (KeyError, TypeError):
-                    continue
-        return cls(**values)
+        return cls(**values_for(cls, settings))
 
 
 def refresh(con, now: datetime, settings: Any = None) -> dict:
@@ -82,8 +71,7 @@ def refresh(con, now: datetime, settings: Any = None) -> dict:
     opts = Options.from_settings(settings)
     t0 = time.perf_counter()
     rules = load_rules(opts.rules_file)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         classified = refresh_failures(
             con, now,
             recheck_from=now - timedelta(days=opts.recheck_days),
@@ -93,10 +81,6 @@ def refresh(con, now: datetime, settings: Any = None) -> dict:
             window_before=timedelta(minutes=opts.window_before_min),
             window_after=timedelta(minutes=opts.window_after_min),
         )
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     t1 = time.perf_counter()
     hours = refresh_energy(con, now, max_gap_s=opts.max_counter_gap_s)
     t2 = time.perf_counter()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from warehouse.db import transaction
 from warehouse.rollups import merge_ranges
 
 HOUR = timedelta(hours=1)
@@ -89,8 +90,7 @@ def refresh_energy(con, now: datetime, *, max_gap_s: float) -> int:
 
 
 def _recompute(con, lo: datetime, hi: datetime, raw: bool, max_gap_s: float) -> None:
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute("DELETE FROM gpu_energy_1h WHERE ts >= $lo AND ts < $hi",
                     {"lo": lo, "hi": hi})
         if raw:
@@ -99,7 +99,3 @@ def _recompute(con, lo: datetime, hi: datetime, raw: bool, max_gap_s: float) -> 
                                         "max_w": MAX_PLAUSIBLE_W})
         else:
             con.execute(_FROM_ROLLUP_SQL, {"lo": lo, "hi": hi})
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise

@@ -13,6 +13,9 @@ from datetime import datetime, timedelta
 
 import duckdb
 
+from gpulens.settings import setting_field
+from warehouse.db import fill, transaction
+
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 SLICE = timedelta(hours=6)  # one transaction recomputes at most this much raw time
@@ -93,26 +96,16 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
         start = lo
         while start < hi:
             end = min(hi, start + SLICE)
-            con.execute("BEGIN TRANSACTION")
-            try:
+            with transaction(con):
                 minute_rows += _recompute(con, "gpu_samples_1m", _MINUTE_SQL, start, end)
-                con.execute("COMMIT")
-            except Exception:
-                con.execute("ROLLBACK")
-                raise
             start = end
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for lo, hi in merge_ranges([(lo, hi - MINUTE) for lo, hi in minute_spans], HOUR):
             hour_rows += _recompute(con, "gpu_samples_1h", _HOUR_SQL, lo, hi)
         con.execute(
             "DELETE FROM rollup_pending WHERE rowid IN (SELECT unnest($1::BIGINT[]))",
             [[r[0] for r in pending]],
         )
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return RollupResult(len(minute_spans), minute_rows, hour_rows)
 
 
@@ -120,9 +113,9 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
 class Retention:
     """How long each tier is kept, in days."""
 
-    raw_days: float = 14
-    minute_days: float = 90
-    hour_days: float = 730
+    raw_days: float = setting_field("retention.raw_days")
+    minute_days: float = setting_field("retention.minute_days")
+    hour_days: float = setting_field("retention.hour_days")
 
 
 def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retention) -> dict:
@@ -137,13 +130,9 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retenti
         "gpu_events": now - timedelta(days=keep.hour_days),
     }
     deleted = {}
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for table, cutoff in cutoffs.items():
-            row = con.execute(f"DELETE FROM {table} WHERE ts < $1", [cutoff]).fetchone()
+            row = con.execute(fill("DELETE FROM {table} WHERE ts < $1", table=table),
+                              [cutoff]).fetchone()
             deleted[table] = int(row[0]) if row else 0
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
     return deleted

@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from warehouse.db import fill, transaction
 from warehouse.rollups import merge_ranges
 
 HOUR = timedelta(hours=1)
@@ -347,14 +348,9 @@ def refresh_usage(con, now: datetime, *, recheck_days: float, idle_pct: float,
 
 
 def _recompute(con, params: dict) -> None:
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for table in ("gpu_usage_1h", "gpu_usage_hours"):
-            con.execute(f"DELETE FROM {table} WHERE ts >= $lo AND ts < $hi",
+            con.execute(fill("DELETE FROM {table} WHERE ts >= $lo AND ts < $hi", table=table),
                         {"lo": params["lo"], "hi": params["hi"]})
         con.execute(*bind(_INSERT_USAGE_SQL, **params))
         con.execute(*bind(_INSERT_LEDGER_SQL, **params))
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
