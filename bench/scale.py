@@ -45,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # ahead of bench/: `dashboard` is the package
 
+from bench import questions as bq  # noqa: E402
 from bench.common import (  # noqa: E402
     human_bytes,
     machine,
@@ -59,7 +60,6 @@ from collector.dcgm import DcgmCollector  # noqa: E402
 from collector.sanitize import sanitize_samples  # noqa: E402
 from collector.simulator import Cluster, SimConfig  # noqa: E402
 from warehouse import Warehouse  # noqa: E402
-from warehouse.queries import bench_questions as bq  # noqa: E402
 
 NOW = datetime(2026, 11, 16, 12, 0)  # a Monday noon: the week before is complete
 TARGETS = {"cycle_s": 2.0, "rss": 2 * 2**30, "callback_p95_s": 0.5}

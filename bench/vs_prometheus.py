@@ -13,7 +13,7 @@
    --max-block-duration=486h`` (the block size a Prometheus keeping a year compacts to);
    then ``/usr/bin/prometheus`` serves them on a free local port, compaction off.
 3. Five questions are asked both ways: PromQL over the HTTP API, and the functions of
-   warehouse/queries/bench_questions.py. The answers must agree (tolerances printed)
+   bench/questions.py. The answers must agree (tolerances printed)
    before anything is timed; then each runs ``--repeat`` times after one warm-up run and
    the medians are compared. Storage on disk for the same data is printed too.
 
@@ -41,6 +41,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import questions as bq  # noqa: E402
 from bench.common import (  # noqa: E402
     dir_bytes,
     free_port,
@@ -55,7 +56,6 @@ from bench.common import (  # noqa: E402
 from collector.simulator import Cluster, SimConfig  # noqa: E402
 from warehouse import Warehouse  # noqa: E402
 from warehouse.export import write_openmetrics  # noqa: E402
-from warehouse.queries import bench_questions as bq  # noqa: E402
 
 END = datetime(2026, 11, 16)  # a Monday, 00:00 UTC: the end of the simulated history
 BLOCK_S = 486 * 3600  # promtool/Prometheus block range (ExponentialBlockRanges(2h, ., 3))

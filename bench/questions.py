@@ -1,5 +1,8 @@
 """The five fleet questions bench/vs_prometheus.py asks gpulens and Prometheus alike.
 
+Benchmark-only: no page asks these, so they live with the benchmarks, not in
+warehouse/queries/ (issue 14).
+
 Each is a parameterised query over the tier a dashboard would read for its range:
 the 1-hour rollups for days and weeks, the 1-minute rollups for the last hour, the raw
 samples for "now". ``[start, end)`` are naive UTC. Racks come from ``nodes``.
