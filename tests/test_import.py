@@ -45,7 +45,14 @@ def test_csv_trace_with_time_zone(tmp_path):
 
 @pytest.mark.parametrize("row, problem", [
     ("x9,u,1,abc,1,T,FAILED,2023-03-01 00:00:00,,", "gpu_num 'abc' is not a whole number"),
-    ("x9,u,1,1,1,T,FAILED,2023-13-01 00:00:00,,", "submit_time '2023-13-01 00:00:00' is not a time"),
+    ("x9,u,1,1,1,T,FAILED,2023-13-01 00:00:00,,",
+     "submit_time '2023-13-01 00:00:00' is not a plausible time"),
+    ("x9,u,1,1,1,T,FAILED,2023-03-01 00:00:00,1e12,", "start_time '1e12' is not a plausible"),
+    ("x9,u,1,1,1,T,FAILED,2023-03-01 00:00:00,9999-01-01 00:00:00,",
+     "start_time '9999-01-01 00:00:00' is not a plausible"),
+    ("x9,u,1,1,1,T,FAILED,1999-03-01 00:00:00,,", "submit_time '1999-03-01 00:00:00'"),
+    ("x9,u,1,1e20,1,T,FAILED,2023-03-01 00:00:00,,", "gpu_num '1e20' is not a whole number"),
+    ("x9,u,-2,1,1,T,FAILED,2023-03-01 00:00:00,,", "node_num '-2' is not a whole number"),
     (",u,1,1,1,T,FAILED,2023-03-01 00:00:00,,", "job_id is empty"),
     ("x9,u,1,1,1,T,FAILED,2023-03-01 00:00:00,2023-03-01 02:00:00,2023-03-01 01:00:00",
      "end time is before start time"),
@@ -106,3 +113,33 @@ def test_cli_reports_bad_rows_and_a_locked_database(tmp_path, monkeypatch):
     result = runner.invoke(cli_import.import_, [str(bad), "--db", str(tmp_path / "b.duckdb")])
     assert result.exit_code == 1
     assert "open in another process" in result.output and "HTTP import API" in result.output
+
+
+def test_trace_bytes_that_are_not_utf8_and_a_bad_time_zone(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(ACME.encode().replace(b"u1,2,16", b"u\xff1,2,16"))
+    res = traces.read_csv_trace(path)
+    assert res.batch.jobs.to_pandas().set_index("job_id").loc["dlc1", "user_name"] == "u\ufffd1"
+    with pytest.raises(traces.TraceError, match="unknown time zone 'Mars/Olympus'"):
+        traces.read_csv_trace(path, tz="Mars/Olympus")
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("2023-03-01T02:00:00Z,de,-5", "line 4"),
+    ("2023-03-01T02:00:00Z,de,1e9", "line 4"),
+    ("1e12,de,300", "line 4"),
+    ("2023-03-01T02:00:00Z,,300", "line 4"),
+])
+def test_intensity_series_refuses_impossible_readings(tmp_path, line, problem):
+    text = "timestamp,region,gCO2e/kWh\n2023-03-01T00:00:00Z,de,380\n2023-03-01T01:00:00Z,de,360\n"
+    path = _write(tmp_path, "grid.csv", text + line + "\n")
+    with pytest.raises(traces.TraceError) as err:
+        traces.read_intensity_csv(path)
+    assert problem in str(err.value) and "grid.csv" in str(err.value)
+    assert len(traces.read_intensity_csv(_write(tmp_path, "ok.csv", text))) == 2
+
+
+@pytest.mark.parametrize("text", ["", "\x00\x01", "a,a\n1,2\n", "timestamp,region\n"])
+def test_intensity_unreadable_files_raise_trace_error(tmp_path, text):
+    with pytest.raises(traces.TraceError):
+        traces.read_intensity_csv(_write(tmp_path, "g.csv", text))
