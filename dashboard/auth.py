@@ -43,7 +43,8 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 log = logging.getLogger(__name__)
 
-OPEN_PATHS = ("/healthz", "/login", "/logout", "/api/session")
+OPEN_PATHS = ("/healthz", "/metrics", "/login", "/logout", "/api/session")  # /metrics
+# checks service.metrics_public itself (gpulens/exporter.py)
 HASH_METHODS = ("scrypt", "pbkdf2")
 ROLES = ("viewer", "operator")
 SESSION_USER = "gpulens_user"

@@ -24,7 +24,7 @@ from alerts.api import create_blueprint
 from alerts.runtime import AlertRuntime
 from dashboard.report import api as reports_api
 from dashboard.report.schedule import ReportScheduler
-from gpulens import __version__
+from gpulens import __version__, exporter
 from gpulens.config import BY_NAME, Config
 from gpulens.health import Health
 from gpulens.sources import build_sources
@@ -102,6 +102,9 @@ class Service:
             options=analytics.Options.from_settings(self.config),
         )
         app.server.add_url_rule("/healthz", "healthz", self._healthz)
+        exporter.install(app.server, self.warehouse.reader, now=self.now,
+                         options=analytics.Options.from_settings(self.config),
+                         public=self.config["service.metrics_public"])
         app.server.register_blueprint(create_blueprint(self.warehouse, now=self.now))
         app.server.register_blueprint(reports_api.create_blueprint(
             lambda week, send: self.reports.run(week, send=send), self.config["reports.dir"]))

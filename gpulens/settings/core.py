@@ -11,6 +11,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("service.port", int, 8050, "TCP port of the dashboard and /healthz.",
             between(0, 65535), "an integer from 0 to 65535"),
     Setting("service.db", str, "gpulens.duckdb", "Path of the DuckDB warehouse file."),
+    Setting("service.metrics_public", bool, True,
+            "Serve /metrics (gpulens's derived figures for Prometheus) without a login, as "
+            "/healthz; false: it needs a login when the dashboard has logins."),
     Setting("service.threads", int, 8, "Web server worker threads.",
             between(1, 64), "an integer from 1 to 64"),
     Setting("service.log_level", str, "INFO", "Logging level.",

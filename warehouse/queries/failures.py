@@ -7,7 +7,7 @@ is bounded by ``[start, end)`` on the run's end (naive UTC). r_f is in failures 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pandas as pd
 
@@ -133,6 +133,31 @@ def failure_rate(cur, *, start: datetime, end: datetime, gpus_per_node: int | No
     return {"failures": n, "node_days": node_days, "confidence": confidence,
             "r_f_per_1000_node_days": 1000 * rate, "r_f_low": 1000 * low,
             "r_f_high": 1000 * high, "mttf": pd.DataFrame(rows), "gpus_per_node": gpus_per_node}
+
+
+#: A failure rate from fewer events than this, or over fewer days, means little (issue
+#: 19: r_f from 3 failures in 24 h had a 95 % interval of 10-146): :func:`rate_window`.
+RATE_MIN_FAILURES = 10
+RATE_MIN_DAYS = 30.0
+
+_NTH_FAILURE_SQL = """
+SELECT end_ts FROM failures
+WHERE category = 'infrastructure' AND end_ts < $end
+ORDER BY end_ts DESC LIMIT 1 OFFSET $n
+"""
+
+
+def rate_window(cur, *, end: datetime, min_failures: int = RATE_MIN_FAILURES,
+                min_days: float = RATE_MIN_DAYS) -> tuple[datetime, datetime]:
+    """A default ``[start, end)`` for :func:`failure_rate` long enough to mean something:
+    at least ``min_days`` days, and further back until it holds ``min_failures``
+    infrastructure failures (as far as the failures table reaches)."""
+    start = end - timedelta(days=min_days)
+    rows = cur.execute(_NTH_FAILURE_SQL, {"end": end, "n": max(0, min_failures - 1)}
+                       ).fetchall()
+    if rows and rows[0][0] < start:
+        start = rows[0][0]
+    return start, end
 
 
 def lemon_nodes(cur, *, start: datetime, end: datetime,
