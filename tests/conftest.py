@@ -44,6 +44,20 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.property)
 
 
+@pytest.fixture
+def wh():
+    """An in-memory warehouse with the topology of tests/support/runs.py (4 nodes of 8
+    GPUs in 2 racks), for hand-built job histories. Modules that need another warehouse
+    define their own ``wh``."""
+    from tests.support.runs import topology
+    from warehouse import Warehouse
+
+    w = Warehouse(":memory:")
+    topology(w)
+    yield w
+    w.close()
+
+
 # ------------------------------------------------------------------ real components
 
 @pytest.fixture(scope="module")

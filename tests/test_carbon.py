@@ -5,8 +5,7 @@ from datetime import timedelta
 import pandas as pd
 import pytest
 
-from tests.test_energy import ingest, samples
-from tests.test_failures import H, M, T, add_job, run_refresh, wh  # noqa: F401 (fixture)
+from tests.support.runs import H, M, T, add_job, ingest, run_refresh, samples
 from warehouse import carbon
 from warehouse.analytics import Options
 from warehouse.queries import energy as qe
@@ -14,7 +13,7 @@ from warehouse.queries import energy as qe
 OPTS = Options(node_overhead_w=0.0, pue=1.5, region="XX", fallback_g_per_kwh=999.0)
 
 
-def series(wh, rows, region=None):  # noqa: F811
+def series(wh, rows, region=None):
     if region:
         frame = pd.DataFrame(rows, columns=["ts", "g_co2_per_kwh"]).assign(region=region)
         wh.write(lambda con: carbon.write_series(con, frame[["ts", "region",
@@ -23,7 +22,7 @@ def series(wh, rows, region=None):  # noqa: F811
         wh.ingest("carbon", pd.DataFrame(rows, columns=["ts", "g_co2_per_kwh"])).result()
 
 
-def test_carbon_follows_a_changing_intensity(wh):  # noqa: F811
+def test_carbon_follows_a_changing_intensity(wh):
     # one GPU at 500 W for 2 h; intensity 100 g/kWh in hour 1, 300 in hour 2
     ingest(wh, samples("n0", 0, T, 480, 500))
     run_refresh(wh, now=T + 3 * H)
@@ -44,7 +43,7 @@ def test_carbon_follows_a_changing_intensity(wh):  # noqa: F811
     assert df["carbon_kg"].iloc[0] == pytest.approx(kwh * 100 / 1000)
 
 
-def test_defaults_when_no_series_applies(wh):  # noqa: F811
+def test_defaults_when_no_series_applies(wh):
     ingest(wh, samples("n0", 0, T, 240, 1000))
     run_refresh(wh, now=T + 2 * H)
     fr = Options(node_overhead_w=0.0, pue=1.0, region="FR")
@@ -64,7 +63,7 @@ def test_defaults_when_no_series_applies(wh):  # noqa: F811
     assert df["carbon_kg"].iloc[0] == pytest.approx(0.010)
 
 
-def test_measured_pue_series(wh):  # noqa: F811
+def test_measured_pue_series(wh):
     ingest(wh, samples("n0", 0, T, 480, 1000))
     run_refresh(wh, now=T + 3 * H)
     wh.write(lambda con: con.execute("INSERT INTO pue VALUES (?, 1.1), (?, 1.4)",
@@ -79,7 +78,7 @@ def test_embodied_carbon_per_gpu_hour():
     assert carbon.embodied_g_per_gpu_hour(0, 5) == 0.0
 
 
-def test_carbon_of_lost_gpu_hours(wh):  # noqa: F811
+def test_carbon_of_lost_gpu_hours(wh):
     ingest(wh, samples("n0", 0, T, 480, 400))
     series(wh, [(T, 200.0)])
     add_job(wh, "F", [{"start": T, "end": T + 2 * H, "state": "FAILED", "nodes": ["n0"],

@@ -2,45 +2,20 @@
 
 from datetime import timedelta
 
-import numpy as np
-import pandas as pd
 import pytest
 
-from tests.test_failures import H, T, add_job, run_refresh, wh  # noqa: F401 (fixture)
+from tests.support.runs import STEP, H, T, add_job, ingest, run_refresh, samples
 from warehouse.analytics import Options
 from warehouse.queries import energy as qe
 
-STEP = 15.0  # seconds between samples
 
-
-def samples(node, gpu, start, n, power_w, *, counter=True, resets=(), util=50.0,
-            drop=()):
-    """n samples every 15 s at constant power; the counter integrates the power and
-    restarts from 0 at the sample indices in ``resets``; indices in ``drop`` are missing."""
-    ts = np.array([start + timedelta(seconds=STEP * k) for k in range(n)], "datetime64[us]")
-    energy = np.zeros(n)
-    acc = 0.0
-    for k in range(n):
-        acc = 0.0 if k in resets else acc + power_w * STEP
-        energy[k] = acc
-    df = pd.DataFrame({"ts": ts, "node": node, "gpu_index": gpu, "interval_s": STEP,
-                       "power_w": float(power_w), "util_pct": util,
-                       "energy_j": energy if counter else np.nan})
-    return df.drop(index=list(drop))
-
-
-def ingest(wh, *frames):  # noqa: F811
-    wh.ingest("samples", pd.concat(frames, ignore_index=True)).result()
-    wh.rollup().result()
-
-
-def gpu_energy(wh):  # noqa: F811
+def gpu_energy(wh):
     return wh.reader().execute(
         "SELECT node, gpu_index, sum(energy_j) AS j, sum(counter_samples) AS c, "
         "count(*) AS hours FROM gpu_energy_1h GROUP BY ALL ORDER BY ALL").df()
 
 
-def test_counter_deltas_with_reset_and_gap(wh):  # noqa: F811
+def test_counter_deltas_with_reset_and_gap(wh):
     n = 480  # two hours
     # GPU 0: counter reset at sample 200; GPU 1: the counter runs at 300 W while the
     # reported power says 250 W (the counter wins); GPU 2: a 10-minute gap of samples
@@ -60,7 +35,7 @@ def test_counter_deltas_with_reset_and_gap(wh):  # noqa: F811
     assert (e["hours"] == 2).all()
 
 
-def test_late_samples_recompute_their_hour_and_refresh_is_idempotent(wh):  # noqa: F811
+def test_late_samples_recompute_their_hour_and_refresh_is_idempotent(wh):
     ingest(wh, samples("n0", 0, T, 240, 100))
     run_refresh(wh, now=T + 3 * H)
     first = gpu_energy(wh)["j"].sum()
@@ -70,7 +45,7 @@ def test_late_samples_recompute_their_hour_and_refresh_is_idempotent(wh):  # noq
     assert gpu_energy(wh)["j"].sum() == pytest.approx(2 * first)
 
 
-def test_power_integral_when_no_counter(wh):  # noqa: F811
+def test_power_integral_when_no_counter(wh):
     ingest(wh, samples("n1", 0, T, 240, 500, counter=False))
     run_refresh(wh, now=T + 2 * H)
     method = wh.reader().execute("SELECT DISTINCT method FROM gpu_energy_1h").fetchall()
@@ -78,7 +53,7 @@ def test_power_integral_when_no_counter(wh):  # noqa: F811
     assert gpu_energy(wh)["j"].sum() == pytest.approx(500 * 3600)
 
 
-def test_energy_by_rack_with_node_overhead_and_measured_power(wh):  # noqa: F811
+def test_energy_by_rack_with_node_overhead_and_measured_power(wh):
     ingest(wh, samples("n0", 0, T, 240, 600), samples("n1", 0, T, 240, 300))
     wh.write(lambda con: con.execute(
         "INSERT INTO node_power VALUES (?, 'n1', 1000.0)", [T + timedelta(minutes=5)])).result()
@@ -94,7 +69,7 @@ def test_energy_by_rack_with_node_overhead_and_measured_power(wh):  # noqa: F811
     assert fleet["it_kwh"].iloc[0] == pytest.approx(0.6 + 1.5 + 0.3 + 1.0)
 
 
-def test_job_energy_follows_allocations(wh):  # noqa: F811
+def test_job_energy_follows_allocations(wh):
     # GPU 0 of n0 at 400 W for 2 h; job X holds it from 0:30 to 1:30, job Y (user bob)
     # holds GPU 1 (100 W) for the 2 hours.
     ingest(wh, samples("n0", 0, T, 480, 400), samples("n0", 1, T, 480, 100))
@@ -116,7 +91,7 @@ def test_job_energy_follows_allocations(wh):  # noqa: F811
     assert part.loc["Y", "gpu_kwh"] == pytest.approx(0.1)
 
 
-def test_idle_energy_classes(wh):  # noqa: F811
+def test_idle_energy_classes(wh):
     ingest(wh, samples("n0", 0, T, 240, 300, util=80.0),   # allocated, busy
            samples("n0", 1, T, 240, 70, util=0.0),          # allocated, idle
            samples("n0", 2, T, 240, 60, util=0.0))          # unallocated

@@ -12,15 +12,6 @@ from warehouse import Warehouse
 from warehouse.analytics import Options
 from warehouse.queries import failures as qf
 
-
-@pytest.fixture
-def wh():
-    w = Warehouse(":memory:")
-    topology(w)
-    yield w
-    w.close()
-
-
 # ---------------------------------------------------------------------------- tests
 
 def test_each_kind_of_evidence_decides(wh):

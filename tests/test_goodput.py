@@ -4,18 +4,9 @@ import json
 
 import pytest
 
-from tests.support.runs import H, M, T, add_job, checkpoint, rows, run_refresh, sample, topology
-from warehouse import Warehouse
+from tests.support.runs import H, M, T, add_job, checkpoint, rows, run_refresh, sample
 from warehouse.analytics import Options
 from warehouse.queries import goodput as qg
-
-
-@pytest.fixture
-def wh():
-    w = Warehouse(":memory:")
-    topology(w)
-    yield w
-    w.close()
 
 
 def test_lost_gpu_hours_per_failed_run(wh):

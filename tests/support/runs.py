@@ -4,12 +4,15 @@ A warehouse with ``topology`` (4 nodes of 8 GPUs in 2 racks by default), jobs ad
 ``add_job`` (one dict per run), XIDs, checkpoints and telemetry samples, and
 ``run_refresh`` to run the analytics refresh as the service does. Times are naive UTC
 around ``T`` (Monday 2026-11-02 00:00).
+The fixture ``wh`` of tests/conftest.py is such a warehouse, in memory. ``samples`` makes a
+GPU's series every ``STEP`` seconds and ``ingest`` stores and rolls it up.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import numpy as np
 import pandas as pd
 
 from warehouse.analytics import refresh
@@ -71,3 +74,28 @@ def run_refresh(wh, now=T + 24 * H, settings=None):
 def rows(wh):
     df = wh.reader().execute("SELECT * FROM failures ORDER BY job_id, run_index").df()
     return {(r.job_id, r.run_index): r for r in df.itertuples()}
+
+
+STEP = 15.0  # seconds between samples
+
+
+def samples(node, gpu, start, n, power_w, *, counter=True, resets=(), util=50.0,
+            drop=()):
+    """n samples every 15 s at constant power; the counter integrates the power and
+    restarts from 0 at the sample indices in ``resets``; indices in ``drop`` are missing."""
+    ts = np.array([start + timedelta(seconds=STEP * k) for k in range(n)], "datetime64[us]")
+    energy = np.zeros(n)
+    acc = 0.0
+    for k in range(n):
+        acc = 0.0 if k in resets else acc + power_w * STEP
+        energy[k] = acc
+    df = pd.DataFrame({"ts": ts, "node": node, "gpu_index": gpu, "interval_s": STEP,
+                       "power_w": float(power_w), "util_pct": util,
+                       "energy_j": energy if counter else np.nan})
+    return df.drop(index=list(drop))
+
+
+def ingest(wh, *frames):
+    """Ingest sample frames and roll them up, as the service does."""
+    wh.ingest("samples", pd.concat(frames, ignore_index=True)).result()
+    wh.rollup().result()
