@@ -1,0 +1,117 @@
+"""One figure, one definition, every view (issues 14 and 19).
+
+The weekly report's model is built for the report test warehouse (tests/support/
+report.py) and each shared figure is compared with what the pages' callbacks ask for the
+same window: the Overview card, Failures, Goodput, Energy (idle energy, per-job energy),
+the Job page, Utilisation and /metrics. Then each goodput setting is changed and every
+view of GPU-hours lost must move together.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from dashboard.report import ReportOptions, build
+from tests.support.dash_seed import NOW as OVERVIEW_NOW
+from tests.support.dash_seed import seed_overview
+from tests.support.report import NOW, WEEK, seeded_copy
+from warehouse import Warehouse, metrics
+from warehouse.analytics import Options, refresh
+from warehouse.queries import energy as qe
+from warehouse.queries import failures as qf
+from warehouse.queries import goodput as qg
+from warehouse.queries import jobs as qj
+from warehouse.queries import overview as qo
+from warehouse.queries import utilisation as qu
+from warehouse.queries import weekly
+
+
+@pytest.fixture(scope="module")
+def wh(tmp_path_factory):
+    w = Warehouse(seeded_copy(tmp_path_factory.mktemp("cross")))
+    yield w
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def report(wh):
+    return build(wh.reader, week=WEEK, now=NOW, options=ReportOptions(large_job_gpus=16))
+
+
+def test_every_shared_figure_agrees(wh, report):
+    start, end, opts = report.start, report.end, Options(large_job_gpus=16)
+    this = report.this
+    # GPU-hours lost: the Overview card (week since Monday = the report week), Failures
+    head = qo.headline(wh.reader(), now=NOW, week_start=start)
+    by_cat = qf.failures_by(wh.reader(), start=start, end=end, by="category")
+    lost = this["reliability"]["gpu_hours_lost"]
+    assert lost > 0
+    assert head["gpu_hours_lost_week"] == pytest.approx(lost)
+    assert by_cat["gpu_hours_lost"].sum() == pytest.approx(lost)
+    assert head["failed_runs_week"] == this["reliability"]["failures"]
+    # failure rate: the Goodput page's cards for the same window
+    rate = qf.failure_rate(wh.reader(), start=start, end=end)
+    assert this["reliability"]["r_f_per_1000_node_days"] == pytest.approx(
+        rate["r_f_per_1000_node_days"])
+    # idle energy and allocated-but-idle: the Energy page's idle split
+    idle = qe.idle_energy(wh.reader(), start=start, end=end).set_index("state")
+    assert this["energy"]["idle_kwh"] == pytest.approx(
+        idle.loc[["unallocated", "allocated_idle"], "gpu_kwh"].sum())
+    assert this["fleet"]["idle_allocated_gpu_h"] == pytest.approx(
+        idle.loc["allocated_idle", "gpu_hours"])
+    # per-job energy: the Energy page's by-job table, and the Job page of a job that
+    # ran inside the window
+    by_job = qe.job_energy(wh.reader(), start=start, end=end, opts=opts).set_index("job_id")
+    for row in this["energy"]["top_jobs"].itertuples():
+        assert row.facility_kwh == pytest.approx(by_job.loc[row.job_id, "facility_kwh"])
+    inside = wh.reader().execute(
+        "SELECT job_id FROM job_runs GROUP BY job_id HAVING min(start_ts) >= $s "
+        "AND max(coalesce(end_ts, $e)) < $e ORDER BY job_id LIMIT 3", {"s": start, "e": end}
+    ).fetchall()
+    assert inside and all(job_id in by_job.index for (job_id,) in inside)
+    for (job_id,) in inside:
+        page = qj.energy(wh.reader(), job_id=job_id, now=NOW, opts=opts)
+        assert page["facility_kwh"].sum() == pytest.approx(by_job.loc[job_id, "facility_kwh"])
+    # allocated GPU-hours: the Utilisation page's breakdown
+    util = qu.utilisation_by(wh.reader(), by="partition", start=start, end=end)
+    assert this["fleet"]["allocated_gpu_h"] == pytest.approx(
+        util["allocated_gpu_h"].sum(), rel=0.01)
+    # ETTR of large jobs: the Goodput page's definition
+    large = qg.large_jobs(wh.reader(), start=start, end=end, now=NOW, opts=opts)
+    assert this["reliability"]["large_jobs"] == len(large) > 0
+    assert this["reliability"]["large_ettr"] == pytest.approx(qg.ettr_summary(large)["ettr"])
+
+
+def _views(w: Warehouse, now: datetime, week_start: datetime) -> dict[str, float]:
+    """GPU-hours lost this week as each view shows it."""
+    nums = weekly.week_numbers(w.reader, start=week_start, end=now, now=now)
+    return {
+        "overview": qo.headline(w.reader(), now=now, week_start=week_start)[
+            "gpu_hours_lost_week"],
+        "failures": float(qf.failures(w.reader(), start=week_start, end=now)[
+            "gpu_hours_lost"].sum()),
+        "goodput": float(qg.lost_by(w.reader(), start=week_start, end=now, by="week")[
+            "gpu_hours_lost"].sum()),
+        "report": nums["reliability"]["gpu_hours_lost"],
+    }
+
+
+@pytest.mark.parametrize("setting", [{"checkpoint_interval_h": 0.5},
+                                     {"restart_warmup_min": 30.0}])
+def test_every_view_moves_with_each_goodput_setting(setting):
+    week_start = qo.iso_week_start(OVERVIEW_NOW)
+    with Warehouse(":memory:") as w:
+        seed_overview(w)  # classified with the defaults
+        before = _views(w, OVERVIEW_NOW, week_start)
+        assert len(set(before.values())) == 1, before
+        w.write(lambda con: refresh(con, OVERVIEW_NOW, Options(**setting))).result()
+        after = _views(w, OVERVIEW_NOW, week_start)
+        assert len({round(v, 9) for v in after.values()}) == 1, after
+        assert after["overview"] != pytest.approx(before["overview"])
+        snap = metrics.figures(w.reader, now=OVERVIEW_NOW)
+        window = qf.failures_by(w.reader(), end=OVERVIEW_NOW,
+                                start=OVERVIEW_NOW - timedelta(days=metrics.WINDOW_DAYS))
+        assert sum(snap.lost_gpu_hours.values()) == pytest.approx(
+            window["gpu_hours_lost"].sum())
