@@ -124,3 +124,10 @@ def test_ettr_curve_marks_the_optimum():
 def test_range_arguments_are_parameters_not_text(wh):
     with pytest.raises(ValueError):
         qg.lost_by(wh.reader(), start=T, end=T + H, by="user; DROP TABLE jobs")
+
+
+def test_every_loss_basis_has_its_formula():
+    from warehouse import goodput
+
+    assert set(goodput.LOSS_BASES) | {"gpu_hours_lost", "restart_overhead"} == set(
+        goodput.LOSS_FORMULAS)

@@ -70,6 +70,21 @@ def _h(a: str, b: str) -> str:
 HISTORY_START_SQL = ("SELECT least((SELECT min(ts) FROM gpu_samples_1h), "
                      "(SELECT min(ts) FROM gpu_samples_1m), (SELECT min(ts) FROM gpu_samples))")
 
+#: The cost model as text, for the pages that explain a loss (and docs/analytics.md):
+#: the total, then the lost work per ``loss_basis``, then the restart overhead.
+LOSS_FORMULAS = {
+    "gpu_hours_lost": "GPUs of the run x (lost work + restart overhead), in GPU-hours",
+    "checkpoint": "lost work = the run's end - its last recorded checkpoint",
+    "no checkpoint in run": "lost work = the whole run (the job checkpoints, but failed "
+                            "before its first checkpoint in this run)",
+    "never checkpoints": "lost work = the whole run (the job never recorded a checkpoint)",
+    "assumed interval": "lost work = half of goodput.checkpoint_interval_h, at most the run "
+                        "(no checkpoints are recorded on this cluster)",
+    "restart_overhead": "restart overhead = the restarted run's start-up, "
+                        "goodput.restart_warmup_min, at most as long as that run; the queue "
+                        "wait before it is not counted; 0 without a restart",
+}
+
 #: How a run's lost work was decided (column ``loss_basis``), see the module docstring.
 LOSS_BASES = ("checkpoint", "no checkpoint in run", "never checkpoints", "assumed interval")
 
