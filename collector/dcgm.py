@@ -218,23 +218,32 @@ def gpu_index(labels: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return idx, refused
 
 
+def _either(labels: pa.Array, name: str, other: str) -> list[str | None]:
+    """Label ``name``, else label ``other``, per label set (``other`` only where needed)."""
+    first = label_values(labels, name)
+    missing = pc.is_null(first)
+    if pc.any(missing).as_py():
+        first = pc.coalesce(first, label_values(pc.if_else(missing, labels, None), other))
+    return first.to_pylist()
+
+
 def _label_sets(labels: pa.Array) -> dict[str, object]:
     """Per unique label set: gpu index, refused flag, uuid, host, MIG instance, weights."""
     gpu_i, refused = gpu_index(labels)
-    uuid = pc.coalesce(label_values(labels, "UUID"), label_values(labels, "uuid")).to_pylist()
-    host = pc.coalesce(label_values(labels, "Hostname"),
-                       label_values(labels, "hostname")).to_pylist()
+    uuid = _either(labels, "UUID", "uuid")
+    host = _either(labels, "Hostname", "hostname")
     inst = label_values(labels, "GPU_I_ID")
     ok = pc.fill_null(pc.match_substring_regex(inst, r"^[0-9]{1,6}$"), False)
     inst_i = pc.fill_null(pc.cast(pc.if_else(ok, inst, None), pa.int64()), -1).to_numpy()
-    profiles = label_values(labels, "GPU_I_PROFILE").to_pylist()
-    models = label_values(labels, "modelName").to_pylist()
-    return {
-        "gpu": gpu_i, "refused": refused, "uuid": uuid, "host": host, "inst": inst_i,
-        "profile": profiles,
-        "weight": np.array([mig_slices(p) for p in profiles], np.float64),
-        "slices": np.array([gpu_slices(m) for m in models], np.float64),
-    }
+    weight = np.ones(len(labels))
+    slices = np.full(len(labels), float(MIG_SLICES_DEFAULT))
+    mig = np.flatnonzero(inst_i >= 0)
+    if len(mig):  # profiles and models matter for MIG instances only
+        sub = labels.take(pa.array(mig))
+        weight[mig] = [mig_slices(p) for p in label_values(sub, "GPU_I_PROFILE").to_pylist()]
+        slices[mig] = [gpu_slices(m) for m in label_values(sub, "modelName").to_pylist()]
+    return {"gpu": gpu_i, "refused": refused, "uuid": uuid, "host": host, "inst": inst_i,
+            "weight": weight, "slices": slices}
 
 
 def parse_scrapes(

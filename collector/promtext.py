@@ -98,6 +98,13 @@ def label_values(labels: pa.Array | pa.ChunkedArray, name: str) -> pa.Array:
     if not pa.types.is_dictionary(labels.type):
         labels = pc.dictionary_encode(labels)
     uniq = labels.dictionary
+    # Only label sets that contain the name at all can hold the label: a literal search
+    # (memchr-fast) spares the regex the others, and all of them for an absent label.
+    candidate = pc.match_substring(uniq, name)
+    if not pc.any(candidate).as_py():
+        return pa.nulls(len(labels), pa.string())
+    if not pc.all(candidate).as_py():
+        uniq = pc.if_else(candidate, uniq, pa.scalar(None, pa.string()))
     # Anchored: consume whole name="value" pairs from the start, so a value that itself
     # contains `name="` can never be mistaken for the label.
     pattern = (
