@@ -64,9 +64,10 @@ def gpu_count(spec: Any, what: str) -> int | None:
     for name, typ, count in _items(spec):
         if name != "gpu":
             continue
-        if not _DIGITS.fullmatch(count):
-            raise SlurmParseError(f"{what}: GPU count {count!r:.40} in {spec!r:.80}", "gpus")
-        n = number(count, what, 0, MAX_GPUS_PER_JOB)
+        if not _DIGITS.fullmatch(count) or int(count) > MAX_GPUS_PER_JOB:
+            raise SlurmParseError(f"{what}: GPU count {count!r:.40} in {spec!r:.80} is not "
+                                  f"a whole number up to {MAX_GPUS_PER_JOB:,}", "gpus")
+        n = int(count)
         if typ is None:
             untyped = (untyped or 0) + n
         else:

@@ -46,7 +46,14 @@ def test_gpu_count(spec, gpus):
 def test_impossible_gpu_counts_are_refused(spec):
     with pytest.raises(SlurmParseError) as info:
         gpu_count(spec, "squeue job 7: tres_per_node")
-    assert info.value.reason == "gpus" or "tres_per_node" in str(info.value)
+    assert info.value.reason == "gpus" and "squeue job 7: tres_per_node" in str(info.value)
+
+
+def test_negative_gpu_count_from_sacct_is_null_and_counted():
+    rec = _sacct_record("v0.0.44", 0)
+    rec["tres"]["allocated"].append({"type": "gres", "name": "gpu", "id": 1001, "count": -4})
+    b = parse_sacct({"jobs": [rec]}, now=NOW)
+    assert b.runs["gpus"].to_pylist() == [None] and b.dropped == {"sacct.tres": 1}
 
 
 def test_sacct_tres_list_refuses_negative_counts():
