@@ -27,9 +27,7 @@ from email.utils import formatdate
 from pathlib import Path
 
 from alerts.sinks import DeliveryError
-from gpulens.settings import default
-
-SECURITY = ("starttls", "ssl", "none")
+from gpulens.settings import default, setting_field
 
 
 def document(*, to: list[str], subject: str, text: str, html: str,
@@ -70,12 +68,13 @@ class MailSink:
     """SMTP delivery; ``deliver`` is what alerts.delivery calls for this sink's rows."""
 
     host: str
-    port: int = 587
-    security: str = "starttls"  # starttls | ssl | none
-    username: str = ""
-    password: str = ""
+    port: int = setting_field("reports.smtp_port")
+    security: str = setting_field("reports.smtp_security")  # starttls | ssl | none
+    username: str = setting_field("reports.smtp_username")
+    password: str = setting_field("reports.smtp_password")
     sender: str = "gpulens@localhost"
-    ca_file: str = ""  # CA bundle for the server's certificate (empty: the system's)
+    # CA bundle for the server's certificate (empty: the system's)
+    ca_file: str = setting_field("reports.smtp_ca_file")
     name: str = "email"
 
     def __repr__(self) -> str:  # keep the password and the server out of logs

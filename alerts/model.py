@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 SEVERITIES = ("info", "warning", "critical")
-SCOPES = ("gpu", "node", "rack")
 
 # Alert states, as in Prometheus alerting rules ("inactive" alerts are not stored).
 PENDING, FIRING, RESOLVED = "pending", "firing", "resolved"

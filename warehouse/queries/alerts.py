@@ -94,14 +94,6 @@ def list_alerts(cur: duckdb.DuckDBPyConnection, *, now: datetime, since_s: float
     ).df()
 
 
-def rack_alert_counts(cur: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Firing alerts per rack and severity (for a floor map): rack, severity, alerts."""
-    return cur.execute(
-        """SELECT rack, severity, count(*) AS alerts FROM alerts
-           WHERE state = 'firing' GROUP BY rack, severity ORDER BY rack, severity"""
-    ).df()
-
-
 def active_silences(cur: duckdb.DuckDBPyConnection, *, now: datetime) -> pd.DataFrame:
     """Silences not yet expired at ``now``."""
     return list_silences(cur, now=now, include_expired=False)
