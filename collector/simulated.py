@@ -32,9 +32,12 @@ class SimulatedSource:
     def topology(self) -> dict[str, pa.Table]:
         return self.cluster.topology()
 
-    def history(self, ingest, start: datetime, end: datetime, *, progress: bool = True) -> None:
-        """Write [start, end) in bulk through ``ingest(kind, table)``."""
-        self.cluster.backfill(ingest, start, end, progress=progress)
+    def history(self, ingest, start: datetime, end: datetime, *, progress: bool = True,
+                on_chunk=None) -> None:
+        """Write [start, end) in bulk through ``ingest(kind, table)``, which returns once
+        the table is written. ``on_chunk(ts)``, if given, is called whenever every row
+        before ``ts`` is written (the scheduler state of [start, end) comes last)."""
+        self.cluster.backfill(ingest, start, end, progress=progress, on_chunk=on_chunk)
 
     def collect(self, ts: datetime) -> list[tuple[str, pa.Table]]:
         """One cycle at tick ``ts``: telemetry, XID events, and scheduler state."""

@@ -16,7 +16,9 @@ class Source(Protocol):
     ``warehouse.schema.SCHEMAS``). It may raise: the service records the error, backs the
     source off, and keeps every other source running. Optional extras the service uses
     when present: ``topology() -> dict[kind, table]`` (written once at start),
-    ``history(ingest, start, end, progress=...)`` and ``live_start`` (bulk history).
+    ``history(ingest, start, end, progress=..., on_chunk=...)`` and ``live_start`` (bulk
+    history; ``on_chunk(ts)`` says every row before ``ts`` is written, so the service
+    can persist its progress and resume after a kill).
     """
 
     name: str

@@ -1,4 +1,5 @@
-"""What /healthz reports: per source its last success, last error and lag."""
+"""What /healthz reports: per source its last success, last error, lag and skipped
+ticks; the history backfill's progress."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ class SourceHealth:
     last_error_at: datetime | None = None
     last_duration_s: float | None = None  # seconds the last cycle took
     rows: int = 0  # rows delivered in the last successful cycle
+    skipped_ticks: int = 0  # ticks not collected because a cycle ran past them
+    last_skipped_at: datetime | None = None
 
 
 @dataclass
@@ -34,27 +37,46 @@ class Health:
             h = self.sources.setdefault(name, SourceHealth())
             h.last_error, h.last_error_at = message, at
 
+    def skipped(self, name: str, at: datetime, ticks: int) -> None:
+        """``ticks`` collection ticks of source ``name`` were skipped (the cycle before
+        ran more than a whole interval past them)."""
+        with self._lock:
+            h = self.sources.setdefault(name, SourceHealth())
+            h.skipped_ticks += ticks
+            h.last_skipped_at = at
+
     def set_backfill(self, **state) -> None:
         with self._lock:
             self.backfill.update(state)
 
     def report(self, now: datetime, stale_after_s: float) -> dict:
-        """The /healthz document (JSON-ready). ``status`` is ok, degraded or starting."""
+        """The /healthz document (JSON-ready). ``status`` is ok, degraded or starting:
+        degraded when a source has no success within ``stale_after_s`` seconds (that
+        source's own ``status`` says so; the others go on) or the history backfill
+        failed. ``failing``: the source's latest cycle failed."""
         with self._lock:
             sources = {}
             status = "ok" if self.sources else "starting"
             for name, h in self.sources.items():
                 lag = None if h.last_success is None else (now - h.last_success).total_seconds()
-                if lag is None or lag > stale_after_s:
+                stale = lag is None or lag > stale_after_s
+                if stale:
                     status = "degraded"
                 sources[name] = {
+                    "status": "degraded" if stale else "ok",
+                    "failing": h.last_error_at is not None and (
+                        h.last_success is None or h.last_error_at >= h.last_success),
                     "last_success": _iso(h.last_success),
                     "last_error": h.last_error,
                     "last_error_at": _iso(h.last_error_at),
                     "lag_s": None if lag is None else round(lag, 3),
                     "last_cycle_s": h.last_duration_s,
                     "rows": h.rows,
+                    "skipped_ticks": h.skipped_ticks,
+                    "last_skipped_at": _iso(h.last_skipped_at),
                 }
+            if self.backfill.get("state") == "failed":
+                status = "degraded"
             return {"status": status, "sources": sources, "backfill": dict(self.backfill)}
 
 

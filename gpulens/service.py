@@ -9,6 +9,7 @@ alone. SIGINT/SIGTERM stop the jobs, flush the writer, checkpoint and close.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import signal
 import threading
@@ -34,6 +35,7 @@ from warehouse.clock import utcnow
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 300.0  # a failing source is retried at least this often
+HISTORY_BATCH_ROWS = 250_000  # rows per history write: live batches wait one such write
 
 
 class StartupError(RuntimeError):
@@ -44,6 +46,18 @@ def floor_ts(ts: datetime, step_s: float) -> datetime:
     """``ts`` rounded down to a multiple of ``step_s`` seconds since the Unix epoch."""
     epoch = datetime(1970, 1, 1)
     return ts - (ts - epoch) % timedelta(seconds=step_s)
+
+
+def next_tick(tick: datetime, now: datetime, interval_s: float) -> tuple[datetime, int]:
+    """The tick to collect after ``tick`` when the cycle ended at ``now``, and how many
+    ticks are skipped. The next tick is collected even when late, as long as the one
+    after it is not due yet; a cycle that ran a whole interval past a tick skips it."""
+    step = timedelta(seconds=interval_s)
+    nxt = tick + step
+    if now < nxt + step:
+        return nxt, 0
+    skipped = (now - nxt) // step
+    return nxt + skipped * step, skipped
 
 
 class Service:
@@ -63,6 +77,7 @@ class Service:
         self._threads: list[threading.Thread] = []
         self._failures: dict[str, int] = {}
         self._retry_at: dict[str, datetime] = {}
+        self._missing: dict[str, list[tuple[datetime, datetime]]] = {}  # history to write
 
     # -- start ------------------------------------------------------------------------
     def start(self) -> str:
@@ -80,10 +95,11 @@ class Service:
         except BaseException:
             self.warehouse.close()
             raise
-        for source in self.sources:
-            self._start_history(source)
-        if not self._threads:  # with history, the catch-up runs once it is written
+        history = [self._start_history(source) for source in self.sources]
+        if not any(history):  # with history, the catch-up runs once it is written
             self._background(self.reports.catch_up, "report catch-up")
+        for source in self.sources:
+            self._start_collection(source)
         self._start_jobs()
         host, port = self.server.effective_host, self.server.effective_port
         url = f"http://{host}:{port}/"
@@ -129,11 +145,6 @@ class Service:
             timezone="UTC", job_defaults={"max_instances": 1, "coalesce": True}
         )
         first = datetime.now(UTC)  # aware: the scheduler runs in UTC whatever the host zone
-        for source in self.sources:
-            self.scheduler.add_job(
-                self.collect_once, "interval", args=(source,), seconds=source.interval_s,
-                id=f"collect:{source.name}", next_run_time=first,
-            )
         self.scheduler.add_job(
             self.rollup_once, "interval", seconds=cfg["rollup.interval_s"], id="rollup",
             next_run_time=first + timedelta(seconds=5),
@@ -158,23 +169,52 @@ class Service:
         self.reports.install_delivery(self.scheduler, self._guarded)
         self.scheduler.start()
 
-    def _start_history(self, source) -> None:
-        days = self.config["simulator.history_days"]
-        if days <= 0 or not hasattr(source, "history"):
-            return
-        end = source.live_start
-        start = end - timedelta(days=days)
-        latest = meta.latest_sample_ts(self.warehouse.reader())
-        if latest is not None and latest >= start:  # a restart: fill only the gap
-            start = latest + timedelta(seconds=source.interval_s)
-        if start >= end:
-            return
-        thread = threading.Thread(
-            target=self._history, args=(source, start, end), name="gpulens-history",
-            daemon=True,
-        )
+    def _start_collection(self, source) -> None:
+        thread = threading.Thread(target=self._collect_loop, args=(source,), daemon=True,
+                                  name=f"gpulens-collect-{source.name}")
         thread.start()
         self._threads.append(thread)
+
+    def _start_history(self, source) -> bool:
+        """Start writing the history the warehouse lacks; True if there is some.
+
+        What is missing is kept in the warehouse (meta ``history.missing.<source>``)
+        and shrinks as history is written, so a restart after a kill resumes the
+        interrupted backfill besides filling the gap since the last sample.
+        """
+        days = self.config["simulator.history_days"]
+        if days <= 0 or not hasattr(source, "history"):
+            return False
+        end = source.live_start
+        window = end - timedelta(days=days)
+        cur = self.warehouse.reader()
+        stored = meta.get(cur, _missing_key(source))
+        missing = [] if stored is None else _load_ranges(stored)
+        latest = meta.latest_sample_ts(cur)
+        start = window
+        if latest is not None and latest >= window:  # a restart: fill the gap since
+            start = latest + timedelta(seconds=source.interval_s)
+        missing = _merge_ranges([(max(a, window), min(b, end)) for a, b in missing]
+                                + [(start, end)])
+        self._missing[source.name] = missing
+        self._save_missing(source)
+        if not missing:
+            return False
+        thread = threading.Thread(target=self._history, args=(source,),
+                                  name="gpulens-history", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return True
+
+    def _save_missing(self, source) -> None:
+        """Persist the history still missing (and show it in /healthz)."""
+        missing = list(self._missing[source.name])
+        value = _dump_ranges(missing)
+        self.warehouse.write(lambda con: meta.put(con, _missing_key(source), value)).result()
+        self.health.set_backfill(
+            complete=not missing, missing=[[_iso(a), _iso(b)] for a, b in missing],
+            missing_s=sum((b - a).total_seconds() for a, b in missing),
+        )
 
     def _background(self, job: Callable[[], object], what: str) -> None:
         thread = threading.Thread(target=self._guarded, args=(job, what), daemon=True,
@@ -183,8 +223,33 @@ class Service:
         self._threads.append(thread)
 
     # -- jobs -------------------------------------------------------------------------
-    def collect_once(self, source) -> None:
-        """One cycle of one source: read it, hand every batch to the writer.
+    def _collect_loop(self, source) -> None:
+        """Collect ``source`` at every tick (multiples of its interval) until stopping.
+
+        A drift-free loop of its own per source: a slow cycle delays the next tick
+        instead of dropping it; a tick is skipped only when a cycle ran a whole interval
+        past it, and counted in /healthz (``skipped_ticks``).
+        """
+        interval = source.interval_s
+        tick = floor_ts(self.now(), interval)
+        while not self.stopping.is_set():
+            try:
+                self.collect_once(source, tick)
+            except Exception:  # never lose the loop
+                log.exception("collecting %s failed", source.name)
+            now = self.now()
+            tick, skipped = next_tick(tick, now, interval)
+            if skipped:
+                self.health.skipped(source.name, now, skipped)
+                log.warning("source %s: %d tick(s) of %.0f s skipped (the cycle took too "
+                            "long)", source.name, skipped, interval)
+            wait = (tick - self.now()).total_seconds()
+            if wait > 0 and self.stopping.wait(wait):
+                return
+
+    def collect_once(self, source, ts: datetime | None = None) -> None:
+        """One cycle of one source at tick ``ts`` (default: the current tick): read it,
+        hand every batch to the writer as urgent work (ahead of maintenance).
 
         A failure is recorded in /healthz and backs this source off (doubling up to
         MAX_BACKOFF_S); other sources go on.
@@ -193,11 +258,12 @@ class Service:
         retry_at = self._retry_at.get(source.name)
         if retry_at is not None and now < retry_at:
             return
-        ts = floor_ts(now, source.interval_s)
+        ts = floor_ts(now, source.interval_s) if ts is None else ts
         started = time.perf_counter()
         try:
             batches = source.collect(ts)
-            futures = [self.warehouse.ingest(kind, table) for kind, table in batches]
+            futures = [self.warehouse.ingest(kind, table, urgent=True)
+                       for kind, table in batches]
             rows = sum(f.result() for f in futures)
         except Exception as exc:
             failures = self._failures.get(source.name, 0) + 1
@@ -236,21 +302,31 @@ class Service:
         except Exception:
             log.exception("retention failed")
 
-    def _history(self, source, start: datetime, end: datetime) -> None:
-        """Write the history the warehouse lacks, [start, end), oldest first."""
-        self.health.set_backfill(state="running", start=start.isoformat() + "Z",
-                                 end=end.isoformat() + "Z", done_until=None)
+    def _history(self, source) -> None:
+        """Write the missing history, range by range, oldest first; after each chunk
+        the range left is persisted (``_save_missing``), so a kill loses no progress."""
+        missing = self._missing[source.name]
+        self.health.set_backfill(state="running", start=_iso(missing[0][0]),
+                                 end=_iso(missing[-1][1]), done_until=None)
 
         def ingest(kind, table):
-            if self.stopping.is_set():
-                raise InterruptedError("service stopping")
-            self.warehouse.ingest(kind, table).result()
-            if kind == "samples" and table.num_rows:
-                done = table.column("ts")[-1].as_py()
-                self.health.set_backfill(done_until=done.isoformat() + "Z")
+            for offset in range(0, max(table.num_rows, 1), HISTORY_BATCH_ROWS):
+                if self.stopping.is_set():
+                    raise InterruptedError("service stopping")
+                self.warehouse.ingest(kind, table.slice(offset, HISTORY_BATCH_ROWS)).result()
+
+        def written_until(ts: datetime) -> None:  # every row before ts is acknowledged
+            self.health.set_backfill(done_until=_iso(ts))
+            if ts < missing[0][1]:  # the range's end: once history() returned
+                missing[0] = (max(missing[0][0], ts), missing[0][1])
+                self._save_missing(source)
 
         try:
-            source.history(ingest, start, end, progress=False)
+            while missing:
+                start, end = missing[0]
+                source.history(ingest, start, end, progress=False, on_chunk=written_until)
+                missing.pop(0)
+                self._save_missing(source)
             self.warehouse.rollup().result()
             self.analytics_once()  # classify the history's failures now, not in 5 minutes
             self.reports.catch_up()  # a weekly report missed while the service was down
@@ -267,12 +343,16 @@ class Service:
         report = self.health.report(self.now(), stale_after_s=stale)
         for source in self.sources:
             entry = report["sources"].setdefault(source.name, {})
-            entry.update(_source_details(source))
+            try:
+                entry.update(_source_details(source))
+            except Exception as exc:  # one source's broken details never hide the others
+                entry["details_error"] = f"{type(exc).__name__}: {exc}"
         report["version"] = __version__
         report["database"] = {
             "path": self.warehouse.path,
             "size_bytes": self.warehouse.size_bytes(),
             "pending_writes": self.warehouse.pending_writes(),
+            "live_batch_wait": self.warehouse.urgent_waits(),
         }
         status = 503 if report["status"] == "degraded" else 200
         return jsonify(report), status
@@ -307,16 +387,61 @@ class Service:
 
 
 def _source_details(source, max_listed: int = 20) -> dict:
-    """What a source tells beyond success and error: rows it dropped as implausible (per
-    reason) and, for scraping sources, its targets (up count, the first few down)."""
-    details: dict = {}
-    if hasattr(source, "dropped"):
-        details["dropped"] = source.dropped.as_dict()
+    """What a source tells beyond success and error, the same keys for every source:
+    ``dropped``, what it refused per reason (values, records, targets; empty when it
+    counts none) and their total; for sources with targets, ``targets`` (total, up,
+    down: the first ``max_listed`` with their reason, down_total).
+
+    A source exposes, optionally: ``dropped`` (collector.sanitize.DropCounter),
+    ``status`` (target -> collector.scrape.TargetStatus) and ``targets_down`` (target ->
+    reason, for sources that know their down targets only)."""
+    counter = getattr(source, "dropped", None)
+    dropped = counter.as_dict() if counter is not None else {}
+    details: dict = {"dropped": dropped, "dropped_total": sum(dropped.values())}
     status = getattr(source, "status", None)
-    if isinstance(status, dict) and status:
-        down = {key: st.last_error for key, st in status.items() if not st.up}
+    status = status if isinstance(status, dict) else {}
+    down = {str(key): st.last_error for key, st in status.items() if not st.up}
+    extra = getattr(source, "targets_down", None)
+    if isinstance(extra, dict):
+        down.update({str(key): reason for key, reason in extra.items()})
+    if status or down:
+        total = max(len(status), len(down))
         details["targets"] = {
-            "total": len(status), "up": len(status) - len(down),
-            "down": dict(list(sorted(down.items()))[:max_listed]),
+            "total": total, "up": total - len(down),
+            "down": dict(sorted(down.items())[:max_listed]), "down_total": len(down),
         }
     return details
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return None if ts is None else ts.isoformat() + "Z"
+
+
+def _missing_key(source) -> str:
+    return f"history.missing.{source.name}"
+
+
+def _dump_ranges(ranges: list[tuple[datetime, datetime]]) -> str:
+    return json.dumps([[a.isoformat(), b.isoformat()] for a, b in ranges])
+
+
+def _load_ranges(text: str) -> list[tuple[datetime, datetime]]:
+    """Ranges stored by ``_dump_ranges``; a value that is not such a list counts as none
+    (the gap since the last sample is then still filled)."""
+    try:
+        return [(datetime.fromisoformat(a), datetime.fromisoformat(b))
+                for a, b in json.loads(text)]
+    except (ValueError, TypeError):
+        log.warning("ignoring a stored history range list that is not one: %.80r", text)
+        return []
+
+
+def _merge_ranges(ranges: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Non-empty ranges ``[a, b)`` sorted, overlapping or touching ones merged."""
+    merged: list[tuple[datetime, datetime]] = []
+    for a, b in sorted(r for r in ranges if r[0] < r[1]):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged

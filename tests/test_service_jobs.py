@@ -106,4 +106,60 @@ def test_health_details_name_dropped_rows_and_down_targets():
     Scraper.dropped.add({"negative": 3, "nan": 0})
     details = _source_details(Scraper())
     assert details["dropped"] == {"negative": 3}
-    assert details["targets"] == {"total": 2, "up": 1, "down": {"node002": "timed out after 5 s"}}
+    assert details["dropped_total"] == 3
+    assert details["targets"] == {"total": 2, "up": 1, "down_total": 1,
+                                  "down": {"node002": "timed out after 5 s"}}
+
+
+def test_health_details_are_the_same_for_every_source():
+    from collector.sanitize import DropCounter
+    from gpulens.service import _source_details
+
+    class Quiet:  # counts nothing, has no targets
+        name = "simulator"
+
+    class Federation:  # knows its down targets and their reasons only
+        name = "prometheus"
+        dropped = DropCounter()
+        targets_down = {"node007:9400": "GPU label '70000' out of range", "node003": "HTTP 500"}
+
+    Federation.dropped.add({"gpu_index": 2})
+    assert _source_details(Quiet()) == {"dropped": {}, "dropped_total": 0}
+    details = _source_details(Federation(), max_listed=1)
+    assert details["dropped"] == {"gpu_index": 2}
+    assert details["targets"] == {"total": 2, "up": 0, "down_total": 2,
+                                  "down": {"node003": "HTTP 500"}}
+
+
+def test_healthz_shows_a_broken_source_degraded_and_the_others_ok(service):
+    import flask
+
+    svc, clock = service
+    good, bad = svc.sources
+
+    class Broken(BadSource):
+        name = "broken"
+
+        @property
+        def dropped(self):
+            raise RuntimeError("counter gone")
+
+    broken = Broken()
+    svc.sources.append(broken)
+    for _ in range(4):
+        clock.t += timedelta(seconds=15)
+        for source in svc.sources:
+            svc.collect_once(source)
+    with flask.Flask(__name__).app_context():
+        response, code = svc._healthz()
+    report = response.get_json()
+    assert code == 503 and report["status"] == "degraded"
+    assert report["sources"]["good"]["status"] == "ok"
+    assert report["sources"]["good"]["failing"] is False
+    assert report["sources"]["good"]["rows"] == 8
+    assert report["sources"]["bad"]["status"] == "degraded"
+    assert report["sources"]["bad"]["failing"] is True
+    assert report["sources"]["bad"]["dropped"] == {}
+    assert report["sources"]["broken"]["details_error"] == "RuntimeError: counter gone"
+    assert report["sources"]["broken"]["status"] == "degraded"
+    assert report["database"]["live_batch_wait"]["max_steps"] <= 1

@@ -23,6 +23,7 @@ from warehouse.db import transaction
 from warehouse.energy import refresh_energy
 from warehouse.failures import load_rules, refresh_failures
 from warehouse.usage import refresh_usage
+from warehouse.writer import yield_to_urgent
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,11 @@ def refresh(con, now: datetime, settings: Any = None) -> dict:
             window_before=timedelta(minutes=opts.window_before_min),
             window_after=timedelta(minutes=opts.window_after_min),
         )
+    yield_to_urgent()  # between the stages too: live collection waits for one at most
     t1 = time.perf_counter()
     hours = refresh_energy(con, now, max_gap_s=opts.max_counter_gap_s)
     t2 = time.perf_counter()
+    yield_to_urgent()
     usage = refresh_usage(con, now, recheck_days=opts.recheck_days,
                           idle_pct=opts.idle_util_pct)
     return {"failures_classified": classified, "energy_hours": hours,

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 
 from warehouse.db import transaction
 from warehouse.rollups import merge_ranges
+from warehouse.writer import yield_to_urgent
 
 HOUR = timedelta(hours=1)
 SLICE = timedelta(hours=24)  # hours recomputed per statement
@@ -86,6 +87,7 @@ def refresh_energy(con, now: datetime, *, max_gap_s: float) -> int:
                 end = first_raw_hour
             _recompute(con, start, end, raw, max_gap_s)
             start = end
+            yield_to_urgent()  # live collection waits one slice, not the whole refresh
     return len(stale)
 
 

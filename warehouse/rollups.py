@@ -15,6 +15,7 @@ import duckdb
 
 from gpulens.settings import setting_field
 from warehouse.db import fill, transaction
+from warehouse.writer import yield_to_urgent
 
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
@@ -99,6 +100,7 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
             with transaction(con):
                 minute_rows += _recompute(con, "gpu_samples_1m", _MINUTE_SQL, start, end)
             start = end
+            yield_to_urgent()  # live collection waits one slice, not the whole rollup
     with transaction(con):
         for lo, hi in merge_ranges([(lo, hi - MINUTE) for lo, hi in minute_spans], HOUR):
             hour_rows += _recompute(con, "gpu_samples_1h", _HOUR_SQL, lo, hi)
@@ -122,6 +124,7 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retenti
     """Delete rows older than each tier's retention; return rows deleted per table."""
     cutoffs = {
         "gpu_samples": now - timedelta(days=keep.raw_days),
+        "gpu_mig_samples": now - timedelta(days=keep.raw_days),
         "gpu_samples_1m": now - timedelta(days=keep.minute_days),
         "gpu_samples_1h": now - timedelta(days=keep.hour_days),
         "gpu_energy_1h": now - timedelta(days=keep.hour_days),

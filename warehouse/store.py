@@ -77,16 +77,18 @@ class Warehouse:
             cur.close()
 
     # -- writes -----------------------------------------------------------------------
-    def ingest(self, kind: str, batch) -> Future:
+    def ingest(self, kind: str, batch, *, urgent: bool = False) -> Future:
         """Queue a columnar batch of ``kind`` (see warehouse.schema) for writing.
 
         The batch is checked here, in the caller's thread: a bad batch raises
         ``BatchError`` at once and nothing is written. The returned Future resolves to
         the number of rows in the batch once its transaction has committed.
-        Delivering the same batch again changes nothing.
+        Delivering the same batch again changes nothing. ``urgent``: a live collection
+        batch, written before queued maintenance and between the steps of running
+        maintenance (see warehouse/writer.py).
         """
         table = normalise(kind, batch)
-        return self._writer.submit(lambda con: write_batch(con, kind, table))
+        return self._writer.submit(lambda con: write_batch(con, kind, table), urgent=urgent)
 
     def ingest_all(self, batches) -> int:
         """Ingest a mapping of kind -> batch and wait for all; return the rows written."""
@@ -112,6 +114,13 @@ class Warehouse:
     def pending_writes(self) -> int:
         """Writes queued and not yet started."""
         return self._writer.pending()
+
+    def urgent_waits(self) -> dict:
+        """How long live collection batches waited for the writer: the latest and the
+        longest wait (seconds) and the most maintenance steps one waited through."""
+        w = self._writer
+        return {"last_s": round(w.urgent_wait_last_s, 3), "max_s": round(w.urgent_wait_max_s, 3),
+                "max_steps": w.urgent_steps_max}
 
     # -- reads ------------------------------------------------------------------------
     def reader(self) -> duckdb.DuckDBPyConnection:

@@ -37,6 +37,7 @@ import pandas as pd
 
 from warehouse.db import fill, transaction
 from warehouse.rollups import merge_ranges
+from warehouse.writer import yield_to_urgent
 
 HOUR = timedelta(hours=1)
 SLICE = timedelta(hours=6)  # hours recomputed per transaction
@@ -343,6 +344,7 @@ def refresh_usage(con, now: datetime, *, recheck_days: float, idle_pct: float,
             step = min(hi, lo + SLICE)
             _recompute(con, {**params, "lo": lo, "hi": step, "start": lo, "end": step})
             lo = step
+            yield_to_urgent()  # live collection waits one slice, not the whole refresh
     return {"usage_hours": len(todo), "usage_pending": len(due) - len(todo),
             "usage_s": round(time.perf_counter() - t0, 3)}
 

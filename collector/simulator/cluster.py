@@ -143,9 +143,11 @@ class Cluster:
 
     def backfill(self, ingest: Callable[[str, pa.Table], None], start: datetime,
                  end: datetime, *, chunk: timedelta = timedelta(hours=6),
-                 progress: bool = True) -> None:
+                 progress: bool = True,
+                 on_chunk: Callable[[datetime], None] | None = None) -> None:
         """Write history: topology once, then samples, events and carbon chunk by chunk
-        in time order, then the scheduler state at ``end``, through ``ingest(kind, t)``."""
+        in time order, then the scheduler state at ``end``, through ``ingest(kind, t)``.
+        ``on_chunk(e)`` is called after each chunk ``[t, e)`` was handed to ``ingest``."""
         from tqdm import tqdm
 
         for kind, table in self.topology().items():
@@ -162,6 +164,8 @@ class Cluster:
                 if "checkpoints" in SCHEMAS:  # a newer kind of the warehouse contract
                     ingest("checkpoints", self.checkpoints(t, e))
                 bar.update(1)
+                if on_chunk is not None:
+                    on_chunk(e)
                 t = e
         for kind, table in self.scheduler(end).items():
             ingest(kind, table)
