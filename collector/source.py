@@ -18,7 +18,9 @@ class Source(Protocol):
     when present: ``topology() -> dict[kind, table]`` (written once at start),
     ``history(ingest, start, end, progress=..., on_chunk=...)`` and ``live_start`` (bulk
     history; ``on_chunk(ts)`` says every row before ``ts`` is written, so the service
-    can persist its progress and resume after a kill).
+    can persist its progress and resume after a kill). For /healthz: ``dropped``
+    (collector.sanitize.DropCounter: what the source refused, per reason), ``status``
+    (target -> collector.scrape.TargetStatus) or ``targets_down`` (target -> reason).
     """
 
     name: str
