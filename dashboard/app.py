@@ -87,6 +87,7 @@ def create_app(
     auth_config = auth_config or auth.AuthConfig()
     web_security.install(app, auth_config)  # Host, Origin, CSRF, headers: before the login
     auth.install(app.server, auth_config)
+    web_security.install_callback_check(app)
     app.layout = _shell(title)
 
     @app.callback(Output(ids.NAV, "children"), Input(ids.URL, "pathname"),

@@ -26,6 +26,7 @@ Secure when :attr:`AuthConfig.secure_cookies`.
 from __future__ import annotations
 
 import ipaddress
+import re
 import secrets
 from urllib.parse import urlsplit
 
@@ -34,6 +35,7 @@ from dashboard.auth import STATE_CHANGING, AuthConfig, identity
 CSRF_COOKIE = "_csrf_token"  # the name Dash's renderer reads (dash.Dash csrf_token_name)
 SESSION_COOKIE = "gpulens_session"
 MAX_BODY_BYTES = 1 << 20
+DASH_UPDATE = "/_dash-update-component"
 
 BASE_HEADERS = {
     "X-Frame-Options": "DENY",
@@ -78,12 +80,16 @@ def origin_of(url: str) -> str | None:
     return f"{parts.scheme}://{host}" + (f":{port}" if port and port != default else "")
 
 
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9.-]+))(?::\d{1,5})?")
+
+
 def host_name(host_header: str) -> str | None:
-    """The name part of a ``Host`` header (``[::1]:8050`` -> ``::1``), lowercased."""
-    try:
-        return urlsplit("//" + host_header).hostname
-    except ValueError:
+    """The name part of a ``Host`` header (``[::1]:8050`` -> ``::1``), lowercased; None
+    for anything but a name or address with an optional port."""
+    m = _HOST.fullmatch(host_header or "")
+    if m is None:
         return None
+    return (m["v6"] or m["name"]).lower()
 
 
 def host_allowed(config: AuthConfig, host_header: str) -> bool:
@@ -181,6 +187,20 @@ def install(app, config: AuthConfig) -> None:
         return response
 
 
+def install_callback_check(app) -> None:
+    """Answer a malformed Dash callback request 400 (Dash itself would fail with 500).
+    Installed after the login check, so that nobody learns anything before logging in."""
+    from flask import jsonify, request
+
+    @app.server.before_request
+    def _check_callback():
+        if request.method == "POST" and request.path == DASH_UPDATE:
+            problem = _dash_body_problem(app)
+            if problem:
+                return jsonify({"error": problem}), 400
+        return None
+
+
 def _referer_origin() -> str | None:
     from flask import request
 
@@ -199,4 +219,21 @@ def _json_body_problem() -> str:
                 "with Content-Type: application/json")
     if not isinstance(request.get_json(silent=True), dict):
         return "the body must be a JSON object"
+    return ""
+
+
+def _dash_body_problem(app) -> str:
+    """Why a Dash callback request is malformed (Dash itself would answer 500), or ''."""
+    from flask import request
+
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        return "Dash callback: the body must be a JSON object"
+    if not isinstance(body.get("output"), str) or body["output"] not in app.callback_map:
+        return "Dash callback: output is not a callback of this app"
+    for key in ("inputs", "state", "changedPropIds"):
+        if not isinstance(body.get(key, []), list):
+            return f"Dash callback: {key} must be a list"
+    if not isinstance(body.get("outputs"), dict | list):
+        return "Dash callback: outputs must be an object or a list"
     return ""

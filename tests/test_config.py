@@ -1,6 +1,8 @@
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpulens.config import SETTINGS, ConfigError, load
 from gpulens.config_doc import render_markdown, render_toml
@@ -65,3 +67,49 @@ def test_example_file_is_current_and_loads():
 def test_every_setting_is_documented_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     assert render_markdown() in readme, "run: python -m gpulens.config_doc markdown, paste into README.md"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[retention]\nraw_days = inf\n", "retention.raw_days = inf is not a finite number"),
+    ("[retention]\nraw_days = 1000000\n",
+     "retention.raw_days = 1000000.0 is longer than 100 years (36525 days)"),
+    ("[retention]\nhour_days = nan\n", "retention.hour_days = nan is not a finite number"),
+    ("[alerts.rack_cooling]\nmin_z = nan\n", "alerts.rack_cooling.min_z = nan is not a finite"),
+    ("[alerts.gpu_temp]\nthreshold = inf\n", "alerts.gpu_temp.threshold = inf is not a finite"),
+    ("[alerts.gpu_temp]\nhold_s = 1e12\n", "alerts.gpu_temp.hold_s = 1000000000000.0 is longer"),
+    ("[energy]\npue = -inf\n", "energy.pue = -inf is not a finite number"),
+    (f"[reports]\ntimezone = \"{'x' * 10_000}\"\n",
+     "reports.timezone = 'xxxx"),
+    (f"[reports]\ntimezone = \"{'Europe/' * 150}\"\n", "is out of range; expected an IANA"),
+])
+def test_non_finite_overlong_and_oversized_values_are_refused(tmp_path, text, message):
+    """Issue #13: each of these was accepted (or raised OSError) and then broke a job."""
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load(p, env={})
+    assert message in str(err.value)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 400
+
+
+def test_environment_values_pass_the_same_limits():
+    with pytest.raises(ConfigError, match="retention.raw_days = inf is not a finite number"):
+        load(None, env={"GPULENS_RETENTION_RAW_DAYS": "inf"})
+    with pytest.raises(ConfigError, match="10000 characters long; at most 4096"):
+        load(None, env={"GPULENS_REPORTS_TIMEZONE": "x" * 10_000})
+
+
+@given(st.one_of(st.floats(), st.integers(), st.text(max_size=50), st.booleans()))
+def test_any_value_of_any_setting_is_accepted_or_a_config_error(value):
+    """Loading never fails otherwise, whatever a float, int, text or bool setting gets."""
+    from gpulens.config import BY_NAME, Config
+
+    for name in ("retention.raw_days", "alerts.rack_cooling.min_z", "service.port",
+                 "reports.timezone", "dashboard.trusted_proxies", "dashboard.public_url",
+                 "dashboard.login_limits", "alerts.enabled"):
+        try:
+            Config({s.name: s.default for s in SETTINGS}).with_overrides(
+                **{name.replace(".", "__"): value})
+        except ConfigError as exc:
+            assert name in str(exc) and "\n" not in str(exc)
+        else:
+            assert BY_NAME[name].type is type(value) or isinstance(value, int)

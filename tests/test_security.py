@@ -300,6 +300,8 @@ def test_viewer_cannot_silence_but_operator_can(guarded_service):
     ("POST", "/api/reports", {"week": 2026}, "week"),
     ("POST", "/api/reports", {"week": "2026-W01", "send": "yes"}, "send"),
     ("POST", "/api/reports", [1, 2], "JSON object"),
+    ("POST", "/_dash-update-component", [1], "JSON object"),
+    ("POST", "/_dash-update-component", {"output": 5, "inputs": []}, "output"),
 ])
 def test_malformed_input_is_a_400_naming_the_field(open_service, method, path, body, field):
     base = open_service
