@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 
 from collector.dcgm import DcgmCollector
+from collector.sanitize import DropCounter
 from collector.simulator import Cluster, SimConfig
 from collector.slurm import parse_sacct, parse_squeue
 
@@ -28,6 +29,9 @@ class SimulatedSource:
         self.live_start = live_start
         self.dcgm = DcgmCollector(config.interval_s)
         self._sacct_since = live_start - timedelta(days=1)
+        self.dropped = DropCounter()  # what the parsers refused, per reason (/healthz)
+        self.targets_down: dict[str, str] = {}  # node -> why its page gave no GPU
+        self.targets_total = 0  # nodes scraped in the latest cycle
 
     def topology(self) -> dict[str, pa.Table]:
         return self.cluster.topology()
@@ -41,7 +45,11 @@ class SimulatedSource:
 
     def collect(self, ts: datetime) -> list[tuple[str, pa.Table]]:
         """One cycle at tick ``ts``: telemetry, XID events, and scheduler state."""
-        scrape = self.dcgm.collect(self.cluster.dcgm_texts(ts), ts)
+        texts = self.cluster.dcgm_texts(ts)
+        scrape = self.dcgm.collect(texts, ts)
+        self.targets_total = len(texts)
+        self.dropped.add(dict(scrape.dropped))
+        self.targets_down = dict(scrape.errors)
         squeue = parse_squeue(self.cluster.squeue_json(ts), ts)
         sacct = parse_sacct(self.cluster.sacct_json(ts, self._sacct_since))
         self._sacct_since = ts

@@ -393,8 +393,9 @@ def _source_details(source, max_listed: int = 20) -> dict:
     down: the first ``max_listed`` with their reason, down_total).
 
     A source exposes, optionally: ``dropped`` (collector.sanitize.DropCounter),
-    ``status`` (target -> collector.scrape.TargetStatus) and ``targets_down`` (target ->
-    reason, for sources that know their down targets only)."""
+    ``status`` (target -> collector.scrape.TargetStatus), or ``targets_down`` (target ->
+    reason) with ``targets_total`` (how many targets; without it total and up are None)
+    for sources that know their down targets only."""
     counter = getattr(source, "dropped", None)
     dropped = counter.as_dict() if counter is not None else {}
     details: dict = {"dropped": dropped, "dropped_total": sum(dropped.values())}
@@ -404,10 +405,11 @@ def _source_details(source, max_listed: int = 20) -> dict:
     extra = getattr(source, "targets_down", None)
     if isinstance(extra, dict):
         down.update({str(key): reason for key, reason in extra.items()})
-    if status or down:
-        total = max(len(status), len(down))
+    total = len(status) if status else getattr(source, "targets_total", None)
+    if status or down or total:
+        total = max(total, len(down)) if isinstance(total, int) else None
         details["targets"] = {
-            "total": total, "up": total - len(down),
+            "total": total, "up": None if total is None else total - len(down),
             "down": dict(sorted(down.items())[:max_listed]), "down_total": len(down),
         }
     return details

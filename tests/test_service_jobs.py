@@ -127,8 +127,12 @@ def test_health_details_are_the_same_for_every_source():
     assert _source_details(Quiet()) == {"dropped": {}, "dropped_total": 0}
     details = _source_details(Federation(), max_listed=1)
     assert details["dropped"] == {"gpu_index": 2}
-    assert details["targets"] == {"total": 2, "up": 0, "down_total": 2,
+    assert details["targets"] == {"total": None, "up": None, "down_total": 2,
                                   "down": {"node003": "HTTP 500"}}
+    Federation.targets_total = 10
+    assert _source_details(Federation())["targets"] == {
+        "total": 10, "up": 8, "down_total": 2,
+        "down": {"node003": "HTTP 500", "node007:9400": "GPU label '70000' out of range"}}
 
 
 def test_healthz_shows_a_broken_source_degraded_and_the_others_ok(service):
@@ -163,3 +167,28 @@ def test_healthz_shows_a_broken_source_degraded_and_the_others_ok(service):
     assert report["sources"]["broken"]["details_error"] == "RuntimeError: counter gone"
     assert report["sources"]["broken"]["status"] == "degraded"
     assert report["database"]["live_batch_wait"]["max_steps"] <= 1
+
+
+def test_the_simulator_reports_what_its_parsers_refused_and_the_node_that_gave_nothing():
+    from collector.simulated import SimulatedSource
+    from collector.simulator import SimConfig
+    from gpulens.service import _source_details
+
+    live = datetime(2026, 11, 2, 12, 0, 0)
+    source = SimulatedSource(SimConfig(racks=1, nodes_per_rack=2, gpus_per_node=2),
+                             anchor=live - timedelta(days=1), live_start=live)
+    render = source.cluster.dcgm_texts
+
+    def one_page_cut(ts):  # one exporter's text cut inside a label set
+        texts = render(ts)
+        broken = sorted(texts)[0]
+        texts[broken] = 'DCGM_FI_DEV_GPU_UTIL{gpu="0"'
+        return texts
+
+    source.cluster.dcgm_texts = one_page_cut
+    batches = dict(source.collect(live))
+    assert batches["samples"].num_rows == 2  # the other node's GPUs
+    details = _source_details(source)
+    assert details["dropped_total"] >= 1
+    assert details["targets"]["total"] == 2 and details["targets"]["up"] == 1
+    assert list(details["targets"]["down"]) == [sorted(render(live))[0]]
