@@ -143,6 +143,7 @@ class ScrapeResult:
     errors: dict[str, str] = field(default_factory=dict)
     events: pa.Table = field(default_factory=lambda: SCHEMAS["events"].empty_table())
     dropped: Counter = field(default_factory=Counter)
+    instances: pa.Table = field(default_factory=lambda: SCHEMAS["mig_samples"].empty_table())
 
 
 def clean_values(value: np.ndarray, fid: np.ndarray, counts: Counter | None = None
@@ -237,13 +238,15 @@ def _label_sets(labels: pa.Array) -> dict[str, object]:
     inst_i = pc.fill_null(pc.cast(pc.if_else(ok, inst, None), pa.int64()), -1).to_numpy()
     weight = np.ones(len(labels))
     slices = np.full(len(labels), float(MIG_SLICES_DEFAULT))
+    profile = np.full(len(labels), None, dtype=object)
     mig = np.flatnonzero(inst_i >= 0)
     if len(mig):  # profiles and models matter for MIG instances only
         sub = labels.take(pa.array(mig))
-        weight[mig] = [mig_slices(p) for p in label_values(sub, "GPU_I_PROFILE").to_pylist()]
+        profile[mig] = label_values(sub, "GPU_I_PROFILE").to_pylist()
+        weight[mig] = [mig_slices(p) for p in profile[mig]]
         slices[mig] = [gpu_slices(m) for m in label_values(sub, "modelName").to_pylist()]
     return {"gpu": gpu_i, "refused": refused, "uuid": uuid, "host": host, "inst": inst_i,
-            "weight": weight, "slices": slices}
+            "weight": weight, "slices": slices, "profile": profile}
 
 
 def parse_scrapes(
@@ -315,9 +318,65 @@ def parse_scrapes(
         t = targets[k // DCGM_MAX_NUM_DEVICES]
         node.append(nodes.get(t) or names(h or host_of(t) or t))
     uuid = [sets["uuid"][i] for i in lab_idx[first_row]] if sets else []
-    samples = build_samples(ts, node, (ukey % DCGM_MAX_NUM_DEVICES).astype(np.int16), uuid,
-                            grid, interval_s)
-    return ScrapeResult(samples=samples, errors=errors, dropped=dropped)
+    gpu_of_row = (ukey % DCGM_MAX_NUM_DEVICES).astype(np.int16)
+    samples = build_samples(ts, node, gpu_of_row, uuid, grid, interval_s)
+    profile = sets["profile"][lab_idx] if sets else np.empty(0, object)
+    instances = instance_rows(ts, node, gpu_of_row, row, fid, inst, value, profile)
+    return ScrapeResult(samples=samples, errors=errors, dropped=dropped, instances=instances)
+
+
+_INSTANCE_COLUMNS = ("mem_used_mib", "gr_active_pct", "sm_active_pct")
+
+
+def instance_rows(
+    ts: datetime | np.ndarray,
+    node: list[str],
+    gpu_index: np.ndarray,
+    row: np.ndarray,
+    fid: np.ndarray,
+    inst: np.ndarray,
+    value: np.ndarray,
+    profile: np.ndarray,
+) -> pa.Table:
+    """One ``mig_samples`` row per MIG instance of each GPU row: its own memory and
+    activity (SCHEMAS["mig_samples"]), the first series winning as in :func:`fill_grid`.
+
+    ``ts``, ``node`` and ``gpu_index`` describe the GPU rows (``ts`` one time or one per
+    row); observation ``i`` is field ``fid[i]`` of GPU row ``row[i]``, instance
+    ``inst[i]`` (-1: not an instance) with profile ``profile[i]``. Blank and impossible
+    values are NULL (counted once, by :func:`fill_grid`).
+    """
+    cols = np.array([_COL[c] for c in _INSTANCE_COLUMNS])
+    m = (inst >= 0) & np.isin(fid, cols)
+    if not m.any():
+        return SCHEMAS["mig_samples"].empty_table()
+    r, f, k, p = row[m], fid[m], inst[m], profile[m]
+    v = clean_values(value[m], f)
+    key = r.astype(np.int64) * 1_000_000 + k
+    ukey, first, idx = np.unique(key, return_index=True, return_inverse=True)
+    col = np.searchsorted(np.sort(cols), f)
+    order = np.lexsort((np.arange(len(idx)), col, idx))
+    cell = (idx * len(cols) + col)[order]
+    firsts = order[np.r_[True, cell[1:] != cell[:-1]]]
+    out = np.full((len(ukey), len(cols)), np.nan)
+    out[idx[firsts], col[firsts]] = v[firsts]
+    gpu_rows = ukey // 1_000_000
+    ts_col = (pa.array([_naive_utc(ts)] * len(ukey), pa.timestamp("us"))
+              if isinstance(ts, datetime) else pa.array(np.asarray(ts)[gpu_rows],
+                                                        pa.timestamp("us")))
+    by_col = dict(zip([FIELDS[j].column for j in np.sort(cols)], out.T, strict=True))
+    return pa.table(
+        {
+            "ts": ts_col,
+            "node": pa.array([node[i] for i in gpu_rows.tolist()], pa.string()),
+            "gpu_index": pa.array(np.asarray(gpu_index)[gpu_rows], pa.int16()),
+            "gpu_i_id": pa.array(ukey % 1_000_000, pa.int32()),
+            "gpu_i_profile": pa.array(list(p[first]), pa.string()),
+            **{c: pa.array(by_col[c] * FIELDS[_COL[c]].scale, pa.float32(), from_pandas=True)
+               for c in _INSTANCE_COLUMNS},
+        },
+        schema=SCHEMAS["mig_samples"],
+    )
 
 
 def fill_grid(

@@ -39,6 +39,7 @@ from collector.dcgm import (
     build_samples,
     fill_grid,
     gpu_slices,
+    instance_rows,
     mig_slices,
     xid_events,
 )
@@ -47,7 +48,8 @@ from collector.sanitize import DropCounter, sanitize_samples
 from warehouse.clock import naive_utc as _naive
 from warehouse.schema import SCHEMAS
 
-__all__ = ["PrometheusResultError", "PrometheusSource", "field_queries", "parse_results"]
+__all__ = ["PrometheusResultError", "PrometheusSource", "field_queries", "parse_results",
+           "read_results"]
 
 
 def field_queries(selector: str = "") -> list[str]:
@@ -102,7 +104,22 @@ def parse_results(
     names: NodeNames | None = None,
     counts: Counter | None = None,
 ) -> pa.Table:
-    """Samples rows from the ``data.result`` lists of the queries of :func:`field_queries`.
+    """Samples rows from the ``data.result`` lists of the queries of :func:`field_queries`;
+    :func:`read_results` tells what it does and refuses."""
+    return read_results(results, interval_s=interval_s, node_label=node_label, names=names,
+                        counts=counts)[0]
+
+
+def read_results(
+    results: Sequence[list[dict[str, Any]]],
+    *,
+    interval_s: float = 15.0,
+    node_label: str = "",
+    names: NodeNames | None = None,
+    counts: Counter | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """Samples rows, and MIG instance rows (``mig_samples``), from the ``data.result``
+    lists of the queries of :func:`field_queries`.
 
     ``results[j]`` answers field ``FIELDS[j]``: an instant vector (``value: [t, "v"]``)
     or a range matrix (``values: [[t, "v"], ...]``); ``t`` is Unix seconds and becomes
@@ -134,6 +151,7 @@ def parse_results(
     uuids: list[str | None] = []
     insts: list[int] = []
     weights: list[float] = []
+    profiles: list[str | None] = []
     slices: list[float] = []
     times: list[float] = []
     values: list[float] = []
@@ -188,7 +206,9 @@ def parse_results(
             uuids += [_str(m.get("UUID")) or _str(m.get("uuid"))] * k
             insts += [int(inst) if inst and inst.isascii() and inst.isdigit()
                       and len(inst) <= 6 else -1] * k
-            weights += [float(mig_slices(_str(m.get("GPU_I_PROFILE"))))] * k
+            profile = _str(m.get("GPU_I_PROFILE"))
+            profiles += [profile] * k
+            weights += [float(mig_slices(profile))] * k
             slices += [float(gpu_slices(_str(m.get("modelName"))))] * k
             fids += [fid] * k
             ranks += [rank_of.get(m.get("__name__"), 0) if isinstance(m.get("__name__"), str)
@@ -197,21 +217,25 @@ def parse_results(
                 times.append(t)
                 values.append(v)
     if not values:
-        return SCHEMAS["samples"].empty_table()
+        return SCHEMAS["samples"].empty_table(), SCHEMAS["mig_samples"].empty_table()
     t_codes, t_uniq = pd.factorize(np.asarray(times, np.float64))
     n_codes, n_uniq = pd.factorize(pd.Series(nodes, dtype=object))
     gpu_a = np.asarray(gpus, np.int64)
     key = (t_codes.astype(np.int64) * len(n_uniq) + n_codes) * DCGM_MAX_NUM_DEVICES + gpu_a
     ukey, first, row = np.unique(key, return_index=True, return_inverse=True)
-    grid = fill_grid(len(ukey), row, np.asarray(fids, np.int64), np.asarray(ranks, np.int64),
-                     np.asarray(values, np.float64), inst=np.asarray(insts, np.int64),
-                     weight=np.asarray(weights), slices=np.asarray(slices)[first],
+    fid_a, inst_a = np.asarray(fids, np.int64), np.asarray(insts, np.int64)
+    value_a = np.asarray(values, np.float64)
+    grid = fill_grid(len(ukey), row, fid_a, np.asarray(ranks, np.int64), value_a,
+                     inst=inst_a, weight=np.asarray(weights), slices=np.asarray(slices)[first],
                      counts=counts)
     seconds = t_uniq[t_codes[first]]
     ts = (seconds * 1e6).round().astype("datetime64[us]")
-    node_col = n_uniq[n_codes[first]]
+    node_col = list(n_uniq[n_codes[first]])
     uuid_arr = np.asarray(uuids, dtype=object)[first]
-    return build_samples(ts, list(node_col), gpu_a[first], list(uuid_arr), grid, interval_s)
+    samples = build_samples(ts, node_col, gpu_a[first], list(uuid_arr), grid, interval_s)
+    instances = instance_rows(ts, node_col, gpu_a[first], row, fid_a, inst_a, value_a,
+                              np.asarray(profiles, dtype=object))
+    return samples, instances
 
 
 def _epoch_s(ts: datetime) -> float:
@@ -288,15 +312,19 @@ class PrometheusSource:
             return []
         start, end = win
         counts: Counter = Counter()
-        samples = parse_results(self.fetch(start, end), interval_s=self.interval_s,
-                                node_label=self.node_label, names=self.names, counts=counts)
+        samples, instances = read_results(
+            self.fetch(start, end), interval_s=self.interval_s, node_label=self.node_label,
+            names=self.names, counts=counts)
         self.dropped.add(counts)
-        samples, _ = sanitize_samples(samples, self._now(), counter=self.dropped,
+        now = self._now()
+        samples, _ = sanitize_samples(samples, now, counter=self.dropped,
                                       max_age_s=self.max_catchup_s + 3600)
+        instances, _ = sanitize_samples(instances, now, counter=self.dropped,
+                                        max_age_s=self.max_catchup_s + 3600)
         events = self._xid_events(samples)
         self.cursor = end
         self.caught_up = end >= _naive(ts)
-        return [("samples", samples), ("events", events)]
+        return [("samples", samples), ("mig_samples", instances), ("events", events)]
 
     def _xid_events(self, samples: pa.Table) -> pa.Table:
         """XID events from the last-XID gauge, tick by tick in time order."""

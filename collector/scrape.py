@@ -140,5 +140,6 @@ class DcgmScrapeSource:
             raise RuntimeError(
                 f"all {len(targets)} targets failed; {first[0]}: {first[1]}")
         samples, _ = sanitize_samples(result.samples, now, counter=self.dropped)
-        return [("samples", samples), ("events", result.events)]
+        instances, _ = sanitize_samples(result.instances, now, counter=self.dropped)
+        return [("samples", samples), ("mig_samples", instances), ("events", result.events)]
 

@@ -245,6 +245,22 @@ def test_mig_instances_add_up_to_the_gpu_row():
     assert rows[0]["node"] == "yg-data-k8s-gpu-a30-node-test-test0003.mt"
 
 
+def test_each_mig_instance_keeps_its_own_figures():
+    r = parse_scrapes({"a30:9400": fixture("mig_a30_issue317.txt"),
+                       "w:9400": fixture("mig_a100_gr_active.txt")}, TS)
+    got = {(x["node"][:3], x["gpu_index"], x["gpu_i_id"]): x for x in r.instances.to_pylist()}
+    assert r.instances.schema.equals(SCHEMAS["mig_samples"])
+    assert sorted(got) == [("k8s", 0, 8), ("k8s", 0, 9), ("k8s", 0, 10), ("yg-", 0, 3),
+                           ("yg-", 0, 4), ("yg-", 0, 5), ("yg-", 0, 6), ("yg-", 1, 3),
+                           ("yg-", 1, 4)]
+    assert all(x["mem_used_mib"] == 3 and x["gpu_i_profile"] == "1g.6gb"
+               for k, x in got.items() if k[0] == "yg-")
+    assert got[("k8s", 0, 9)]["gr_active_pct"] == pytest.approx(3.3893)
+    assert got[("k8s", 0, 9)]["mem_used_mib"] is None and got[("k8s", 0, 9)]["ts"] == TS
+    plain = parse_scrapes({"n": fixture("a100_legacy.txt")}, TS)
+    assert plain.instances.num_rows == 0  # no MIG, no instance rows
+
+
 def test_a_mig_only_page_gives_utilisation_from_the_graphics_engine():
     """dra-driver-nvidia-gpu#166: three 1g.10gb instances of an A100 (7 slices)."""
     r = parse_scrapes({"w:9400": fixture("mig_a100_gr_active.txt")}, TS)

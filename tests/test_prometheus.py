@@ -16,6 +16,7 @@ from collector.prometheus import (
     PrometheusSource,
     field_queries,
     parse_results,
+    read_results,
 )
 from warehouse.schema import SCHEMAS
 
@@ -213,6 +214,10 @@ def test_mig_instances_fold_into_their_gpu_as_on_the_exporter_path():
     (row,) = parse_results(res).to_pylist()
     assert row["mem_used_mib"] == 1500
     assert row["util_pct"] == pytest.approx(100 * 3 * 0.7 / 7)
+    _, instances = read_results(res)
+    assert [(x["gpu_i_id"], x["gpu_i_profile"], x["mem_used_mib"], x["ts"])
+            for x in instances.to_pylist()] == [(1, "3g.40gb", 1000, T0), (2, "4g.40gb", 500, T0)]
+    assert instances["gr_active_pct"].to_pylist() == [pytest.approx(70), 0]
     assert any("GR_ENGINE_ACTIVE" in q for q in field_queries())
 
 

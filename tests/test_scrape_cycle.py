@@ -1,9 +1,9 @@
 """One bad exporter among many costs that exporter only (issue 12), over real HTTP.
 
-`gpulens serve` (the real service, in this process) scrapes twelve local exporters every
-second: eight healthy nodes, one serving a page cut inside a label set, one that answers
-after the scrape timeout, one address that refuses connections, and one node whose
-values are outside their columns. Every other node's rows reach the warehouse, the broken
+`gpulens serve` (the real service, in this process) scrapes thirteen local exporters every
+second: eight healthy nodes, a MIG node (dcgm-exporter#317's page), one serving a page
+cut inside a label set, one that answers after the scrape timeout, one address that
+refuses connections, and one node whose values are outside their columns. Every other node's rows reach the warehouse, the broken
 targets are down in /healthz with their reasons, and what was refused is counted there.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from tests.support.prometheus import Exporters
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 GOOD = 8
+MIG = (Path(__file__).parent / "fixtures" / "dcgm" / "mig_a30_issue317.txt").read_text()
 
 
 def page(node: str, xid: str = "0", ecc: str = "0", temp: str = "50") -> str:
@@ -40,12 +42,14 @@ def texts(i: int) -> str:
         return page(f"gpu{i:03d}")
     if i == GOOD:  # cut inside the label set of its only line
         return 'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="cut001"'
-    return page("odd001", xid="4294967295", ecc="1e18", temp="9999")
+    if i == GOOD + 1:
+        return page("odd001", xid="4294967295", ecc="1e18", temp="9999")
+    return MIG
 
 
 @pytest.fixture
 def fleet():
-    healthy = Exporters(GOOD + 2, texts)
+    healthy = Exporters(GOOD + 3, texts)
     slow = Exporters(1, lambda i: page("slow001"), delay_s=3.0)
     yield healthy, slow
     slow.close()
@@ -81,9 +85,14 @@ def test_one_broken_exporter_among_many_costs_that_exporter_only(fleet, tmp_path
             time.sleep(0.3)
         else:
             raise AssertionError(f"no successful dcgm cycle: {report}")
-        stored = svc.warehouse.reader().execute(
+        reader = svc.warehouse.reader()
+        stored = reader.execute(
             "SELECT node, gpu_index, temp_c, power_w, xid_last, ecc_sbe_volatile "
-            "FROM gpu_samples").fetchall()
+            "FROM gpu_samples WHERE node NOT LIKE 'yg-%'").fetchall()
+        mig = reader.execute(
+            "SELECT s.mem_used_mib, count(DISTINCT i.gpu_i_id) FROM gpu_samples s "
+            "JOIN gpu_mig_samples i USING (ts, node, gpu_index) "
+            "WHERE s.gpu_index = 0 GROUP BY ALL").fetchall()
     finally:
         svc.shutdown()
 
@@ -97,7 +106,7 @@ def test_one_broken_exporter_among_many_costs_that_exporter_only(fleet, tmp_path
 
     assert dcgm["last_error"] is None  # the cycle itself never failed
     targets = dcgm["targets"]
-    assert targets["total"] == GOOD + 4 and targets["up"] == GOOD + 1
+    assert targets["total"] == GOOD + 5 and targets["up"] == GOOD + 2
     down = targets["down"]
     assert set(down) == {cut, slow.addresses[0], "127.0.0.1:1"}
     assert "truncated" in down[cut] and "DCGM_FI_DEV_GPU_TEMP" in down[cut]
@@ -105,6 +114,7 @@ def test_one_broken_exporter_among_many_costs_that_exporter_only(fleet, tmp_path
         slow.addresses[0]].lower()
     assert "refused" in down["127.0.0.1:1"].lower() or "connect" in down["127.0.0.1:1"].lower()
     assert odd not in down
+    assert mig and all(row == (12, 4) for row in mig)  # 4 instances x 3 MiB, each kept
     dropped = dcgm["dropped"]
     for reason in ("value: xid_last outside int32", "value: ecc_sbe_volatile beyond 2^53",
                    "value: temp_c above 150", "line: truncated (no line feed after the "

@@ -70,6 +70,19 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("xid_last", pa.int32()),  # last XID seen by the exporter, 0 = none
         ]
     ),
+    # One row per MIG GPU instance per scrape (the GPU's own row is in "samples").
+    "mig_samples": pa.schema(
+        [
+            ("ts", TS),
+            ("node", pa.string()),
+            ("gpu_index", pa.int16()),
+            ("gpu_i_id", pa.int32()),  # GPU instance id (label GPU_I_ID)
+            ("gpu_i_profile", pa.string()),  # e.g. 3g.40gb
+            ("mem_used_mib", pa.float32()),
+            ("gr_active_pct", pa.float32()),  # DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100
+            ("sm_active_pct", pa.float32()),  # DCGM_FI_PROF_SM_ACTIVE x 100
+        ]
+    ),
     "events": pa.schema(
         [
             ("ts", TS),
@@ -149,6 +162,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "nodes": ("node",),
     "gpus": ("gpu_uuid",),
     "samples": ("node", "gpu_index", "ts"),
+    "mig_samples": ("node", "gpu_index", "gpu_i_id", "ts"),
     "events": ("ts", "node", "gpu_index", "kind", "code"),
     "jobs": ("job_id",),
     "runs": ("job_id", "run_index"),
@@ -159,13 +173,14 @@ KEYS: dict[str, tuple[str, ...]] = {
 
 # Kinds whose rows are facts that never change (append, ignore repeats) versus state
 # that a later delivery updates (upsert: the newest delivery wins).
-APPEND_ONLY = frozenset({"samples", "events", "checkpoints"})
+APPEND_ONLY = frozenset({"samples", "mig_samples", "events", "checkpoints"})
 
 TABLES: dict[str, str] = {
     "racks": "racks",
     "nodes": "nodes",
     "gpus": "gpus",
     "samples": "gpu_samples",
+    "mig_samples": "gpu_mig_samples",
     "events": "gpu_events",
     "jobs": "jobs",
     "runs": "job_runs",
