@@ -12,41 +12,64 @@ import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from urllib.parse import quote
 
 import pandas as pd
 from dash import dash_table, dcc, html
+from dash.dash_table.Format import Format, Group, Scheme, Symbol
 
 from dashboard import context, ids
 from dashboard.figures.base import empty_layout
-from dashboard.filters import RANGES, Filters
+from dashboard.filters import CUSTOM, RANGES, WEEK, Filters, week_options
 from dashboard.formatting import DASH, missing
 
 GRAPH_CONFIG = {"displaylogo": False,
                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
 
 
-def filter_bar(f: Filters, *, show: Sequence[str] = ("range", "partition", "rack")) -> html.Div:
-    """Time range, partition and rack controls set from the URL's filters ``f``.
+def range_options() -> list[dict]:
+    """The window dropdown: rolling ranges, an ISO week, a custom range of days."""
+    return [*({"label": label, "value": key} for key, (label, _) in RANGES.items()),
+            {"label": "ISO week", "value": WEEK}, {"label": "Custom days", "value": CUSTOM}]
 
-    Options beyond the current values arrive from ``filters.register``'s callback.
+
+def filter_bar(f: Filters, *, show: Sequence[str] = ("range", "partition", "rack")) -> html.Div:
+    """Window, partition and rack controls set from the URL's filters ``f``.
+
+    The week picker shows with an ISO week, the day picker with a custom range. Options
+    beyond the current values arrive from ``filters.register``'s callback.
     """
     def current(value):
         return [{"label": value, "value": value}] if value else []
 
-    controls = []
-    if "range" in show:
-        controls.append(dcc.Dropdown(
-            id=ids.FILTER_RANGE, value=f.range, clearable=False, searchable=False,
-            options=[{"label": label, "value": key} for key, (label, _) in RANGES.items()],
-            className="filter filter-range",
-        ))
+    def shown(visible: bool) -> dict | None:
+        return None if visible else {"display": "none"}
+
+    now = context.now()
+    start, end = f.window(now)
+    controls = [
+        dcc.Dropdown(id=ids.FILTER_RANGE, value=f.range, clearable=False, searchable=False,
+                     options=range_options(), className="filter filter-range",
+                     style=shown("range" in show)),
+        dcc.Dropdown(id=ids.FILTER_WEEK, value=f.week or week_options(now, 1)[0]["value"],
+                     clearable=False, options=week_options(now),
+                     className="filter filter-week",
+                     style=shown("range" in show and f.range == WEEK)),
+        html.Div(dcc.DatePickerRange(
+            id=ids.FILTER_DAYS, start_date=f.start_day or start.date().isoformat(),
+            end_date=f.end_day or (end - timedelta(seconds=1)).date().isoformat(),
+            display_format="YYYY-MM-DD", first_day_of_week=1, minimum_nights=0,
+            max_date_allowed=now.date().isoformat(), clearable=False),
+            className="filter filter-days",
+            style=shown("range" in show and f.range == CUSTOM)),
+    ]
     for key, cid, placeholder in (("partition", ids.FILTER_PARTITION, "All partitions"),
                                   ("rack", ids.FILTER_RACK, "All racks")):
         value = getattr(f, key)
         controls.append(dcc.Dropdown(
             id=cid, value=value, options=current(value), placeholder=placeholder,
-            className=f"filter filter-{key}", style=None if key in show else {"display": "none"},
+            className=f"filter filter-{key}", style=shown(key in show),
         ))
     return html.Div(controls, className="filter-bar")
 
@@ -104,11 +127,39 @@ def empty(message: str, **kwargs) -> html.Div:
 
 @dataclass(frozen=True)
 class Column:
+    """A table column. ``digits`` set: a number column, shipped as the number (so it
+    sorts, filters with ``> 10`` and exports as a number) and shown with ``digits``
+    decimals, thousands separators and ``unit``; otherwise text from ``fmt``."""
+
     key: str
     title: str
     fmt: Callable[[object], str] | None = None  # value -> text; default str()
     href: Callable[[dict], str | None] | None = None  # row -> link target
     numeric: bool = False
+    digits: int | None = None  # a number column with this many decimals
+    unit: str = ""  # shown after a number column's values: "GPU·h", "°C"
+
+
+def num(key: str, title: str, digits: int = 0, unit: str = "") -> Column:
+    """A number column (see :class:`Column`): right-aligned, sortable as numbers."""
+    return Column(key, title, numeric=True, digits=digits, unit=unit)
+
+
+def _number_format(c: Column) -> dict:
+    fmt = Format(precision=c.digits, scheme=Scheme.fixed, group=Group.yes).nully(DASH)
+    if c.unit:
+        fmt = fmt.symbol(Symbol.yes).symbol_suffix(f" {c.unit}")
+    return fmt.to_plotly_json()
+
+
+def _number(value, digits: int):
+    """A cell's number (rounded to what is shown), or None for a missing value."""
+    if value is None or isinstance(value, str) or missing(value):
+        return None
+    try:
+        return round(float(value), digits) if digits else int(round(float(value)))
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def cell_text(value, fmt=None) -> str:
@@ -162,10 +213,11 @@ def md_link(text: str, href: str) -> str:
 def table(df: pd.DataFrame | None, columns: Sequence[Column], *, empty_message: str,
           table_id: str | None = None, max_rows: int = MAX_TABLE_ROWS,
           page_size: int = PAGE_SIZE) -> html.Div:
-    """``df``'s ``columns`` as one ``dash_table.DataTable`` (paged by ``page_size``).
+    """``df``'s ``columns`` as one ``dash_table.DataTable`` (paged by ``page_size``),
+    sortable and filterable in the browser, with an Export button writing the rows as CSV.
 
-    Cells are plain text, never HTML or Markdown: only a column with ``href`` is a
-    Markdown column, holding a link whose text is escaped (:func:`md_link`)."""
+    Cells are plain text or numbers, never HTML or Markdown: only a column with ``href``
+    is a Markdown column, holding a link whose text is escaped (:func:`md_link`)."""
     if df is None or len(df) == 0:
         return empty(empty_message)
     records = df.head(max_rows).to_dict("records")
@@ -173,13 +225,18 @@ def table(df: pd.DataFrame | None, columns: Sequence[Column], *, empty_message: 
     for rec in records:
         row = {}
         for c in columns:
+            if c.digits is not None and not c.href:
+                row[c.key] = _number(rec.get(c.key), c.digits)
+                continue
             text = cell_text(rec.get(c.key), c.fmt)
             target = c.href(rec) if c.href else None
             row[c.key] = md_link(text, target) if target else (
                 md_escape(text) if c.href else text)
         data.append(row)
     spec = [{"id": c.key, "name": c.title,
-             **({"presentation": "markdown"} if c.href else {})} for c in columns]
+             **({"presentation": "markdown"} if c.href else {}),
+             **({"type": "numeric", "format": _number_format(c)}
+                if c.digits is not None and not c.href else {})} for c in columns]
     right = [{"if": {"column_id": c.key}, "textAlign": "right"} for c in columns if c.numeric]
     with warnings.catch_warnings():
         # DataTable is deprecated in favour of dash-ag-grid, which is not a dependency
@@ -187,6 +244,9 @@ def table(df: pd.DataFrame | None, columns: Sequence[Column], *, empty_message: 
         grid = dash_table.DataTable(
             data=data, columns=spec, page_action="native" if len(data) > page_size else "none",
             page_size=page_size, cell_selectable=False, style_as_list_view=True,
+            sort_action="native", sort_mode="single", filter_action="native",
+            filter_options={"case": "insensitive", "placeholder_text": "filter…"},
+            export_format="csv", export_headers="display",
             markdown_options={"link_target": "_self", "html": False},
             style_table={"overflowX": "auto"}, style_cell=_STYLE_CELL,
             style_header=_STYLE_HEADER, style_cell_conditional=right,
@@ -203,6 +263,12 @@ def job_href(rec: dict) -> str | None:
     """Link to a job's page (the id is URL-quoted)."""
     job = rec.get("job_id")
     return f"/jobs/{quote(str(job), safe='')}" if job and not missing(job) else None
+
+
+def node_href(rec: dict) -> str | None:
+    """Link to a node's page (``/node?node=...``)."""
+    node = rec.get("node")
+    return f"/node?node={quote(str(node), safe='')}" if node and not missing(node) else None
 
 
 def cards(items: Sequence[tuple[str, str, str]]) -> html.Div:

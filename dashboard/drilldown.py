@@ -10,26 +10,34 @@ draw the panel and turn a click on a GPU cell into the node level. A GPU's job l
 
 from __future__ import annotations
 
+import pandas as pd
 from dash import dcc, html
 
 from dashboard import context, ids
-from dashboard.components import Column, graph, job_href, table
+from dashboard.components import Column, graph, job_href, node_href, num, table
 from dashboard.filters import Filters, from_query
-from dashboard.formatting import fmt_pct, fmt_temp, missing
+from dashboard.formatting import missing
 
 STALE_AFTER_S = 120
 
 NODE_COLUMNS = (
-    Column("gpu_index", "GPU", numeric=True),
+    num("gpu_index", "GPU"),
     Column("model", "Model"),
-    Column("temp_c", "Temperature", fmt_temp, numeric=True),
-    Column("util_pct", "Utilisation", fmt_pct, numeric=True),
-    Column("power_w", "Power", lambda v: f"{v:,.0f} W", numeric=True),
-    Column("mem_used_mib", "Memory used", lambda v: f"{v / 1024:,.1f} GiB", numeric=True),
+    num("temp_c", "Temperature", 0, "°C"),
+    num("util_pct", "Utilisation", 1, "%"),
+    num("power_w", "Power", 0, "W"),
+    num("mem_used_gib", "Memory used", 1, "GiB"),
     Column("job_id", "Job", href=job_href),
     Column("name", "Job name"),
     Column("user_name", "User"),
 )
+
+
+def gpu_table(df: pd.DataFrame, node: str, *, table_id: str, empty_message: str) -> html.Div:
+    """A node's GPUs (``topology.gpus_now`` rows) with their latest sample and job."""
+    rows = df[df["node"] == node]
+    rows = rows.assign(mem_used_gib=rows["mem_used_mib"] / 1024)
+    return table(rows, NODE_COLUMNS, table_id=table_id, empty_message=empty_message)
 
 
 def metric_picker(value: str = "temp") -> dcc.RadioItems:
@@ -103,11 +111,12 @@ def register(app) -> None:
         fig = figs.rack_gpus(df, rack=f.rack, metric=metric or "temp")
         node_view = None
         if f.node:
-            node_df = df[df["node"] == f.node]
             node_view = html.Div([
-                html.H3(f"GPUs of node {f.node}"),
-                table(node_df, NODE_COLUMNS, table_id=ids.DRILL_NODE + "-table",
-                      empty_message=f"Node {f.node} is not in rack {f.rack}."),
+                html.H3([f"GPUs of node {f.node} · ",
+                         dcc.Link("node page: jobs, events, alerts",
+                                  href=node_href({"node": f.node}) or "/node")]),
+                gpu_table(df, f.node, table_id=ids.DRILL_NODE + "-table",
+                          empty_message=f"Node {f.node} is not in rack {f.rack}."),
             ])
         return crumbs(f), fig, {}, node_view
 

@@ -29,6 +29,8 @@ def card_note(key: str) -> str:
 # -- shared by every page (dashboard/components.py, filters.py, drilldown.py) ---------
 FILTERS = "filters-store"  # dcc.Store: the page's Filters (from its URL)
 FILTER_RANGE = "filter-range"
+FILTER_WEEK = "filter-week"  # ISO week picker, shown with range "week"
+FILTER_DAYS = "filter-days"  # DatePickerRange, shown with range "custom"
 FILTER_PARTITION = "filter-partition"
 FILTER_RACK = "filter-rack"
 USER = "shell-user"  # who is logged in, with a log-out link
@@ -87,6 +89,14 @@ ENERGY_BY_KEY = "energy-by-key"
 ENERGY_PUE = "energy-pue"
 ENERGY_FAILURES = "energy-failures"
 ENERGY_IDLE = "energy-idle"
+
+# -- node page (dashboard/pages/node.py) -----------------------------------------------
+NODE_NAME = "node-name-store"  # dcc.Store: the node of the page's URL
+NODE_SUMMARY = "node-summary"
+NODE_GPUS = "node-gpus"
+NODE_RUNS = "node-runs"
+NODE_EVENTS = "node-events"
+NODE_ALERTS = "node-alerts"
 
 # -- reports page (dashboard/pages/reports.py) -----------------------------------------
 REPORTS_LIST = "reports-list"

@@ -42,7 +42,8 @@ def nav_items(registry: dict, pathname: str | None = None, search: str | None = 
             items.append(_link(page["name"], path, pathname, query))
         seen.add(path)
     items += [_link(p["name"], p["path"], pathname, query)
-              for p in pages if p["path"] not in seen and not p.get("path_template")]
+              for p in pages if p["path"] not in seen and not p.get("path_template")
+              and p.get("nav", True)]  # pages of one thing (a node) are linked, not listed
     return items
 
 

@@ -21,7 +21,7 @@ from tests.support.web import same_origin_post
 from warehouse import Warehouse
 
 PAGES = ("overview", "utilization", "failures", "goodput", "energy", "thermal", "jobs",
-         "job", "reports")
+         "job", "reports", "node")
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,14 @@ _MD_LINK = re.compile(r"^\[(.*)\]\((.*)\)$", re.S)
 _MD_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
+def _number_text(value, fmt: dict) -> str:
+    """A number cell as DataTable's d3 format shows it (``$,.1f`` with a unit suffix)."""
+    if value is None:
+        return fmt["nully"]
+    suffix = fmt.get("locale", {}).get("symbol", ["", ""])[1]
+    return format(value, fmt["specifier"].lstrip("$")) + suffix
+
+
 def _table_texts(table: DataTable) -> list[str]:
     """A DataTable's headers and cells as the browser shows them: plain cells verbatim,
     Markdown (link) cells as their link text without escapes."""
@@ -57,6 +65,8 @@ def _table_texts(table: DataTable) -> list[str]:
             if c.get("presentation") == "markdown":
                 link = _MD_LINK.match(value)
                 value = _MD_ESCAPED.sub(r"\1", link.group(1) if link else value)
+            elif c.get("type") == "numeric":
+                value = _number_text(value, c["format"])
             out.append(value)
     return out
 
@@ -80,7 +90,7 @@ def test_every_page_is_served_with_its_callbacks(app_and_wh):
     app, _, deps = app_and_wh
     client = app.server.test_client()
     for path in ("/", "/utilization", "/failures", "/goodput", "/energy", "/thermal",
-                 "/jobs", "/jobs/1001", "/reports"):
+                 "/jobs", "/jobs/1001", "/reports", "/node?node=n02"):
         assert client.get(path).status_code == 200, path
     outputs = [d["output"] for d in deps]
     assert len(outputs) == len(set(outputs))
@@ -177,6 +187,24 @@ def test_jobs_and_job_page(pages):
     failures = " ".join(_texts(job_page.update_failures("1001")))
     assert "infrastructure" in failures and "<b>NCCL</b>" in failures  # evidence as text
     assert "No job 'nope'" in _texts(job_page.update_summary("nope")[0])[0]
+
+
+def test_node_page(pages):
+    """Issue 19, no dead ends: a node's GPUs, the runs on them, its events and alerts."""
+    page = pages["node"]
+    summary, gpus, alerts, runs, events, updated = page.update_node(
+        "n02", Filters("7d").to_store())
+    assert "r01" in _texts(summary) and updated.startswith("Last 7 days")
+    assert [int(r["gpu_index"]) for r in gpus.children[0].data] == [0, 1, 2, 3]
+    run_rows = runs.children[0].data
+    assert any(r["job_id"].startswith("[1001]") for r in run_rows)  # a link to the job
+    assert "0,1,2,3" in {r["gpu_indices"] for r in run_rows}
+    assert "GPU has fallen off the bus" in _texts(events)  # XID 79 on n02/3
+    assert "No alert on this node" in _texts(alerts)[0]
+    unknown = page.update_node("n99", Filters().to_store())
+    assert "No node 'n99'" in _texts(unknown[0])[0]
+    assert page.layout(node="n02").children[0].children[0].children[0].children == (
+        "Node n02")
 
 
 def test_analytics_pages(pages):

@@ -48,8 +48,11 @@ def test_floor_map_colour_scale_units_and_axes():
     marker = fig.data[0].marker
     assert marker.colorbar.title.text == "Hottest GPU (°C)"
     assert (marker.cmin, marker.cmax) == base.TEMP_RANGE_C
-    # the scale is sampled from Inferno (colour-blind safe), not a red-blue diverging one
-    assert marker.colorscale == tuple(tuple(stop) for stop in base.TEMP_COLORSCALE)
+    # Inferno (colour-blind safe) with steps at the gpu_temp alert's clear level and
+    # threshold, which the colour bar names
+    assert marker.colorscale == tuple(tuple(s) for s in base.temp_colorscale(82.0, 87.0))
+    ticks = dict(zip(marker.colorbar.tickvals, marker.colorbar.ticktext, strict=True))
+    assert ticks[82.0] == "82 clear" and ticks[87.0] == "87 alert"
     assert fig.layout.xaxis.title.text == "Floor x (rack tiles)"
     assert fig.layout.yaxis.title.text == "Floor y (rack tiles)"
     assert fig.layout.yaxis.scaleanchor == "x"  # tiles stay square
@@ -60,11 +63,43 @@ def test_floor_map_colour_scale_units_and_axes():
     assert fills[2] == base.NO_DATA and fills[0] != fills[1]
 
 
+def _rgb(colour: str) -> tuple[int, ...]:
+    return tuple(int(float(v)) for v in colour[colour.index("(") + 1:-1].split(","))
+
+
+def test_floor_map_tells_85_from_88_degrees():
+    """Issue 19: 85 °C and 88 °C (either side of the 87 °C alert) looked alike."""
+    fills = [s.fillcolor for s in figures.floor_map(
+        floor_frame(hottest_temp_c=[85.0, 88.0, math.nan])).layout.shapes]
+    distance = sum(abs(a - b) for a, b in zip(_rgb(fills[0]), _rgb(fills[1]), strict=True))
+    assert distance > 120  # a step, not a shade: 53 on the plain Inferno 30-90 °C scale
+    # and inside a band the scale still grades: 84 and 86 °C share the orange band
+    fills = [s.fillcolor for s in figures.floor_map(
+        floor_frame(hottest_temp_c=[84.0, 86.0, math.nan])).layout.shapes]
+    assert sum(abs(a - b) for a, b in zip(_rgb(fills[0]), _rgb(fills[1]), strict=True)) < 60
+
+
+def test_floor_map_marks_racks_with_firing_alerts():
+    fig = figures.floor_map(floor_frame(), alerting={"r02": "critical"})
+    lines = [s.line for s in fig.layout.shapes]
+    assert lines[1].color == figures.ALERT_LINE and lines[1].width == 4
+    assert lines[0].color != figures.ALERT_LINE
+    assert fig.data[0].text[1].startswith("<b>▲ r02")
+    assert "Firing alert: critical" in fig.data[0].customdata[1][6]
+
+
+def test_floor_map_rows_leave_no_empty_band():
+    """Rows at y 0, 2 and 6 (aisles, a zone gap) are drawn as rows 0, 1, 2."""
+    fig = figures.floor_map(floor_frame(y=[0.0, 2.0, 6.0], row=[1, 2, 3]))
+    assert sorted({(s.y0 + s.y1) / 2 for s in fig.layout.shapes}) == [0.0, 1.0, 2.0]
+    assert list(fig.layout.yaxis.tickvals) == [0.0, 1.0, 2.0]
+
+
 def test_floor_map_hover_carries_rack_zone_hottest_gpu_util_power():
     fig = figures.floor_map(floor_frame())
     hover = fig.data[0].customdata
     assert list(hover[0]) == ["r01", "A", "n1/0 at 70 °C", "60.0 %", "0.60 kW",
-                              "2 of 2 GPUs reporting"]
+                              "2 of 2 GPUs reporting", ""]
     assert hover[2][2] == "no fresh sample"
     template = fig.data[0].hovertemplate
     for words in ("Rack", "zone", "Hottest GPU", "Mean utilisation", "Power"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -25,6 +26,51 @@ TEMP_COLORSCALE = [
     for i, colour in enumerate(sample_colorscale("Inferno", [0.12 + 0.083 * i for i in range(11)]))
 ]
 TEMP_RANGE_C = (30.0, 90.0)  # colour scale limits, °C
+
+
+def _inferno(x: float) -> str:
+    return sample_colorscale("Inferno", [x])[0]
+
+
+def temp_colorscale(clear_c: float, alert_c: float,
+                    temp_range_c: tuple[float, float] = TEMP_RANGE_C) -> list:
+    """The temperature scale with steps at the alert's clear level and threshold (°C):
+    trimmed Inferno up to ``clear_c``, an orange band up to ``alert_c``, pale yellow
+    above, so 85 °C and 88 °C (either side of an 87 °C threshold) never look alike."""
+    lo, hi = temp_range_c
+
+    def pos(t: float) -> float:
+        return min(1.0, max(0.0, (t - lo) / (hi - lo)))
+
+    return [[0.0, _inferno(0.12)], [pos(clear_c), _inferno(0.62)],
+            [pos(clear_c), _inferno(0.72)], [pos(alert_c), _inferno(0.80)],
+            [pos(alert_c), _inferno(0.93)], [1.0, _inferno(0.99)]]
+
+
+def colour_at(scale: list, frac: float) -> str:
+    """The colour of ``scale`` at ``frac`` (0..1), linear between stops; at a step (two
+    stops at one position) the upper colour."""
+    frac = min(1.0, max(0.0, float(frac)))
+    below = scale[0]
+    for stop in scale:
+        if stop[0] > frac:
+            span = stop[0] - below[0]
+            w = 0.0 if span <= 0 else (frac - below[0]) / span
+            return _mix(below[1], stop[1], w)
+        below = stop
+    return below[1]
+
+
+def _rgb(colour: str) -> tuple[float, ...]:
+    if colour.startswith("#"):
+        return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return tuple(float(v) for v in colour[colour.index("(") + 1:-1].split(","))
+
+
+def _mix(a: str, b: str, w: float) -> str:
+    ra, rb = _rgb(a), _rgb(b)
+    r, g, bl = (round(x + (y - x) * w) for x, y in zip(ra, rb, strict=True))
+    return f"rgb({r}, {g}, {bl})"
 #: Okabe-Ito: eight colours told apart with every common colour-vision deficiency.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
            "#000000")
@@ -99,3 +145,25 @@ def lines(df: pd.DataFrame | None, x: str, series: Sequence[tuple[str, str]], *,
     fig.update_layout(**chart_layout(height, uirevision=uirevision), xaxis=TIME_AXIS,
                       yaxis={**GRID, "title": {"text": y_title}, "rangemode": "tozero"})
     return fig
+
+
+def mark_partial(fig: go.Figure, ts: Sequence, *, start: datetime | None,
+                 end: datetime | None, bucket: timedelta) -> list:
+    """Shade and label the buckets (starting at ``ts``, ``bucket`` long) that are not
+    wholly inside ``[start, end)``: the hour or day still filling at the end of a window
+    and the one cut at its start. Their totals are partial, not a collapse. Returns the
+    partial buckets' starts."""
+    if start is None or end is None or len(ts) == 0:
+        return []
+    stamps = sorted(pd.to_datetime(pd.Series(list(ts))).dropna().unique())
+    if not stamps:
+        return []
+    partial = [t for t in {stamps[0], stamps[-1]}
+               if t < pd.Timestamp(start) or t + bucket > pd.Timestamp(end)]
+    for t in sorted(partial):
+        right = min(t + bucket, pd.Timestamp(end))
+        fig.add_vrect(x0=t, x1=right if right > t else t + bucket, fillcolor=GREY,
+                      opacity=0.15, line_width=0, layer="below",
+                      annotation_text="partial", annotation_position="top left",
+                      annotation_font={"size": 11, "color": MUTED})
+    return partial

@@ -6,6 +6,7 @@ Inputs are the frames of :mod:`warehouse.queries.energy`.
 from __future__ import annotations
 
 import html
+from datetime import datetime, timedelta
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -17,11 +18,15 @@ from dashboard.figures.base import (
     TIME_AXIS,
     chart_layout,
     empty_figure,
+    mark_partial,
 )
 
 
-def energy_over_time(df: pd.DataFrame | None, *, x: str) -> go.Figure:
-    """GPU and other IT energy (stacked kWh) and emissions (kg, right axis) over time."""
+def energy_over_time(df: pd.DataFrame | None, *, x: str, start: datetime | None = None,
+                     end: datetime | None = None) -> go.Figure:
+    """GPU and other IT energy (stacked kWh) and emissions (kg, right axis) per ``x``
+    ("hour" or "day"); hours or days cut by the window ``[start, end)`` are labelled
+    partial (their bars are short because the period is, not the load)."""
     if df is None or len(df) == 0:
         return empty_figure("No energy data in this range (the hourly energy table is "
                             "filled by the analytics job after the rollups).")
@@ -37,6 +42,8 @@ def energy_over_time(df: pd.DataFrame | None, *, x: str) -> go.Figure:
                       yaxis={**GRID, "title": {"text": "IT energy (kWh)"}},
                       yaxis2={"title": {"text": "Emissions (kg CO₂e)"}, "overlaying": "y",
                               "side": "right", "showgrid": False, "rangemode": "tozero"})
+    bucket = timedelta(days=1) if x == "day" else timedelta(hours=1)
+    mark_partial(fig, df[x], start=start, end=end, bucket=bucket)
     return fig
 
 

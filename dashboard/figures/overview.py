@@ -12,20 +12,22 @@ from dataclasses import dataclass
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import sample_colorscale
 
 from dashboard.figures.base import (
     CIVIDIS,
     INK,
     MUTED,
     NO_DATA,
+    PALETTE,
     TEMP_COLORSCALE,
     TEMP_RANGE_C,
     VIRIDIS,
     base_layout,
+    colour_at,
     empty_figure,
+    temp_colorscale,
 )
-from dashboard.formatting import fmt_kw, fmt_pct, fmt_span, fmt_temp, missing
+from dashboard.formatting import esc, fmt_kw, fmt_pct, fmt_span, fmt_temp, missing
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ FLOOR_METRICS = {
     "power": Metric("power_kw", "GPU power (kW)", CIVIDIS, fmt_kw, None),
 }
 TILE = 0.88  # a rack's square, in floor tiles (the rest is the aisle gap)
+#: The gpu_temp alert's clear level and threshold (°C, alerts/rules.py): steps of the scale.
+TEMP_THRESHOLDS_C = (82.0, 87.0)
+ALERT_LINE = PALETTE[5]  # outline of a rack with a firing alert (vermillion)
 
 
 def _text_colour(fill: str) -> str:
@@ -53,13 +58,16 @@ def _text_colour(fill: str) -> str:
 
 
 def _positions(df: pd.DataFrame) -> pd.DataFrame:
-    """Racks without a floor position go in a row below the placed ones, by name."""
+    """Racks without a floor position go in a row below the placed ones, by name; rows
+    are then numbered 0, 1, 2.. top down, so aisles and zone gaps leave no empty band."""
     df = df.copy()
     unplaced = df["x"].isna() | df["y"].isna()
     if unplaced.any():
-        below = (df.loc[~unplaced, "y"].max() + 1.5) if (~unplaced).any() else 0.0
+        below = (df.loc[~unplaced, "y"].max() + 1) if (~unplaced).any() else 0.0
         df.loc[unplaced, "y"] = below
         df.loc[unplaced, "x"] = range(int(unplaced.sum()))
+    rows = {y: float(i) for i, y in enumerate(sorted(df["y"].unique()))}
+    df["y"] = df["y"].map(rows)
     return df
 
 
@@ -75,14 +83,15 @@ def _row_ticks(df: pd.DataFrame) -> dict:
     return {"tickvals": vals, "ticktext": text, "showticklabels": True}
 
 
-def _hover_rows(df: pd.DataFrame) -> list[list[str]]:
+def _hover_rows(df: pd.DataFrame, alerting: dict[str, str]) -> list[list[str]]:
     rows = []
     for r in df.itertuples(index=False):
+        alert = alerting.get(str(r.rack))
         if missing(r.hottest_temp_c):
             hottest = "no fresh sample"
         else:
-            hottest = f"{html.escape(str(r.hottest_node))}/{int(r.hottest_gpu_index)}"
-            hottest += f" at {fmt_temp(r.hottest_temp_c)}"
+            gpu = "" if missing(r.hottest_gpu_index) else f"/{int(r.hottest_gpu_index)}"
+            hottest = f"{esc(r.hottest_node)}{gpu} at {fmt_temp(r.hottest_temp_c)}"
         rows.append(
             [
                 html.escape(str(r.rack)),
@@ -91,6 +100,7 @@ def _hover_rows(df: pd.DataFrame) -> list[list[str]]:
                 fmt_pct(r.mean_util_pct),
                 fmt_kw(r.power_kw),
                 f"{int(r.gpus_reporting)} of {int(r.gpus)} GPUs reporting",
+                f"<br><b>Firing alert: {html.escape(alert)}</b>" if alert else "",
             ]
         )
     return rows
@@ -106,50 +116,68 @@ def _colour_range(values: pd.Series, metric: str,
     return m.range or (0.0, max(top, 1e-9))
 
 
-def _tiles(df: pd.DataFrame, values: pd.Series, m: Metric, lo: float, hi: float,
-           selected: str | None) -> tuple[list[dict], list[str], list[str]]:
-    """Per rack: its square (a layout shape), its label and the label's colour."""
+def _tiles(df: pd.DataFrame, values: pd.Series, scale: list, m: Metric, lo: float,
+           hi: float, selected: str | None,
+           alerting: dict[str, str]) -> tuple[list[dict], list[str], list[str]]:
+    """Per rack: its square (a layout shape), its label and the label's colour. A rack
+    with a firing alert gets a thick vermillion outline and a ▲ before its name."""
     scaled = ((values - lo) / (hi - lo)).clip(0, 1)
     shapes, text, text_colours = [], [], []
     half = TILE / 2
     for i, r in df.iterrows():
         has_value = not missing(values[i])
-        fill = sample_colorscale(m.colorscale, [scaled[i]])[0] if has_value else NO_DATA
+        fill = colour_at(scale, scaled[i]) if has_value else NO_DATA
         chosen = selected is not None and str(r.rack) == selected
+        alert = str(r.rack) in alerting
+        line = ({"color": ALERT_LINE, "width": 4} if alert else
+                {"color": INK if chosen else "white", "width": 3 if chosen else 1})
         shapes.append({
             "type": "rect", "xref": "x", "yref": "y", "layer": "below",
             "x0": r.x - half, "x1": r.x + half, "y0": r.y - half, "y1": r.y + half,
             "fillcolor": fill, "name": html.escape(str(r.rack)),
-            "line": {"color": INK if chosen else "white", "width": 3 if chosen else 1},
+            "line": line,
         })
-        label = f"<b>{html.escape(str(r.rack))}</b><br>"
+        label = f"<b>{'▲ ' if alert else ''}{html.escape(str(r.rack))}</b><br>"
         text.append(label + (m.fmt(values[i]) if has_value else "no data"))
         text_colours.append(_text_colour(fill) if has_value else MUTED)
     return shapes, text, text_colours
 
 
-def _rack_trace(df: pd.DataFrame, values: pd.Series, m: Metric, lo: float, hi: float,
-                text: list[str], text_colours: list[str]) -> go.Scatter:
+def _colorbar(m: Metric, metric: str, lo: float, hi: float,
+              thresholds_c: tuple[float, float]) -> dict:
+    """The colour bar; on the temperature scale its ticks name the alert's steps."""
+    bar = {"title": {"text": m.title, "side": "right"}, "thickness": 12,
+           "outlinewidth": 0, "len": 0.9}
+    if metric == "temp":
+        clear, alert = thresholds_c
+        ticks = [v for v in range(int(lo), int(hi) + 1, 10) if abs(v - clear) > 3
+                 and abs(v - alert) > 3]
+        vals = sorted([*ticks, clear, alert])
+        bar.update(tickvals=vals, ticktext=[
+            f"{v:g} alert" if v == alert else f"{v:g} clear" if v == clear else f"{v:g}"
+            for v in vals])
+    return bar
+
+
+def _rack_trace(df: pd.DataFrame, values: pd.Series, scale: list, lo: float, hi: float,
+                text: list[str], text_colours: list[str], colorbar: dict,
+                alerting: dict[str, str]) -> go.Scatter:
     """The invisible markers that carry labels, hover (customdata[0]: rack) and colour bar."""
     return go.Scatter(
         x=df["x"], y=df["y"], mode="markers+text", text=text,
         textfont={"color": text_colours, "size": 12},
-        customdata=_hover_rows(df),
+        customdata=_hover_rows(df, alerting),
         hovertemplate=(
             "<b>Rack %{customdata[0]}</b> · zone %{customdata[1]}<br>"
             "Hottest GPU: %{customdata[2]}<br>"
             "Mean utilisation: %{customdata[3]}<br>"
             "Power: %{customdata[4]}<br>"
-            "%{customdata[5]}<extra></extra>"
+            "%{customdata[5]}%{customdata[6]}<extra></extra>"
         ),
         marker={
             "symbol": "square", "size": 2, "opacity": 0,
-            "color": values.tolist(), "colorscale": m.colorscale,
-            "cmin": lo, "cmax": hi, "showscale": True,
-            "colorbar": {
-                "title": {"text": m.title, "side": "right"},
-                "thickness": 12, "outlinewidth": 0, "len": 0.9,
-            },
+            "color": values.tolist(), "colorscale": scale,
+            "cmin": lo, "cmax": hi, "showscale": True, "colorbar": colorbar,
         },
         name="racks", showlegend=False,
     )
@@ -181,13 +209,18 @@ def floor_map(
     temp_range_c: tuple[float, float] = TEMP_RANGE_C,
     metric: str = "temp",
     selected: str | None = None,
+    alerting: dict[str, str] | None = None,
+    thresholds_c: tuple[float, float] = TEMP_THRESHOLDS_C,
 ) -> go.Figure:
     """The machine-room floor: one square per rack at its (x, y) tile.
 
     ``df`` is :func:`warehouse.queries.overview.rack_floor`'s frame. Squares are coloured
     by ``metric`` (:data:`FLOOR_METRICS`): the hottest GPU's temperature (°C, trimmed
     Inferno), the mean utilisation (%, Viridis) or the GPU power (kW, Cividis); racks
-    without a fresh sample are grey; the ``selected`` rack is outlined. Each square is a
+    without a fresh sample are grey; the ``selected`` rack is outlined. The temperature
+    scale steps at ``thresholds_c`` (the alert's clear level and threshold, °C). Racks in
+    ``alerting`` (rack -> the severity of its worst firing alert) get a vermillion
+    outline, a ▲ and the alert in their hover. Each square is a
     layout shape (so it scales with the figure); one scatter trace carries the labels,
     the hover text (its ``customdata[0]`` is the rack, for click drill-down) and the
     colour bar.
@@ -201,8 +234,11 @@ def floor_map(
     m = FLOOR_METRICS[metric]
     values = df[m.column].astype(float)
     lo, hi = _colour_range(values, metric, temp_range_c)
-    shapes, text, text_colours = _tiles(df, values, m, lo, hi, selected)
-    fig = go.Figure(_rack_trace(df, values, m, lo, hi, text, text_colours))
+    alerting = alerting or {}
+    scale = temp_colorscale(*thresholds_c, (lo, hi)) if metric == "temp" else m.colorscale
+    shapes, text, text_colours = _tiles(df, values, scale, m, lo, hi, selected, alerting)
+    fig = go.Figure(_rack_trace(df, values, scale, lo, hi, text, text_colours,
+                                _colorbar(m, metric, lo, hi, thresholds_c), alerting))
     fig.update_layout(**_floor_layout(df, shapes))
     if values.isna().all():
         fig.add_annotation(

@@ -6,17 +6,29 @@ Inputs are the frames of :mod:`warehouse.queries.utilisation`.
 from __future__ import annotations
 
 import html
+from datetime import datetime, timedelta
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import GREY, GRID, PALETTE, chart_layout, empty_figure, lines
+from dashboard.figures.base import (
+    GREY,
+    GRID,
+    PALETTE,
+    chart_layout,
+    empty_figure,
+    lines,
+    mark_partial,
+)
 
 BY_LABELS = {"rack": "Rack", "partition": "Partition", "user": "User", "job_type": "Job type"}
 
 
-def utilisation_over_time(df: pd.DataFrame | None) -> go.Figure:
-    """Installed, allocated and utilised GPUs over time (from ``allocated_vs_used``)."""
+def utilisation_over_time(df: pd.DataFrame | None, *, start: datetime | None = None,
+                          end: datetime | None = None,
+                          bucket: timedelta = timedelta(hours=1)) -> go.Figure:
+    """Installed, allocated and utilised GPUs over time (from ``allocated_vs_used``);
+    buckets cut by the window ``[start, end)`` are labelled partial."""
     if df is not None and len(df) and df["gpus_reporting"].isna().all():
         df = None  # buckets without a single sample: say why instead of a flat zero
     fig = lines(df, "ts", [("gpus_installed", "Installed"), ("allocated_gpus", "Allocated"),
@@ -28,6 +40,7 @@ def utilisation_over_time(df: pd.DataFrame | None) -> go.Figure:
     if df is not None and len(df):
         fig.update_traces(fill="tozeroy", fillcolor="rgba(230,159,0,0.15)",
                           selector={"name": "Utilised (GPU-equivalents)"})
+        mark_partial(fig, df["ts"], start=start, end=end, bucket=bucket)
     return fig
 
 

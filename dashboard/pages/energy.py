@@ -70,7 +70,8 @@ def update_over_time(data, _n=None):
     f, start, end = _window(data)
     by = "hour" if end - start <= HOURLY_UP_TO else "day"
     df = eq.energy_by(context.reader(), start=start, end=end, by=by, opts=context.options())
-    return (fig.energy_over_time(df, x=by), fig.pue_and_intensity(df, x=by),
+    return (fig.energy_over_time(df, x=by, start=start, end=end),
+            fig.pue_and_intensity(df, x=by),
             f"{f.label} · {fmt_time(end)}")
 
 

@@ -11,10 +11,10 @@ import dash
 from dash import Input, Output, callback, html
 
 from dashboard import components, context, ids
-from dashboard.components import Column
+from dashboard.components import Column, num
 from dashboard.figures import failures as fig
 from dashboard.filters import from_query
-from dashboard.formatting import fmt_gpu_hours, fmt_time
+from dashboard.formatting import fmt_time
 from warehouse.queries import failures as fq
 from warehouse.queries import thermal
 
@@ -26,13 +26,13 @@ dash.register_page(
 
 LEMON_COLUMNS = (
     Column("node", "Node"), Column("rack", "Rack"),
-    Column("infra_failures", "Infra failures", str, numeric=True),
-    Column("expected_failures", "Expected", lambda v: f"{v:.2f}", numeric=True),
+    num("infra_failures", "Infra failures"),
+    num("expected_failures", "Expected", 2),
     Column("p_value", "p-value", lambda v: f"{v:.2g}", numeric=True),
     Column("xids", "XIDs", str, numeric=True),
     Column("xid_codes", "XID codes", lambda v: ", ".join(str(int(c)) for c in v)),
     Column("reasons", "Reasons", lambda v: "; ".join(str(r) for r in v)),
-    Column("gpu_hours_lost", "Lost", fmt_gpu_hours, numeric=True),
+    num("gpu_hours_lost", "Lost", 1, "GPU·h"),
     Column("lemon", "Lemon", lambda v: "yes" if v else "no"),
 )
 

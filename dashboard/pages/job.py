@@ -13,10 +13,10 @@ import dash
 from dash import Input, Output, callback, dcc, html
 
 from dashboard import components, context, ids
-from dashboard.components import Column
+from dashboard.components import Column, num
 from dashboard.figures import job as fig
 from dashboard.filters import from_query
-from dashboard.formatting import DASH, fmt_gpu_hours, fmt_int, fmt_time, missing
+from dashboard.formatting import DASH, fmt_int, fmt_time, missing
 from warehouse.queries import jobs
 
 dash.register_page(
@@ -26,12 +26,12 @@ dash.register_page(
 )
 
 FAILURE_COLUMNS = (
-    Column("run_index", "Run", lambda v: str(int(v)), numeric=True),
+    num("run_index", "Run"),
     Column("end_ts", "Failed at", lambda v: f"{v:%a %d %b %H:%M} UTC"),
     Column("category", "Category"), Column("reason", "Reason"),
     Column("source", "Decided by"), Column("node", "Node"),
     Column("xids", "XIDs", lambda v: ", ".join(str(x) for x in v) or DASH),
-    Column("gpu_hours_lost", "Lost", fmt_gpu_hours, numeric=True),
+    num("gpu_hours_lost", "Lost", 1, "GPU·h"),
     Column("evidence", "Evidence", lambda v: _evidence(v)),
 )
 
@@ -116,11 +116,11 @@ def update_telemetry(job_id):
 
 
 ENERGY_COLUMNS = (
-    Column("run_index", "Run", lambda v: str(int(v)), numeric=True),
-    Column("gpu_hours", "GPU-hours", fmt_gpu_hours, numeric=True),
-    Column("gpu_kwh", "GPU energy", lambda v: f"{v:,.1f} kWh", numeric=True),
-    Column("facility_kwh", "Facility energy", lambda v: f"{v:,.1f} kWh", numeric=True),
-    Column("carbon_kg", "Emissions", lambda v: f"{v:,.1f} kg CO₂e", numeric=True),
+    num("run_index", "Run"),
+    num("gpu_hours", "GPU-hours", 1, "GPU·h"),
+    num("gpu_kwh", "GPU energy", 1, "kWh"),
+    num("facility_kwh", "Facility energy", 1, "kWh"),
+    num("carbon_kg", "Emissions", 1, "kg CO₂e"),
 )
 
 

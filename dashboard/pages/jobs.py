@@ -10,9 +10,9 @@ import dash
 from dash import Input, Output, callback, dcc, html
 
 from dashboard import components, context, ids
-from dashboard.components import Column, job_href
+from dashboard.components import Column, job_href, num
 from dashboard.filters import from_query
-from dashboard.formatting import fmt_gpu_hours, fmt_time
+from dashboard.formatting import fmt_time
 from warehouse.queries import jobs
 
 dash.register_page(
@@ -32,10 +32,10 @@ JOB_COLUMNS = (
     Column("job_id", "Job", href=job_href), Column("name", "Name"),
     Column("user_name", "User"), Column("partition", "Partition"),
     Column("job_type", "Type"), Column("state", "State"),
-    Column("gpus", "GPUs", lambda v: f"{int(v):,}", numeric=True),
+    num("gpus", "GPUs"),
     Column("start_ts", "Started (UTC)", _ts), Column("end_ts", "Ended (UTC)", _ts),
-    Column("restarts", "Requeues", lambda v: f"{int(v)}", numeric=True),
-    Column("gpu_h", "GPU-hours", fmt_gpu_hours, numeric=True),
+    num("restarts", "Requeues"),
+    num("gpu_h", "GPU-hours", 1, "GPU·h"),
 )
 
 

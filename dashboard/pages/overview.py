@@ -12,7 +12,12 @@ import dash
 from dash import Input, Output, State, callback, html, no_update
 
 from dashboard import components, context, drilldown, ids
-from dashboard.alerts_view import ALERT_COLUMNS, alert_card_texts
+from dashboard.alerts_view import (
+    ALERT_COLUMNS,
+    alert_card_texts,
+    firing_racks,
+    order_alerts,
+)
 from dashboard.figures import overview as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_int, fmt_span, fmt_time, headline_texts
@@ -64,7 +69,8 @@ def layout(**query) -> html.Div:
             extra=drilldown.metric_picker(),
         ),
         drilldown.panel(f),
-        components.panel("Active alerts", "Firing and pending alerts, newest first.",
+        components.panel("Active alerts", "Firing and pending alerts per rack, the most severe "
+                         "first.",
                          html.Div(components.empty("Loading…"), id=ids.OVERVIEW_ALERTS)),
         filters=(),
     )
@@ -121,7 +127,7 @@ def update_alerts(_n_intervals):
                             states=("pending", "firing"), limit=50)
     value, note = alert_card_texts(df)
     return value, note, components.table(
-        df, ALERT_COLUMNS, empty_message="No active alerts: every rack is within its "
+        order_alerts(df), ALERT_COLUMNS, empty_message="No active alerts: every rack is within its "
         "thresholds.", table_id=ids.OVERVIEW_ALERTS + "-table")
 
 
@@ -134,8 +140,9 @@ def update_alerts(_n_intervals):
 def update_floor_map(_n_intervals, metric="temp", data=None):
     """The floor map figure from each rack's latest samples."""
     df = overview.rack_floor(context.reader(), now=context.now(), stale_after_s=STALE_AFTER_S)
+    firing = firing_racks(overview.firing_by_rack(context.reader()))
     return fig.floor_map(df, stale_after_s=STALE_AFTER_S, metric=metric or "temp",
-                             selected=from_query(data).rack)
+                         selected=from_query(data).rack, alerting=firing)
 
 
 @callback(

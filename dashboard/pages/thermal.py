@@ -10,7 +10,7 @@ import dash
 from dash import ALL, Input, Output, State, callback, ctx, html, no_update
 
 from dashboard import alerts_view, auth, components, context, drilldown, ids
-from dashboard.components import Column
+from dashboard.components import Column, num
 from dashboard.figures import overview as floor_fig
 from dashboard.figures import thermal as fig
 from dashboard.filters import from_query
@@ -28,7 +28,7 @@ STALE_AFTER_S = 120
 EVENT_COLUMNS = (
     Column("ts", "Time", lambda v: f"{v:%a %d %b %H:%M} UTC"),
     Column("rack", "Rack"), Column("node", "Node"),
-    Column("gpu_index", "GPU", lambda v: str(int(v)), numeric=True),
+    num("gpu_index", "GPU"),
     Column("kind", "Kind"), Column("code", "Code", lambda v: str(int(v)) if v else "—"),
     Column("detail", "Detail"),
 )
@@ -72,8 +72,9 @@ def layout(**query) -> html.Div:
 def update_floor_map(_n, metric="temp", data=None):
     now = context.now()
     df = overview.rack_floor(context.reader(), now=now, stale_after_s=STALE_AFTER_S)
+    firing = alerts_view.firing_racks(overview.firing_by_rack(context.reader()))
     floor = floor_fig.floor_map(df, stale_after_s=STALE_AFTER_S, metric=metric or "temp",
-                                selected=from_query(data).rack)
+                                selected=from_query(data).rack, alerting=firing)
     return floor, f"{from_query(data).label} · updated {fmt_time(now)}"
 
 

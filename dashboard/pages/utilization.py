@@ -8,14 +8,16 @@ follows the URL's range, partition and rack.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import dash
 from dash import Input, Output, callback, dcc, html
 
 from dashboard import components, context, ids
-from dashboard.components import Column, job_href
+from dashboard.components import Column, job_href, num
 from dashboard.figures import utilization as fig
 from dashboard.filters import from_query
-from dashboard.formatting import fmt_pct, fmt_time
+from dashboard.formatting import fmt_time
 from warehouse.queries import utilisation
 
 dash.register_page(
@@ -29,12 +31,12 @@ IDLE_MINUTES = 15
 
 IDLE_COLUMNS = (
     Column("rack", "Rack"), Column("node", "Node"),
-    Column("gpu_index", "GPU", lambda v: str(int(v)), numeric=True),
+    num("gpu_index", "GPU"),
     Column("job_id", "Job", href=job_href), Column("name", "Job name"),
     Column("user_name", "User"), Column("job_type", "Type"),
     Column("allocated_since", "Allocated since", lambda v: f"{v:%a %H:%M} UTC"),
-    Column("util_max_pct", f"Max util, {IDLE_MINUTES} min", fmt_pct, numeric=True),
-    Column("power_w", "Power", lambda v: f"{v:,.0f} W", numeric=True),
+    num("util_max_pct", f"Max util, {IDLE_MINUTES} min", 1, "%"),
+    num("power_w", "Power", 0, "W"),
 )
 
 
@@ -77,7 +79,9 @@ def update_over_time(data, _n=None):
     start, end = f.window(context.now())
     df = utilisation.allocated_vs_used(context.reader(), start=start, end=end,
                                        partition=f.partition, rack=f.rack)
-    return fig.utilisation_over_time(df), f"{f.label} · updated {fmt_time(end)}"
+    bucket = timedelta(seconds=utilisation.bucket_s(start, end))
+    return (fig.utilisation_over_time(df, start=start, end=end, bucket=bucket),
+            f"{f.label} · updated {fmt_time(end)}")
 
 
 @callback(

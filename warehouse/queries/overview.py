@@ -138,3 +138,12 @@ def _num(value) -> float | None:
         return None
     value = float(value)
     return None if math.isnan(value) else value
+
+
+def firing_by_rack(cur) -> pd.DataFrame:
+    """Firing alerts per rack and severity, for the floor maps: rack, severity, alerts."""
+    return cur.execute(
+        """SELECT rack, severity, count(*) AS alerts FROM alerts
+           WHERE state = 'firing' AND rack IS NOT NULL
+           GROUP BY rack, severity ORDER BY rack, severity"""
+    ).df()
