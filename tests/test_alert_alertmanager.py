@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.alerts import Incident
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _wait_for(rx, status: str, timeout: float = 20.0) -> dict:

@@ -35,6 +35,7 @@ def service(incident):
     server.shutdown()
 
 
+@pytest.mark.slow
 def test_list_ack_and_silence_over_http(service):
     app, _ = service
     client = app.test_client()
@@ -56,6 +57,7 @@ def test_list_ack_and_silence_over_http(service):
     assert client.get("/api/alerts/silences").get_json()["silences"] == []
 
 
+@pytest.mark.slow
 def test_cli_talks_to_the_running_service(service):
     _, url = service
     runner = CliRunner()
@@ -71,6 +73,7 @@ def test_cli_talks_to_the_running_service(service):
     assert out.exit_code != 0 and "no alert" in out.output
 
 
+@pytest.mark.slow
 def test_cli_opens_the_file_when_no_service_runs(tmp_path):
     inc = Incident(tmp_path / "w.duckdb")
     inc.run_until(24)

@@ -23,6 +23,7 @@ def receiver():
     rx.stop()
 
 
+@pytest.mark.slow  # a simulated incident of 30+ minutes, tick by tick
 def test_rack_incident_fires_once_and_resolves_once_across_a_restart(tmp_path, receiver):
     inc = Incident(tmp_path / "w.duckdb", webhook_url=receiver.url, webhook_secret=SECRET)
     inc.run_until(24)  # fires during the ramp (16-21 min)
@@ -44,6 +45,7 @@ def test_rack_incident_fires_once_and_resolves_once_across_a_restart(tmp_path, r
     inc.wh.close()
 
 
+@pytest.mark.slow  # a simulated incident of 30+ minutes, tick by tick
 def test_receiver_down_for_the_whole_incident_gets_everything_once(tmp_path, receiver):
     from alerts.receiver import start_receiver
 
@@ -65,6 +67,7 @@ def test_receiver_down_for_the_whole_incident_gets_everything_once(tmp_path, rec
         inc.wh.close()
 
 
+@pytest.mark.slow  # a simulated incident of 30+ minutes, tick by tick
 def test_a_lost_response_is_retried_and_the_key_prevents_a_duplicate(tmp_path, receiver):
     inc = Incident(tmp_path / "w.duckdb", webhook_url=receiver.url, webhook_secret=SECRET)
     lost = []
@@ -100,6 +103,7 @@ def test_errors_never_show_the_url_or_the_secret(receiver):
     assert "XXXX" not in repr(Sink("slack", secret_url))
 
 
+@pytest.mark.slow  # a simulated incident of 30+ minutes, tick by tick
 def test_silenced_rack_sends_nothing(tmp_path, receiver):
     from alerts import ops
 
@@ -112,6 +116,7 @@ def test_silenced_rack_sends_nothing(tmp_path, receiver):
     inc.wh.close()
 
 
+@pytest.mark.slow  # a simulated incident of 30+ minutes, tick by tick
 def test_slack_and_webhook_each_get_their_own_body(tmp_path, receiver):
     from alerts.receiver import start_receiver
 

@@ -114,6 +114,7 @@ def test_starttls_and_login(tmp_path):
     assert logins[0] == (b"gpulens", b"pw") and len(inbox.messages) == 1
 
 
+@pytest.mark.slow
 def test_generated_report_is_mailed_and_posted(tmp_path, smtp):
     ctl, inbox = smtp
     rx = start_receiver(secret="hook-secret")
