@@ -12,7 +12,9 @@ Transport only (the JSON is parsed by :mod:`collector.slurm`, jobcomp lines by
 2. When sacct fails (accounting disabled, slurmdbd down) and a jobcomp file is
    configured, the new lines of the jobcomp file stand in for it.
 3. ``squeue --json``: running and pending jobs with their nodes and GPU indices, written
-   last because it is the newest view of the running jobs.
+   last because it is the newest view of the running jobs. A run that has ended is
+   taken from the history when the history has it (sacct knows the steps: the batch
+   step's signal, the DerivedExitCode), from squeue otherwise.
 
 Units of failure: a bad value or record costs itself (counted in ``source.dropped`` per
 ``<command>.<field>``, see :mod:`collector.slurm`); a ``sacct -j`` answer that cannot be
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from collector.jobcomp import JobcompReader
 from collector.sanitize import DropCounter
@@ -84,6 +87,21 @@ def _concat(parts: list[SchedulerBatch]) -> SchedulerBatch:
         return SchedulerBatch.from_rows([], [], [])
     return SchedulerBatch(*(pa.concat_tables([getattr(p, k) for p in parts])
                             for k in ("jobs", "runs", "allocations")))
+
+
+def _without_ended(current: SchedulerBatch, history: SchedulerBatch) -> SchedulerBatch:
+    """squeue's batch without the ended runs that the history (sacct, jobcomp) delivered
+    too: those know the steps (the batch step's signal, DerivedExitCode) that squeue's
+    record of a just-ended job may not have yet, and squeue is written last."""
+    runs = history.runs.filter(pc.is_valid(history.runs["end_ts"]))
+    if not runs.num_rows or not current.runs.num_rows:
+        return current
+    ended = set(zip(runs["job_id"].to_pylist(), runs["run_index"].to_pylist(), strict=True))
+    keys = zip(current.runs["job_id"].to_pylist(), current.runs["run_index"].to_pylist(),
+               current.runs["end_ts"].to_pylist(), strict=True)
+    keep = pa.array([end is None or (j, i) not in ended for j, i, end in keys])
+    return SchedulerBatch(current.jobs, current.runs.filter(keep), current.allocations,
+                          current.dropped, current.problems)
 
 
 def _batches(part: SchedulerBatch) -> list[tuple[str, pa.Table]]:
@@ -210,7 +228,8 @@ class SlurmSource:
         current = self._attempt("squeue", ts, lambda: self._count(parse_squeue(
             self.run([self.squeue, "--json"]), ts, self.job_type_regex, self.gpus_per_node)))
         if current is not None:
-            batches += _batches(current)
+            batches += _batches(current if history is None
+                                else _without_ended(current, history))
         if not batches:
             errors = [f"{k}: {st.last_error}" for k, st in self.status.items() if not st.up]
             raise SlurmCommandError("; ".join(errors))

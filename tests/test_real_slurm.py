@@ -8,6 +8,7 @@ lives; every run must arrive with its state, exit code and GPU allocation.
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime
 
@@ -74,11 +75,18 @@ def test_collector_sees_every_run(slurm, tmp_path):
     poll()  # squeue sees run 0 with its GPU indices
     slurm.run("scontrol", "requeue", jobs["requeue"])
     # A requeued job waits for its begin time; let it go at once.
-    wait_for(lambda: state_of(slurm, jobs["requeue"]) != "RUNNING", 30, "requeue", poll=poll)
-    slurm.run("scontrol", "update", f"JobId={jobs['requeue']}", "StartTime=now", check=False)
-    slurm.run("scontrol", "release", jobs["requeue"], check=False)
-    wait_for(lambda: state_of(slurm, jobs["requeue"]) == "RUNNING", 60, "second run",
-             poll=poll)
+    # (Wait for PENDING: an update while the run is still COMPLETING does not stick.)
+    wait_for(lambda: state_of(slurm, jobs["requeue"]) == "PENDING", 60, "requeue", poll=poll)
+
+    def let_it_go():  # again while it waits: an update can race the requeue under load
+        poll()
+        if state_of(slurm, jobs["requeue"]) == "PENDING":
+            slurm.run("scontrol", "update", f"JobId={jobs['requeue']}", "StartTime=now",
+                      check=False)
+            slurm.run("scontrol", "release", jobs["requeue"], check=False)
+
+    wait_for(lambda: state_of(slurm, jobs["requeue"]) == "RUNNING", 90, "second run",
+             poll=let_it_go)
     poll()
     wait_for(lambda: all(state_of(slurm, j) == "" for j in jobs.values()), 150,
              "every job to end", poll=poll)
@@ -109,6 +117,9 @@ def test_collector_sees_every_run(slurm, tmp_path):
     assert runs[(jobs["fail"], 0)][0] == "FAILED"
     assert runs[(jobs["fail"], 0)][1] in (3, None)
     assert runs[(jobs["timeout"], 0)][0] == "TIMEOUT"
+    # sacct says SUCCESS/0 for the job; its batch step holds the SIGTERM.
+    assert cur.execute("SELECT signal FROM job_runs WHERE job_id = ?",
+                       [jobs["timeout"]]).fetchone()[0] == 15
     assert runs[(jobs["requeue"], 0)][0] == "REQUEUED"
     assert runs[(jobs["requeue"], 1)][0] == "COMPLETED"
     assert all(r[3] == "node1" and r[4] for r in runs.values())  # node list, ended
@@ -136,3 +147,44 @@ def test_squeue_json_is_read_as_22_05(slurm):
     assert row["state"] == "PENDING" and row["gpus"] == 1
     assert job not in batches["runs"]["job_id"].to_pylist()
     slurm.run("scancel", job)
+
+
+def test_failed_steps_cancellations_and_names_that_are_not_utf8(slurm):
+    """A clean batch script whose srun step failed, a job cancelled while running, and a
+    job name with bytes that are not UTF-8 (Slurm passes them through)."""
+    wh = Warehouse(":memory:")
+    source = SlurmSource(interval_s=1, gpus_per_node=8, overlap_s=60, lookback_s=3600)
+
+    def poll():
+        for kind, table in source.collect(now()):
+            wh.ingest(kind, table).result()
+
+    jobs = {
+        "step": submit(slurm, "--gres=gpu:1", "-J", "step-fails",
+                       "--wrap", "srun --gres=gpu:1 false; exit 0"),
+        "cancel": submit(slurm, "--gres=gpu:1", "-J", "cancel-me", "--wrap", "sleep 300"),
+        "bytes": submit(slurm, "--gres=gpu:2", "-J", os.fsdecode(b"caf\xe9-\xff"),
+                        "--wrap", "sleep 3"),
+    }
+    wait_for(lambda: state_of(slurm, jobs["cancel"]) == "RUNNING", 30, "cancel-me to run",
+             poll=poll)
+    time.sleep(2)  # the batch script runs (cancelled before, no step holds a signal)
+    slurm.run("scancel", jobs["cancel"])
+    wait_for(lambda: all(state_of(slurm, j) == "" for j in jobs.values()), 60,
+             "every job to end", poll=poll)
+    time.sleep(1)
+    poll()
+    cur = wh.reader()
+    runs = {r[0]: r[1:] for r in cur.execute(
+        "SELECT r.job_id, r.state, r.exit_code, r.signal, r.reason, j.name, r.gpus "
+        "FROM job_runs r JOIN jobs j USING (job_id)").fetchall()}
+    state, code, _, reason, _, _ = runs[jobs["step"]]
+    assert (state, code) == ("COMPLETED", 1)  # not a clean exit 0
+    assert "false" in reason or "DerivedExitCode 1" in reason
+    state, _, signal, _, _, _ = runs[jobs["cancel"]]
+    assert (state, signal) == ("CANCELLED", 15)  # sacct: job SUCCESS/0, batch step 0:15
+    state, code, _, _, name, gpus = runs[jobs["bytes"]]
+    assert (state, code, name, gpus) == ("COMPLETED", 0, "caf\ufffd-\ufffd", 2)
+    assert source.dropped.as_dict() == {}
+    assert all(st.up for st in source.status.values())
+    wh.close()

@@ -175,3 +175,31 @@ def test_bad_records_are_counted_in_healthz():
     assert b["jobs"]["job_id"].to_pylist() == ["1", "3"]
     assert _source_details(src)["dropped"] == {"squeue.restart_cnt": 1,
                                                "squeue.node_count": 1}
+
+
+def test_an_ended_run_comes_from_sacct_not_from_squeue():
+    """squeue still lists a just-cancelled job (exit 0:0: no step info yet) and is written
+    last; sacct's record of the same run has the batch step's SIGTERM."""
+    sacct = {"jobs": [{"job_id": 5, "state": {"current": ["CANCELLED"]},
+                       "time": {"start": 1762070400, "end": 1762074000},
+                       "exit_code": {"status": ["SUCCESS"], "return_code": {"set": True,
+                                                                            "number": 0}},
+                       "steps": [{"step": {"id": "5.batch", "name": "batch"},
+                                  "state": ["CANCELLED"],
+                                  "exit_code": {"status": ["SIGNALED"],
+                                                "signal": {"id": {"set": True,
+                                                                  "number": 15}}}}]}]}
+    squeue = {"jobs": [RUNNING | {"job_id": 5, "job_state": "CANCELLED", "exit_code": 0,
+                                  "end_time": 1762074000},
+                       RUNNING | {"job_id": 6}]}
+
+    def run(argv):
+        return json.dumps(squeue if argv[0] == "squeue" else sacct)
+
+    parts = SlurmSource(run=run).collect(NOW)
+    history, current = dict(parts[:3]), dict(parts[3:])
+    assert history["runs"].to_pylist()[0]["signal"] == 15
+    assert current["runs"]["job_id"].to_pylist() == ["6"]  # 5 ended: sacct's view stands
+    assert sorted(set(current["allocations"]["job_id"].to_pylist())) == ["5", "6"]
+    alone = dict(SlurmSource(run=run, sacct="").collect(NOW))
+    assert sorted(alone["runs"]["job_id"].to_pylist()) == ["5", "6"]  # no history: squeue's
