@@ -13,25 +13,19 @@ from datetime import datetime
 
 import duckdb
 
-from warehouse.db import transaction
+from warehouse.db import insert_sql, transaction, update_from_excluded
 
 _ALERT_FIELDS = (
     "alert_id", "fingerprint", "rule", "severity", "scope", "rack", "node", "gpu_index",
     "group_key", "state", "value", "peak", "threshold", "unit", "active_since", "fired_at",
     "resolved_at", "clear_since", "last_eval", "context",
 )
-_UPSERT_ALERT = (
-    f"INSERT INTO alerts ({', '.join(_ALERT_FIELDS)}) "
-    f"VALUES ({', '.join('?' for _ in _ALERT_FIELDS)}) "
-    "ON CONFLICT (alert_id) DO UPDATE SET "
-    + ", ".join(f"{f} = excluded.{f}" for f in _ALERT_FIELDS if f != "alert_id")
-)
+_UPSERT_ALERT = insert_sql(
+    "alerts", _ALERT_FIELDS, "ON CONFLICT (alert_id) DO UPDATE SET "
+    + update_from_excluded(f for f in _ALERT_FIELDS if f != "alert_id"))
 _OUTBOX_FIELDS = ("notification_key", "sink", "kind", "group_key", "created_at", "body",
                   "status", "attempts", "next_attempt_at")
-_INSERT_OUTBOX = (
-    f"INSERT INTO notifications ({', '.join(_OUTBOX_FIELDS)}) "
-    f"VALUES ({', '.join('?' for _ in _OUTBOX_FIELDS)}) ON CONFLICT DO NOTHING"
-)
+_INSERT_OUTBOX = insert_sql("notifications", _OUTBOX_FIELDS, "ON CONFLICT DO NOTHING")
 
 
 def save_evaluation(con: duckdb.DuckDBPyConnection, *, alerts: Iterable[Mapping],
@@ -88,8 +82,7 @@ def add_silence(con: duckdb.DuckDBPyConnection, silence: Mapping) -> None:
     created_by, comment)."""
     fields = ("silence_id", "rule", "rack", "node", "created_at", "expires_at",
               "created_by", "comment")
-    con.execute(f"INSERT INTO silences ({', '.join(fields)}) VALUES "
-                f"({', '.join('?' for _ in fields)})", [silence.get(f) for f in fields])
+    con.execute(insert_sql("silences", fields), [silence.get(f) for f in fields])
 
 
 def expire_silence(con: duckdb.DuckDBPyConnection, silence_id: str, now: datetime) -> int:

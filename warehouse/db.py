@@ -61,6 +61,19 @@ def names(columns) -> str:
     return ", ".join(columns)
 
 
+def insert_sql(table: str, columns, tail: str = "") -> str:
+    """``INSERT INTO table (columns) VALUES (?, ...)`` plus ``tail`` (an ON CONFLICT
+    clause), for ``executemany`` over rows in the order of ``columns``."""
+    return fill("INSERT INTO {table} ({columns}) VALUES ({marks}){tail}", table=table,
+                columns=names(columns), marks=names("?" for _ in columns),
+                tail=f" {tail}" if tail else "")
+
+
+def update_from_excluded(columns) -> str:
+    """``a = excluded.a, ...``: the SET list of an upsert that takes the new row's values."""
+    return names(fill("{c} = excluded.{c}", c=c) for c in columns)
+
+
 @lru_cache(maxsize=8)
 def shipped(name: str) -> str:
     """The text of ``warehouse/data/<name>``."""

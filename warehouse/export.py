@@ -26,6 +26,8 @@ from pathlib import Path
 
 import duckdb
 
+from warehouse.db import fill
+
 #: table -> the timestamp column its rows are partitioned by (UTC day).
 PARTITIONED: dict[str, str] = {
     "gpu_samples": "ts",
@@ -74,10 +76,11 @@ def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def _partition_sql(table: str, col: str, staging: Path) -> str:
-    return (f"COPY (SELECT *, CAST({col} AS DATE) AS date FROM {table} "
-            f"WHERE {col} >= $start AND {col} < $end ORDER BY {col}) "
-            f"TO {_literal(staging)} (FORMAT parquet, COMPRESSION zstd, "
-            f"PARTITION_BY (date), FILENAME_PATTERN 'part-{{i}}', WRITE_PARTITION_COLUMNS false)")
+    return fill("COPY (SELECT *, CAST({col} AS DATE) AS date FROM {table} "
+                "WHERE {col} >= $start AND {col} < $end ORDER BY {col}) "
+                "TO {path} (FORMAT parquet, COMPRESSION zstd, PARTITION_BY (date), "
+                "FILENAME_PATTERN 'part-{i}', WRITE_PARTITION_COLUMNS false)",
+                col=col, table=table, path=_literal(staging))
 
 
 def export_parquet(con: duckdb.DuckDBPyConnection, out: str | Path, *, since: datetime,
@@ -106,8 +109,9 @@ def export_parquet(con: duckdb.DuckDBPyConnection, out: str | Path, *, since: da
             (out / table).mkdir(exist_ok=True)
             target = out / table / f"{table}.parquet"
             tmp = target.with_suffix(".parquet.tmp")
-            n = con.execute(f"COPY (SELECT * FROM {table}) TO {_literal(tmp)} "
-                            "(FORMAT parquet, COMPRESSION zstd)").fetchone()
+            n = con.execute(fill("COPY (SELECT * FROM {table}) TO {path} "
+                                 "(FORMAT parquet, COMPRESSION zstd)",
+                                 table=table, path=_literal(tmp))).fetchone()
             tmp.replace(target)
             rows[table] = int(n[0]) if n else 0
             continue
@@ -148,13 +152,13 @@ def _openmetrics_sql(metric: str, expr: str, part: Path) -> str:
     # one line per sample: name{labels} value unix-seconds, in time order (promtool
     # rejects a series' sample older than its previous one; a parallel scan and join
     # does not keep the insertion order)
-    line = (f"'{metric}{{gpu=\"' || s.gpu_index || '\",Hostname=\"' || s.node || "
-            f"'\",rack=\"' || coalesce(n.rack, '') || '\"}} ' || ({expr})::DOUBLE || ' ' || "
-            "epoch(s.ts)::BIGINT")
-    return (f"COPY (SELECT {line} FROM gpu_samples s LEFT JOIN nodes n USING (node) "
-            f"WHERE s.ts >= $start AND s.ts < $end AND ({expr}) IS NOT NULL ORDER BY s.ts) "
-            f"TO {_literal(part)} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', "
-            "DELIMITER '\\x01')")
+    line = fill("""'{metric}{gpu="' || s.gpu_index || '",Hostname="' || s.node || """
+                """'",rack="' || coalesce(n.rack, '') || '"} ' || ({expr})::DOUBLE || ' ' || """
+                "epoch(s.ts)::BIGINT", metric=metric, expr=expr)
+    return fill("COPY (SELECT {line} FROM gpu_samples s LEFT JOIN nodes n USING (node) "
+                "WHERE s.ts >= $start AND s.ts < $end AND ({expr}) IS NOT NULL ORDER BY s.ts) "
+                "TO {path} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', "
+                "DELIMITER '\\x01')", line=line, expr=expr, path=_literal(part))
 
 
 def write_openmetrics(con: duckdb.DuckDBPyConnection, path: str | Path, *, start: datetime,

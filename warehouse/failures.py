@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from warehouse import goodput
-from warehouse.db import read_data_csv, shipped, write_frame
+from warehouse.db import fill, read_data_csv, shipped, write_frame
 
 LOG_TAIL_BYTES = 16_384  # bytes read from the end of a run's log file
 
@@ -71,7 +71,8 @@ def read_log_tail(path: str, max_bytes: int = LOG_TAIL_BYTES) -> str | None:
         return None
 
 
-_TARGETS_SQL = f"CREATE OR REPLACE TEMP TABLE _f AS {goodput.loss_sql(goodput.BY_RECHECK)}"
+_TARGETS_SQL = fill("CREATE OR REPLACE TEMP TABLE _f AS {loss}",
+                    loss=goodput.loss_sql(goodput.BY_RECHECK))
 
 _LOG_PATHS_SQL = """
 SELECT l.job_id, l.run_index, l.path FROM run_logs l JOIN _f USING (job_id, run_index)
@@ -198,16 +199,16 @@ LEFT JOIN single_node s USING (job_id, run_index)
 LEFT JOIN single_rack sr USING (job_id, run_index)
 """
 
-_REPLACE_SQL = f"""
+_REPLACE_SQL = fill("""
 DELETE FROM failures WHERE (job_id, run_index) IN (SELECT (job_id, run_index) FROM _f);
 -- runs that ended before the observed history are no failures (warehouse/goodput.py)
-DELETE FROM failures WHERE end_ts <= ({goodput.HISTORY_START_SQL});
-INSERT INTO failures BY NAME ({_CLASSIFY_SQL});
+DELETE FROM failures WHERE end_ts <= ({history_start_sql});
+INSERT INTO failures BY NAME ({classify_sql});
 -- a run across racks is placed in its failed node's rack, when one is known
 UPDATE failures SET rack = n.rack FROM nodes n
 WHERE failures.node = n.node AND failures.rack IS NULL
   AND (failures.job_id, failures.run_index) IN (SELECT (job_id, run_index) FROM _f);
-"""
+""", history_start_sql=goodput.HISTORY_START_SQL, classify_sql=_CLASSIFY_SQL)
 
 
 def refresh_failures(con, now: datetime, *, recheck_from: datetime, rules: pd.DataFrame,

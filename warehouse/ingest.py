@@ -15,7 +15,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from warehouse.db import transaction
+from warehouse.db import fill, transaction
 from warehouse.schema import APPEND_ONLY, KEYS, SCHEMAS, TABLES
 
 
@@ -27,7 +27,7 @@ def _key_match(kind: str) -> str:
     parts = []
     for key in KEYS[kind]:
         # events may have a NULL gpu_index (node-wide): NULL keys compare equal here
-        parts.append(f"s.{_quote(key)} IS NOT DISTINCT FROM b.{_quote(key)}")
+        parts.append(fill("s.{col} IS NOT DISTINCT FROM b.{col}", col=_quote(key)))
     return " AND ".join(parts)
 
 
@@ -36,11 +36,11 @@ def append_sql(kind: str) -> str:
     table = TABLES[kind]
     cols = ", ".join(_quote(c) for c in SCHEMAS[kind].names)
     values = ", ".join("b." + _quote(c) for c in SCHEMAS[kind].names)
-    return (
-        f"INSERT INTO {table} ({cols}) SELECT {values} "
-        f"FROM batch b WHERE NOT EXISTS (SELECT 1 FROM {table} s "
-        f"WHERE s.ts BETWEEN $1 AND $2 AND {_key_match(kind)})"
-    )
+    return fill(
+        "INSERT INTO {table} ({cols}) SELECT {values} "
+        "FROM batch b WHERE NOT EXISTS (SELECT 1 FROM {table} s "
+        "WHERE s.ts BETWEEN $1 AND $2 AND {match})",
+        table=table, cols=cols, values=values, match=_key_match(kind))
 
 
 def upsert_sql(kind: str) -> str:
@@ -50,15 +50,15 @@ def upsert_sql(kind: str) -> str:
     keys = KEYS[kind]
     cols = ", ".join(_quote(c) for c in names)
     updates = ", ".join(
-        f"{_quote(c)} = coalesce(excluded.{_quote(c)}, {table}.{_quote(c)})"
+        fill("{col} = coalesce(excluded.{col}, {table}.{col})", col=_quote(c), table=table)
         for c in names
         if c not in keys
     )
     conflict = ", ".join(_quote(k) for k in keys)
-    return (
-        f"INSERT INTO {table} ({cols}) SELECT {cols} FROM batch "
-        f"ON CONFLICT ({conflict}) DO UPDATE SET {updates}"
-    )
+    return fill(
+        "INSERT INTO {table} ({cols}) SELECT {cols} FROM batch "
+        "ON CONFLICT ({conflict}) DO UPDATE SET {updates}",
+        table=table, cols=cols, conflict=conflict, updates=updates)
 
 
 PENDING_SQL = "INSERT INTO rollup_pending VALUES ($1, $2)"

@@ -15,14 +15,12 @@ from collections.abc import Iterable, Mapping
 import duckdb
 
 from warehouse.alerts_store import enqueue
-from warehouse.db import transaction
+from warehouse.db import insert_sql, transaction, update_from_excluded
 
 _FIELDS = ("week", "format", "week_start", "week_end", "generated_at", "title", "path",
            "size_bytes", "headline")
-_UPSERT = (f"INSERT INTO reports ({', '.join(_FIELDS)}) "
-           f"VALUES ({', '.join('?' for _ in _FIELDS)}) "
-           "ON CONFLICT (week, format) DO UPDATE SET "
-           + ", ".join(f"{f} = excluded.{f}" for f in _FIELDS[2:]))
+_UPSERT = insert_sql("reports", _FIELDS, "ON CONFLICT (week, format) DO UPDATE SET "
+                     + update_from_excluded(_FIELDS[2:]))
 _EXISTS = ("SELECT count(*) FROM information_schema.tables "
            "WHERE table_name = 'reports' AND table_schema = current_schema()")
 

@@ -37,21 +37,24 @@ GROUP BY ALL
 
 
 def _wavg(col: str) -> str:
-    return f"sum({col} * samples) / nullif(sum(CASE WHEN {col} IS NOT NULL THEN samples END), 0)"
+    return fill("sum({col} * samples) / nullif(sum(CASE WHEN {col} IS NOT NULL THEN samples END),"
+                " 0)", col=col)
 
 
-_HOUR_SQL = f"""
+_HOUR_SQL = fill("""
 INSERT INTO gpu_samples_1h
 SELECT date_trunc('hour', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        sum(samples), sum(covered_s),
-       {_wavg('util_pct_avg')}, max(util_pct_max), {_wavg('sm_active_pct_avg')},
-       {_wavg('mem_used_mib_avg')}, max(mem_used_mib_max), {_wavg('power_w_avg')},
+       {util}, max(util_pct_max), {sm_active},
+       {mem_used}, max(mem_used_mib_max), {power},
        max(power_w_max), sum(energy_j),
-       {_wavg('temp_c_avg')}, min(temp_c_min), max(temp_c_max), max(mem_temp_c_max),
-       {_wavg('sm_clock_mhz_avg')}, sum(throttle_thermal_s), sum(throttle_power_s)
+       {temp}, min(temp_c_min), max(temp_c_max), max(mem_temp_c_max),
+       {sm_clock}, sum(throttle_thermal_s), sum(throttle_power_s)
 FROM gpu_samples_1m WHERE ts >= $1 AND ts < $2
 GROUP BY ALL
-"""
+""", util=_wavg("util_pct_avg"), sm_active=_wavg("sm_active_pct_avg"),
+    mem_used=_wavg("mem_used_mib_avg"), power=_wavg("power_w_avg"), temp=_wavg("temp_c_avg"),
+    sm_clock=_wavg("sm_clock_mhz_avg"))
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def merge_ranges(
 
 
 def _recompute(con, table: str, insert_sql: str, lo: datetime, hi: datetime) -> int:
-    con.execute(f"DELETE FROM {table} WHERE ts >= $1 AND ts < $2", [lo, hi])
+    con.execute(fill("DELETE FROM {table} WHERE ts >= $1 AND ts < $2", table=table), [lo, hi])
     row = con.execute(insert_sql, [lo, hi]).fetchone()
     return int(row[0]) if row else 0
 

@@ -20,6 +20,7 @@ import duckdb
 
 from warehouse import rollups
 from warehouse.batches import normalise
+from warehouse.db import fill
 from warehouse.ingest import write_batch
 from warehouse.migrate import migrate
 from warehouse.writer import Writer
@@ -55,7 +56,8 @@ class Warehouse:
             raise
         self._root.execute("SET TimeZone = 'UTC'")
         if memory_limit_mb:
-            self._root.execute(f"SET memory_limit = '{float(memory_limit_mb):g}MiB'")
+            self._root.execute(fill("SET memory_limit = '{mb}MiB'",
+                                    mb=f"{float(memory_limit_mb):g}"))
         self._migrate()
         self._cursor_lock = threading.Lock()
         self._writer = Writer(self._root.cursor())

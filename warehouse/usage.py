@@ -50,8 +50,8 @@ MINUTE_TIER_MAX = timedelta(days=2)  # longer live parts read the 1-hour tier
 #: Scope on ``nodes n``: optional partition and rack, as parameters.
 SCOPE = ("($partition::VARCHAR IS NULL OR n.partition = $partition) "
          "AND ($rack::VARCHAR IS NULL OR n.rack = $rack)")
-_NODES = ("($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL"
-          f" OR node IN (SELECT node FROM nodes n WHERE {SCOPE}))")
+_NODES = fill("($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL"
+              " OR node IN (SELECT node FROM nodes n WHERE {scope}))", scope=SCOPE)
 _RUNS = "($runs::VARCHAR[] IS NULL OR job_id || ':' || run_index IN (SELECT unnest($runs)))"
 
 #: The measures of a usage row from its seconds, joules, utilisation and idle flag.
@@ -65,29 +65,29 @@ _OVERLAP_S = ("greatest(0, epoch_us(least(m.ts + INTERVAL 1 MINUTE, a.e))"
 
 #: Per allocation and minute of telemetry in [$start, $end): the allocation's seconds in
 #: the minute and the minute's energy prorated by them (``um``).
-_ALLOCATED = f"""
+_ALLOCATED = fill("""
 ua AS (  -- allocations clipped to the range
     SELECT job_id, run_index, node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS s,
            least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
     FROM allocations
-    WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {_NODES} AND {_RUNS}
+    WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {nodes} AND {runs}
 ),
 um AS (
-    SELECT ts, node, gpu_index, job_id, run_index, {_MEASURES}
-    FROM (SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, {_OVERLAP_S} AS gpu_s,
-                 {_OVERLAP_S} * coalesce(m.energy_j, 0) / 60.0 AS energy_j,
+    SELECT ts, node, gpu_index, job_id, run_index, {measures}
+    FROM (SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, {overlap_s} AS gpu_s,
+                 {overlap_s} * coalesce(m.energy_j, 0) / 60.0 AS energy_j,
                  coalesce(m.util_pct_avg, 0) AS util,
                  coalesce(m.util_pct_max, 0) < $idle_pct AS idle
           FROM ua a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
            AND m.ts >= date_trunc('minute', a.s) AND m.ts < a.e
           WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end)  -- zone maps
-)"""
+)""", nodes=_NODES, runs=_RUNS, measures=_MEASURES, overlap_s=_OVERLAP_S)
 
 #: Per minute of telemetry in [$start, $end): what no allocation held (``uf``).
-_FREE = f"""
+_FREE = fill("""
 uf AS (
     SELECT ts, node, gpu_index, NULL::VARCHAR AS job_id, NULL::INTEGER AS run_index,
-           {_MEASURES}
+           {measures}
     FROM (SELECT m.ts, m.node, m.gpu_index,
                  greatest(0, coalesce(m.covered_s, 0) - coalesce(h.held_s, 0)) AS gpu_s,
                  greatest(0, coalesce(m.energy_j, 0) - coalesce(h.held_j, 0)) AS energy_j,
@@ -96,26 +96,28 @@ uf AS (
           FROM gpu_samples_1m m
           LEFT JOIN (SELECT ts, node, gpu_index, sum(gpu_s) AS held_s, sum(energy_j) AS held_j
                      FROM um GROUP BY ALL) h USING (ts, node, gpu_index)
-          WHERE m.ts >= $start AND m.ts < $end AND {_NODES})
-)"""
+          WHERE m.ts >= $start AND m.ts < $end AND {nodes})
+)""", measures=_MEASURES, nodes=_NODES)
 
 _COLUMNS = "ts, node, job_id, run_index, gpu_s, util_s, energy_j, idle_s, idle_j"
 
 #: A usage source ``u`` (columns of :data:`_COLUMNS`) read from the table.
-TABLE = f"""u AS (
-    SELECT {_COLUMNS} FROM gpu_usage_1h
-    WHERE ts >= $start AND ts < $end AND {_NODES} AND {_RUNS}
-)"""
+TABLE = fill("""u AS (
+    SELECT {columns} FROM gpu_usage_1h
+    WHERE ts >= $start AND ts < $end AND {nodes} AND {runs}
+)""", columns=_COLUMNS, nodes=_NODES, runs=_RUNS)
 
 
 def minutes(*, free: bool) -> str:
     """A usage source ``u`` computed live from the 1-minute tier, one row per minute:
     the allocated rows, and with ``free`` the unallocated ones (job_id NULL).
     Parameters: $start, $end, $idle_pct, $partition, $rack, $runs (None: all)."""
-    rows = f"SELECT {_COLUMNS} FROM um"
     if free:
-        return f"{_ALLOCATED},{_FREE},\nu AS ({rows} UNION ALL SELECT {_COLUMNS} FROM uf)"
-    return f"{_ALLOCATED},\nu AS ({rows})"
+        return fill("{allocated},{free},\nu AS (SELECT {columns} FROM um"
+                    " UNION ALL SELECT {columns} FROM uf)",
+                    allocated=_ALLOCATED, free=_FREE, columns=_COLUMNS)
+    return fill("{allocated},\nu AS (SELECT {columns} FROM um)",
+                allocated=_ALLOCATED, columns=_COLUMNS)
 
 
 def bind(sql: str, **params) -> tuple[str, dict]:
@@ -264,8 +266,8 @@ sig AS (
 #: within the recheck window [$lo, $hi) other samples or allocations (``sig``); before
 #: it other samples, or other allocated GPU-microseconds in the hour's day (one pass
 #: over a day's allocations: cheap over the minute tier's whole retention).
-_DUE_SQL = f"""
-WITH {_SIGNATURES},
+_DUE_SQL = fill("""
+WITH {signatures},
 hours AS (SELECT unnest(range($first::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts),
 old_samples AS (
     SELECT ts, sum(samples) AS samples FROM gpu_samples_1h
@@ -296,21 +298,21 @@ WHERE l.ts IS NULL OR l.idle_pct IS DISTINCT FROM $idle_pct
    OR h.ts < $lo AND (l.samples IS DISTINCT FROM coalesce(o.samples, 0)
                       OR coalesce(ld.alloc_us, 0) <> coalesce(od.alloc_us, 0))
 ORDER BY h.ts
-"""
+""", signatures=_SIGNATURES)
 
-_INSERT_USAGE_SQL = f"""
+_INSERT_USAGE_SQL = fill("""
 INSERT INTO gpu_usage_1h
-WITH {minutes(free=True)}
+WITH {usage}
 SELECT date_trunc('hour', ts) AS ts, node, job_id, run_index, sum(gpu_s), sum(util_s),
        sum(energy_j), sum(idle_s), sum(idle_j)
 FROM u GROUP BY ALL
-"""
+""", usage=minutes(free=True))
 
-_INSERT_LEDGER_SQL = f"""
+_INSERT_LEDGER_SQL = fill("""
 INSERT INTO gpu_usage_hours
-WITH {_SIGNATURES}
+WITH {signatures}
 SELECT ts, samples, alloc_sig, alloc_us, $idle_pct, $now FROM sig
-"""
+""", signatures=_SIGNATURES)
 
 
 def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float) -> list[datetime]:

@@ -14,6 +14,8 @@ from datetime import datetime, timedelta
 import duckdb
 import pandas as pd
 
+from warehouse.db import fill
+
 _ALERT_COLUMNS = (
     "alert_id, fingerprint, rule, severity, scope, rack, node, gpu_index, group_key, state, "
     "value, peak, threshold, unit, active_since, fired_at, resolved_at, clear_since, "
@@ -57,11 +59,14 @@ def window_events(cur: duckdb.DuckDBPyConnection, *, now: datetime, span_s: floa
     ).df()
 
 
+_ACTIVE = fill("SELECT {columns} FROM alerts WHERE state IN ('pending', 'firing')",
+               columns=_ALERT_COLUMNS)
+_ONE = fill("SELECT {columns} FROM alerts WHERE alert_id = $id", columns=_ALERT_COLUMNS)
+
+
 def active_alerts(cur: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Pending and firing alerts (the evaluator's state), every column."""
-    return cur.execute(
-        f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE state IN ('pending', 'firing')"
-    ).df()
+    return cur.execute(_ACTIVE).df()
 
 
 def open_groups(cur: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -71,8 +76,7 @@ def open_groups(cur: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
 def get_alert(cur: duckdb.DuckDBPyConnection, alert_id: str) -> dict | None:
     """One alert by id, as a dict, or None."""
-    df = cur.execute(f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE alert_id = $id",
-                     {"id": alert_id}).df()
+    df = cur.execute(_ONE, {"id": alert_id}).df()
     return None if df.empty else df.iloc[0].to_dict()
 
 
@@ -82,13 +86,13 @@ def list_alerts(cur: duckdb.DuckDBPyConnection, *, now: datetime, since_s: float
     """Alerts in ``states`` that were active at some time in ``(now - since_s, now]``
     (pending/firing ones always), newest first; ``rack`` narrows to one rack."""
     return cur.execute(
-        f"""SELECT {_ALERT_COLUMNS} FROM alerts
+        fill("""SELECT {alert_columns} FROM alerts
             WHERE state IN (SELECT unnest($states::VARCHAR[]))
               AND (state <> 'resolved' OR resolved_at > $since)
               AND active_since <= $now
               AND ($rack IS NULL OR rack = $rack)
             ORDER BY state = 'resolved', coalesce(fired_at, active_since) DESC, alert_id
-            LIMIT $limit""",
+            LIMIT $limit""", alert_columns=_ALERT_COLUMNS),
         {"states": list(states), "since": now - timedelta(seconds=since_s), "now": now,
          "rack": rack, "limit": limit},
     ).df()

@@ -13,6 +13,7 @@ import pandas as pd
 
 from gpulens.settings import default
 from warehouse import reliability
+from warehouse.db import fill
 from warehouse.queries import fleet
 
 #: Columns a breakdown may group by (constant SQL expressions, never user text).
@@ -23,11 +24,11 @@ GROUPS = {
 }
 
 _LIST_SQL = {  # with the evidence (JSON text per run) or without: breakdowns need none
-    evidence: f"""
-SELECT * {'' if evidence else 'EXCLUDE (evidence)'} FROM failures
+    evidence: fill("""
+SELECT * {exclude} FROM failures
 WHERE end_ts >= $start AND end_ts < $end AND ($category IS NULL OR category = $category)
 ORDER BY end_ts DESC, job_id, run_index
-""" for evidence in (True, False)}
+""", exclude="" if evidence else "EXCLUDE (evidence)") for evidence in (True, False)}
 
 _EXPOSURE_SQL = """
 WITH r AS (
@@ -100,10 +101,10 @@ def failures_by(cur, *, start: datetime, end: datetime, by: str = "category") ->
     group, ``failures``, ``gpu_hours_lost`` (GPU-hours) and ``share_of_lost`` (0..1)."""
     if by not in GROUPS:
         raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
-    sql = (f"SELECT {GROUPS[by]}, count(*) AS failures, sum(gpu_hours_lost) AS gpu_hours_lost,"
-           " sum(gpu_hours_lost) / nullif(sum(sum(gpu_hours_lost)) OVER (), 0) AS share_of_lost"
-           " FROM failures WHERE end_ts >= $start AND end_ts < $end"
-           " GROUP BY ALL ORDER BY gpu_hours_lost DESC NULLS LAST")
+    sql = fill("SELECT {group}, count(*) AS failures, sum(gpu_hours_lost) AS gpu_hours_lost,"
+               " sum(gpu_hours_lost) / nullif(sum(sum(gpu_hours_lost)) OVER (), 0)"
+               " AS share_of_lost FROM failures WHERE end_ts >= $start AND end_ts < $end"
+               " GROUP BY ALL ORDER BY gpu_hours_lost DESC NULLS LAST", group=GROUPS[by])
     return cur.execute(sql, {"start": start, "end": end}).df()
 
 

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from warehouse.analytics import Options
+from warehouse.db import fill
 from warehouse.queries import energy as qe
 from warehouse.queries.utilisation import TIERS, bucket_s, tier
 
@@ -24,6 +25,7 @@ STATES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "NODE_FAIL", "TIMEOUT",
 _SEARCH = """
 SELECT j.job_id, j.name, j.user_name, j.account, j.partition, j.job_type, j.state,
        j.submit_ts, j.start_ts, j.end_ts, j.gpus, j.nodes, j.restarts,
+       count(*) OVER () AS matches,
        coalesce(j.gpus, 0) * greatest(0, epoch(least(coalesce(j.end_ts, $now), $now))
                                        - epoch(j.start_ts)) / 3600.0 AS gpu_h
 FROM jobs j
@@ -87,8 +89,8 @@ s AS (
 )"""
 
 _TELEMETRY = {
-    table: f"""
-WITH {_ON_JOB_GPUS.replace('{tier}', table)}
+    table: fill("""
+WITH {on_job_gpus}
 SELECT time_bucket(to_seconds($bucket_s), ts) AS ts,
        count(DISTINCT (node, gpu_index)) AS gpus,
        avg(util_pct_avg) AS util_mean_pct, min(util_pct_avg) AS util_min_pct,
@@ -96,7 +98,7 @@ SELECT time_bucket(to_seconds($bucket_s), ts) AS ts,
        sum(power_w_avg) / 1000.0 / count(DISTINCT s.ts) AS power_kw,
        sum(throttle_thermal_s) AS throttle_thermal_s
 FROM s GROUP BY 1 ORDER BY 1
-"""
+""", on_job_gpus=fill(_ON_JOB_GPUS, tier=table))
     for table in TIERS
 }
 
@@ -115,7 +117,7 @@ def search(cur, *, now: datetime, start: datetime, end: datetime, q: str | None 
     ``q`` matches a job id exactly or as a prefix, or appears in the job name (plain
     text, no wildcards). Columns: job_id, name, user_name, account, partition,
     job_type, state, submit_ts, start_ts, end_ts, gpus, nodes, restarts, gpu_h
-    (GPU-hours so far).
+    (GPU-hours so far), matches (how many jobs match before ``limit`` cuts the list).
     """
     params = {"now": now, "start": start, "end": end, "q": (q or "").strip() or None,
               "user": user or None, "state": state or None, "partition": partition,

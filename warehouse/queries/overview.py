@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from warehouse.db import fill
 from warehouse.queries import fleet, goodput
 
 _LATEST = """
@@ -29,8 +30,8 @@ allocated AS (
     WHERE start_ts <= $now AND (end_ts IS NULL OR end_ts > $now)
 )"""
 
-_HEADLINE_SQL = f"""
-WITH {_LATEST}, {_ALLOCATED}
+_HEADLINE_SQL = fill("""
+WITH {latest}, {allocated}
 SELECT
     coalesce(nullif((SELECT count(*) FROM gpus), 0), (SELECT sum(gpus) FROM nodes), 0)
         AS gpus,
@@ -40,10 +41,10 @@ SELECT
         AS mean_util_allocated_pct,
     (SELECT sum(power_w) / 1000.0 FROM latest) AS power_kw,
     (SELECT max(ts) FROM latest) AS latest_sample_ts
-"""
+""", latest=_LATEST, allocated=_ALLOCATED)
 
-_FLOOR_SQL = f"""
-WITH {_LATEST},
+_FLOOR_SQL = fill("""
+WITH {latest},
 per_gpu AS (
     SELECT n.rack, l.node, l.gpu_index, l.temp_c, l.util_pct, l.power_w
     FROM latest l JOIN nodes n USING (node)
@@ -70,7 +71,7 @@ SELECT r.rack, r.zone, r."row" AS "row", r.x, r.y,
        a.mean_util_pct, a.power_kw
 FROM racks r LEFT JOIN agg a USING (rack) LEFT JOIN hottest h USING (rack)
 ORDER BY r.rack
-"""
+""", latest=_LATEST)
 
 
 def iso_week_start(now: datetime) -> datetime:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from warehouse.db import fill, names
+
 COLUMNS = ("week_start", "week_end", "generated_at", "title", "path", "format",
            "size_bytes")
 SUFFIXES = (".html", ".pdf", ".md")
@@ -37,8 +39,8 @@ def list_reports(cur, *, limit: int = 200) -> pd.DataFrame:
     if not known:
         return _empty()
     order = next((c for c in ("week_start", "generated_at") if c in present), known[0])
-    sql = (f"SELECT {', '.join(known)} FROM reports "  # names from COLUMNS only
-           f"ORDER BY {order} DESC NULLS LAST LIMIT $limit")
+    sql = fill("SELECT {columns} FROM reports ORDER BY {order} DESC NULLS LAST LIMIT $limit",
+               columns=names(known), order=order)  # names from COLUMNS only
     df = cur.execute(sql, {"limit": limit}).df()
     for c in COLUMNS:
         if c not in df:

@@ -12,16 +12,13 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from warehouse.queries.utilisation import SCOPE, TIERS, bucket_s, scope_params, tier
+from warehouse.db import fill
+from warehouse.queries.utilisation import SCOPE, bucket_s, per_tier, scope_params, tier
 
 DISTRIBUTION_MINUTES_MAX = timedelta(hours=6)
 
 
-def _per_tier(template: str) -> dict[str, str]:
-    return {table: template.replace("{tier}", table) for table in TIERS}
-
-
-_RACK_TEMPS = _per_tier(f"""
+_RACK_TEMPS = per_tier(fill("""
 SELECT n.rack,
        quantile_cont(t.temp_c_max, 0.05) AS p5_c,
        quantile_cont(t.temp_c_max, 0.25) AS p25_c,
@@ -30,37 +27,37 @@ SELECT n.rack,
        quantile_cont(t.temp_c_max, 0.95) AS p95_c,
        max(t.temp_c_max) AS max_c,
        count(*) AS samples
-FROM {{tier}} t JOIN nodes n USING (node)
-WHERE t.ts >= $start AND t.ts < $end AND t.temp_c_max IS NOT NULL AND {SCOPE}
+FROM {tier} t JOIN nodes n USING (node)
+WHERE t.ts >= $start AND t.ts < $end AND t.temp_c_max IS NOT NULL AND {scope}
 GROUP BY n.rack ORDER BY n.rack LIMIT $limit
-""")
+""", scope=SCOPE))
 
-_THROTTLE = _per_tier(f"""
+_THROTTLE = per_tier(fill("""
 SELECT time_bucket(to_seconds($bucket_s), t.ts) AS ts,
        100.0 * sum(t.throttle_thermal_s) / nullif(sum(t.covered_s), 0) AS thermal_pct,
        100.0 * sum(t.throttle_power_s) / nullif(sum(t.covered_s), 0) AS power_pct,
        max(t.temp_c_max) AS hottest_c,
        sum(t.temp_c_avg * t.samples) / nullif(sum(t.samples), 0) AS mean_c
-FROM {{tier}} t JOIN nodes n USING (node)
-WHERE t.ts >= $start AND t.ts < $end AND {SCOPE}
+FROM {tier} t JOIN nodes n USING (node)
+WHERE t.ts >= $start AND t.ts < $end AND {scope}
 GROUP BY 1 ORDER BY 1
-""")
+""", scope=SCOPE))
 
-_EVENTS = f"""
+_EVENTS = fill("""
 SELECT e.ts, n.rack, e.node, e.gpu_index, e.kind, e.code, e.detail
 FROM gpu_events e JOIN nodes n USING (node)
-WHERE e.ts >= $start AND e.ts < $end AND {SCOPE}
+WHERE e.ts >= $start AND e.ts < $end AND {scope}
   AND ($kinds::VARCHAR[] IS NULL OR list_contains($kinds::VARCHAR[], e.kind))
 ORDER BY e.ts DESC, e.node, e.gpu_index LIMIT $limit
-"""
+""", scope=SCOPE)
 
-_EVENT_COUNTS = f"""
+_EVENT_COUNTS = fill("""
 SELECT e.kind, e.code, count(*) AS events, count(DISTINCT (e.node, e.gpu_index)) AS gpus,
        max(e.ts) AS last_ts
 FROM gpu_events e JOIN nodes n USING (node)
-WHERE e.ts >= $start AND e.ts < $end AND {SCOPE}
+WHERE e.ts >= $start AND e.ts < $end AND {scope}
 GROUP BY ALL ORDER BY events DESC, e.kind, e.code LIMIT $limit
-"""
+""", scope=SCOPE)
 
 
 def rack_temperatures(cur, *, start: datetime, end: datetime, partition: str | None = None,
@@ -103,11 +100,11 @@ def event_counts(cur, *, start: datetime, end: datetime, partition: str | None =
     return cur.execute(_EVENT_COUNTS, params).df()
 
 
-_FAILURE_TEMPS = f"""
+_FAILURE_TEMPS = fill("""
 WITH f AS (
     SELECT fl.job_id, fl.run_index, fl.category, fl.reason, fl.node, fl.end_ts
     FROM failures fl JOIN nodes n USING (node)
-    WHERE fl.end_ts >= $start AND fl.end_ts < $end AND {SCOPE}
+    WHERE fl.end_ts >= $start AND fl.end_ts < $end AND {scope}
     ORDER BY fl.end_ts DESC LIMIT $limit
 ),
 fh AS (  -- each failure once per clock hour overlapping the hour before it
@@ -128,7 +125,7 @@ SELECT f.*, t.hottest_c,
         WHERE ts >= $start AND ts < $end) AS fleet_median_c
 FROM f LEFT JOIN t USING (job_id, run_index)
 ORDER BY f.end_ts DESC
-"""
+""", scope=SCOPE)
 
 
 def failure_temperatures(cur, *, start: datetime, end: datetime,

@@ -24,6 +24,7 @@ import pandas as pd
 
 from gpulens.settings import default
 from warehouse import usage
+from warehouse.db import fill
 from warehouse.queries import fleet
 from warehouse.usage import MINUTE_TIER_MAX, SCOPE
 
@@ -54,23 +55,24 @@ def scope_params(start, end, partition=None, rack=None, **extra) -> dict:
     return {"start": start, "end": end, "partition": partition, "rack": rack, **extra}
 
 
-def _per_tier(template: str) -> dict[str, str]:
-    return {table: template.replace("{tier}", table) for table in TIERS}
+def per_tier(template: str) -> dict[str, str]:
+    """``template`` with its ``{tier}`` marker filled by each rollup table, by table."""
+    return {table: fill(template, tier=table) for table in TIERS}
 
 
-_OVER_TIME = _per_tier(f"""
+_OVER_TIME = per_tier(fill("""
 WITH buckets AS (
     SELECT unnest(range(time_bucket(to_seconds($bucket_s), $start::TIMESTAMP),
                         $end::TIMESTAMP, to_seconds($bucket_s))) AS ts
 ),
 installed AS (
-    SELECT count(*) AS gpus FROM gpus g JOIN nodes n USING (node) WHERE {SCOPE}
+    SELECT count(*) AS gpus FROM gpus g JOIN nodes n USING (node) WHERE {scope}
 ),
 alloc AS (
     SELECT greatest(a.start_ts, $start::TIMESTAMP) AS lo,
            least(coalesce(a.end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi
     FROM allocations a JOIN nodes n USING (node)
-    WHERE a.start_ts < $end AND (a.end_ts IS NULL OR a.end_ts > $start) AND {SCOPE}
+    WHERE a.start_ts < $end AND (a.end_ts IS NULL OR a.end_ts > $start) AND {scope}
 ),
 allocated AS (
     SELECT b.ts, sum(epoch(least(a.hi, b.ts + to_seconds($bucket_s)))
@@ -81,10 +83,10 @@ allocated AS (
 per_ts AS (  -- first per rollup timestamp, then the mean over the display bucket
     SELECT t.ts, count(*) AS gpus, sum(t.util_pct_avg) / 100.0 AS busy,
            sum(t.power_w_avg) / 1000.0 AS kw
-    FROM {{tier}} t
+    FROM {tier} t
     WHERE t.ts >= $start AND t.ts < $end
       AND ($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL
-           OR t.node IN (SELECT node FROM nodes n WHERE {SCOPE}))
+           OR t.node IN (SELECT node FROM nodes n WHERE {scope}))
     GROUP BY t.ts
 ),
 used AS (
@@ -98,15 +100,15 @@ SELECT b.ts, (SELECT gpus FROM installed) AS gpus_installed,
 FROM buckets b LEFT JOIN allocated a USING (ts) LEFT JOIN used u USING (ts)
 WHERE b.ts >= time_bucket(to_seconds($bucket_s), $start::TIMESTAMP)
 ORDER BY b.ts
-""")
+""", scope=SCOPE))
 
 #: A usage source ``u`` (warehouse/usage.py) from the 1-hour tier: per GPU-hour in scope,
 #: each allocation's seconds in the hour and their share of the hour's utilisation.
-_HOUR_SOURCE = f"""
+_HOUR_SOURCE = fill("""
 s AS (
     SELECT t.ts, t.node, t.gpu_index, coalesce(t.util_pct_avg, 0) AS util
     FROM gpu_samples_1h t JOIN nodes n USING (node)
-    WHERE t.ts >= $start AND t.ts < $end AND {SCOPE}
+    WHERE t.ts >= $start AND t.ts < $end AND {scope}
 ),
 al AS (
     SELECT job_id, node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS lo,
@@ -124,20 +126,20 @@ u AS (
                  epoch(least(alb.hi, s.ts + INTERVAL 1 HOUR)) - epoch(greatest(alb.lo, s.ts))
                  AS gpu_s
           FROM s JOIN alb USING (node, gpu_index, ts))
-)"""
+)""", scope=SCOPE)
 
 
 def _per_path(template: str) -> dict[str, str]:
     """``template`` over each part path's usage source (warehouse/usage.py:plan)."""
     sources = {"table": usage.TABLE, "minute": usage.minutes(free=False),
                "hour": _HOUR_SOURCE}
-    return {path: template.replace("{source}", src) for path, src in sources.items()}
+    return {path: fill(template, source=src) for path, src in sources.items()}
 
 
 #: Allocated and utilised GPU-hours per group, summed per job and node first: the jobs
 #: join sees thousands of rows, not millions.
-_BY = {key: _per_path(f"""
-WITH {{source}},
+_BY = {key: _per_path(fill("""
+WITH {source},
 per AS (
     SELECT job_id, node, sum(gpu_s) AS alloc_s, sum(util_s) AS used_s
     FROM u WHERE job_id IS NOT NULL GROUP BY ALL
@@ -146,7 +148,7 @@ SELECT {expr} AS "group", sum(alloc_s) / 3600.0 AS allocated_gpu_h,
        sum(used_s) / 3600.0 AS utilised_gpu_h
 FROM per x JOIN nodes n USING (node) LEFT JOIN jobs j USING (job_id)
 GROUP BY 1
-""") for key, expr in GROUPS.items()}
+""", expr=expr)) for key, expr in GROUPS.items()}
 
 _JOBS = _per_path("""
 WITH {source},
@@ -164,7 +166,7 @@ SELECT job_id, name, user_name, job_type, state, gpus FROM jobs
 WHERE job_id IN (SELECT unnest($ids::VARCHAR[]))
 """
 
-_IDLE_NOW = f"""
+_IDLE_NOW = fill("""
 WITH latest AS (
     SELECT node, gpu_index, ts, util_pct, power_w, mem_used_mib
     FROM gpu_samples WHERE ts > $since AND ts <= $now
@@ -183,15 +185,15 @@ SELECT n.rack, a.node, a.gpu_index, a.job_id, j.name, j.user_name, j.job_type,
        l.mem_used_mib
 FROM allocated a JOIN latest l USING (node, gpu_index) JOIN nodes n USING (node)
 LEFT JOIN recent r USING (node, gpu_index) LEFT JOIN jobs j USING (job_id)
-WHERE l.util_pct < $idle_pct AND coalesce(r.util_max_pct, 0) < $idle_pct AND {SCOPE}
+WHERE l.util_pct < $idle_pct AND coalesce(r.util_max_pct, 0) < $idle_pct AND {scope}
 ORDER BY a.start_ts, a.node, a.gpu_index LIMIT $limit
-"""
+""", scope=SCOPE)
 
-_ENERGY = _per_tier(f"""
+_ENERGY = per_tier(fill("""
 SELECT sum(t.energy_j) / 3.6e6 AS energy_kwh
-FROM {{tier}} t JOIN nodes n USING (node)
-WHERE t.ts >= $start AND t.ts < $end AND {SCOPE}
-""")
+FROM {tier} t JOIN nodes n USING (node)
+WHERE t.ts >= $start AND t.ts < $end AND {scope}
+""", scope=SCOPE))
 
 
 def allocated_vs_used(cur, *, start: datetime, end: datetime, partition: str | None = None,

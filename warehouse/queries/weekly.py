@@ -243,6 +243,21 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
         large_job_gpus = opts.large_job_gpus
     end = min(end, max(now, start))
     w = {"start": start, "end": end}
+    fleet = _fleet_section(reader, opts, **w)
+    reliability = _reliability_section(reader, opts, now=now, top=top,
+                                       large_job_gpus=large_job_gpus,
+                                       gpus_per_node=gpus_per_node, **w)
+    thermal = _thermal_section(reader, fleet, top=top, **w)
+    energy = _energy_section(reader, opts, fleet, reliability["failures_frame"], top=top, **w)
+    return {"start": start, "end": end, "fleet": fleet, "reliability": reliability,
+            "thermal": thermal, "energy": energy,
+            "over_time": qu.allocated_vs_used(reader(), **w)}
+
+
+def _fleet_section(reader: Callable, opts: Options, *, start: datetime, end: datetime) -> dict:
+    """GPU-hours of the week (:func:`fleet_hours`, :func:`idle_figures`) and the shares
+    derived from them, percent."""
+    w = {"start": start, "end": end}
     fleet = fleet_hours(reader(), **w)
     fleet.update(idle_figures(reader(), idle_util_pct=opts.idle_util_pct, **w))
     hours = max((end - start).total_seconds() / 3600, 0.0)
@@ -254,7 +269,15 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
                                       if fleet["allocated_gpu_h"] else None)
     fleet["coverage_pct"] = (100 * fleet["reporting_gpu_h"] / installed_h
                              if installed_h else None)
+    return fleet
 
+
+def _reliability_section(reader: Callable, opts: Options, *, start: datetime, end: datetime,
+                         now: datetime, top: int, large_job_gpus: int,
+                         gpus_per_node: int | None) -> dict:
+    """Failures, GPU-hours lost, the failure rate and MTTF, lemon nodes and the ETTR of
+    large jobs in the week."""
+    w = {"start": start, "end": end}
     fails = qf.failures(reader(), **w)
     lost = qg.lost_by(reader(), by="category", **w)
     rate = qf.failure_rate(reader(), gpus_per_node=gpus_per_node, job_gpus=MTTF_JOB_GPUS, **w)
@@ -262,7 +285,7 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
                             p_value=opts.lemon_p_value, gpus_per_node=gpus_per_node, **w)
     large = qg.large_jobs(reader(), now=now, opts=opts, min_gpus=large_job_gpus, **w)
     mttf = rate["mttf"].set_index("gpus")["mttf_h"]
-    reliability = {
+    return {
         "failures": int(len(fails)),
         "infra_failures": int(rate["failures"]),
         "gpu_hours_lost": float(lost["gpu_hours_lost"].sum()) if len(lost) else 0.0,
@@ -281,9 +304,14 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
         "failures_frame": fails, "rate": rate, "ettr_frame": large,
     }
 
+
+def _thermal_section(reader: Callable, fleet: dict, *, start: datetime, end: datetime,
+                     top: int) -> dict:
+    """Alerts fired, throttled GPU-hours and the hottest racks of the week (°C)."""
+    w = {"start": start, "end": end}
     alerts = alerts_fired(reader(), **w)
     temps = qt.rack_temperatures(reader(), **w)
-    thermal = {
+    return {
         "alerts_fired": int(alerts["alerts"].sum()) if len(alerts) else 0,
         "critical_alerts": int(alerts.loc[alerts["severity"] == "critical", "alerts"].sum()),
         "alerts": alerts, "alert_racks": alert_racks(reader(), limit=top, **w),
@@ -293,6 +321,12 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
         "max_temp_c": float(temps["max_c"].max()) if len(temps) else None,
     }
 
+
+def _energy_section(reader: Callable, opts: Options, fleet: dict, fails: pd.DataFrame, *,
+                    start: datetime, end: datetime, top: int) -> dict:
+    """Energy (kWh), carbon (kg, t), PUE and intensity of the week; idle energy; the top
+    jobs and users; the energy and carbon of the GPU-hours lost to ``fails``."""
+    w = {"start": start, "end": end}
     fleet_e = qe.energy_by(reader(), by="fleet", opts=opts, **w)
     e0 = fleet_e.iloc[0] if len(fleet_e) else {}
     energy = {k: _f(e0.get(k)) if len(fleet_e) else 0.0
@@ -312,6 +346,4 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
     energy.update(_failure_carbon(fails, runs, energy))
     energy["by_day"] = qe.energy_by(reader(), by="day", opts=opts, **w)
     energy.pop("gpu_hours_lost", None)
-    return {"start": start, "end": end, "fleet": fleet, "reliability": reliability,
-            "thermal": thermal, "energy": energy,
-            "over_time": qu.allocated_vs_used(reader(), **w)}
+    return energy
