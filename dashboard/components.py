@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import PurePath
 from urllib.parse import quote
 
 import pandas as pd
@@ -269,6 +270,15 @@ def node_href(rec: dict) -> str | None:
     """Link to a node's page (``/node?node=...``)."""
     node = rec.get("node")
     return f"/node?node={quote(str(node), safe='')}" if node and not missing(node) else None
+
+
+def report_href(rec: dict) -> str | None:
+    """Link to a weekly report file as the service serves it
+    (``/api/reports/files/<name>``, dashboard/report/api.py)."""
+    path = rec.get("path")
+    if not isinstance(path, str) or not path:
+        return None
+    return f"/api/reports/files/{quote(PurePath(path).name, safe='')}"
 
 
 def cards(items: Sequence[tuple[str, str, str]]) -> html.Div:

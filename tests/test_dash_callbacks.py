@@ -171,6 +171,16 @@ def test_thermal_callbacks_and_drill_down(pages, app_and_wh):
     assert json.dumps(XSS_NAME)[1:-1] in node_table  # a string child: rendered as text
 
 
+def test_jobs_list_says_the_real_count_not_the_cap(pages, monkeypatch):
+    jobs_page = pages["jobs"]
+    _, note = jobs_page.update_jobs(Filters("7d").to_store(), None, None, None)
+    total = int(note.split(" · ")[1].split()[0])
+    monkeypatch.setattr(jobs_page, "LIMIT", 2)
+    table, note = jobs_page.update_jobs(Filters("7d").to_store(), None, None, None)
+    assert total > 2 and f"{total} jobs (the newest 2 shown)" in note
+    assert len(table.children[0].data) == 2
+
+
 def test_jobs_and_job_page(pages):
     jobs_page, job_page = pages["jobs"], pages["job"]
     table, note = jobs_page.update_jobs(Filters("24h").to_store(), "sft", None, None)
@@ -186,6 +196,7 @@ def test_jobs_and_job_page(pages):
     assert "kg CO₂e" in " ".join(_texts(job_page.update_energy("1001")))
     failures = " ".join(_texts(job_page.update_failures("1001")))
     assert "infrastructure" in failures and "<b>NCCL</b>" in failures  # evidence as text
+    assert "Run 0: why it was classified infrastructure" in failures  # a readable block
     assert "No job 'nope'" in _texts(job_page.update_summary("nope")[0])[0]
 
 
@@ -217,8 +228,12 @@ def test_analytics_pages(pages):
     assert mttf.layout.yaxis.type == "log"
     text, curve = pages["goodput"].update_advice(data, 1024, 15, 2)
     assert "Checkpoint every" in text and curve.layout.xaxis.type == "log"
-    over, pue, _ = pages["energy"].update_over_time(data)
+    over, pue, totals, _ = pages["energy"].update_over_time(data)
     assert over.layout.yaxis.title.text == "IT energy (kWh)"
+    cards = _texts(totals)  # Energy shows totals, not only charts (issue 19)
+    assert cards[0] == "IT energy" and cards[1].endswith(" kWh") and "t CO₂e" in cards[7]
+    it_kwh = float(cards[1].split()[0].replace(",", ""))
+    assert it_kwh > 0 and abs(it_kwh - sum(over.data[0].y) - sum(over.data[1].y)) < 1
     assert pages["energy"].update_by(data, "user_name").data[0].type == "bar"
     assert pages["energy"].update_idle(data).layout.xaxis.title.text == "GPU energy (kWh)"
 

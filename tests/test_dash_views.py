@@ -9,7 +9,7 @@ import pandas as pd
 from dash.dash_table import DataTable
 
 from dashboard import alerts_view
-from dashboard.components import Column, num, table
+from dashboard.components import Column, num, report_href, table
 from dashboard.figures.energy import energy_over_time
 from dashboard.figures.utilization import utilisation_over_time
 from dashboard.filters import CUSTOM, WEEK, Filters, from_query, from_search, merged_search
@@ -122,3 +122,10 @@ def test_partial_buckets_are_labelled_not_drawn_as_a_collapse():
                            "gpu_kwh": 10.0, "other_kwh": 2.0, "carbon_kg": 1.0})
     fig = energy_over_time(energy, x="day", start=datetime(2026, 11, 16), end=NOW)
     assert [pd.Timestamp(s.x0).day for s in fig.layout.shapes] == [18]
+
+
+def test_report_files_are_linked_from_the_reports_page():
+    assert report_href({"path": "/srv/reports/gpulens-report-2026-W47.pdf"}) == (
+        "/api/reports/files/gpulens-report-2026-W47.pdf")
+    assert report_href({"path": "x/a b?.html"}) == "/api/reports/files/a%20b%3F.html"
+    assert report_href({"path": None}) is None

@@ -16,7 +16,7 @@ from dash import Input, Output, callback, dcc, html
 from dashboard import components, context, ids
 from dashboard.figures import energy as fig
 from dashboard.filters import from_query
-from dashboard.formatting import fmt_time
+from dashboard.formatting import DASH, fmt_num, fmt_time
 from warehouse.queries import energy as eq
 
 dash.register_page(
@@ -33,6 +33,7 @@ def layout(**query) -> html.Div:
     f = from_query(query)
     return components.page(
         "energy", "Energy & carbon", f,
+        html.Div(components.cards(totals(None)), id=ids.ENERGY_TOTALS),
         components.panel("Energy and emissions", "IT energy (GPUs and the rest of the "
                          "nodes) and emissions of the facility energy.",
                          components.graph(ids.ENERGY_OVER_TIME)),
@@ -62,8 +63,26 @@ def _window(data):
     return f, start, end
 
 
+def totals(df) -> list[tuple[str, str, str]]:
+    """Headline cards of the window from the energy-over-time frame (kWh, t CO₂e)."""
+    if df is None or len(df) == 0:
+        return [(t, DASH, "no energy data in this window") for t in
+                ("IT energy", "Facility energy", "Emissions", "GPU share")]
+    s = df[["gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg"]].sum()
+    pue = s["facility_kwh"] / s["it_kwh"] if s["it_kwh"] else None
+    return [
+        ("IT energy", fmt_num(s["it_kwh"], 0, "kWh"), "GPUs and the rest of the nodes"),
+        ("Facility energy", fmt_num(s["facility_kwh"], 0, "kWh"),
+         f"IT x PUE {fmt_num(pue, 2)}"),
+        ("Emissions", fmt_num(s["carbon_kg"] / 1000, 2, "t CO₂e"),
+         "facility energy x grid intensity"),
+        ("GPU share", fmt_num(100 * s["gpu_kwh"] / s["it_kwh"] if s["it_kwh"] else None, 0,
+                              "%"), f"{fmt_num(s['gpu_kwh'], 0, 'kWh')} in GPUs"),
+    ]
+
+
 @callback(Output(ids.ENERGY_OVER_TIME, "figure"), Output(ids.ENERGY_PUE, "figure"),
-          Output(ids.updated("energy"), "children"),
+          Output(ids.ENERGY_TOTALS, "children"), Output(ids.updated("energy"), "children"),
           Input(ids.FILTERS, "data"), Input(ids.refresh("energy"), "n_intervals"))
 def update_over_time(data, _n=None):
     """One query (energy per hour or day), two figures."""
@@ -71,7 +90,7 @@ def update_over_time(data, _n=None):
     by = "hour" if end - start <= HOURLY_UP_TO else "day"
     df = eq.energy_by(context.reader(), start=start, end=end, by=by, opts=context.options())
     return (fig.energy_over_time(df, x=by, start=start, end=end),
-            fig.pue_and_intensity(df, x=by),
+            fig.pue_and_intensity(df, x=by), components.cards(totals(df)),
             f"{f.label} · {fmt_time(end)}")
 
 

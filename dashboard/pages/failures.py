@@ -8,11 +8,12 @@ classified ``failures`` table through ``warehouse.queries.failures`` (analytics)
 from __future__ import annotations
 
 import dash
-from dash import Input, Output, callback, html
+from dash import Input, Output, callback, dcc, html
 
 from dashboard import components, context, ids
-from dashboard.components import Column, num
+from dashboard.components import Column, node_href, num
 from dashboard.figures import failures as fig
+from dashboard.figures.base import CATEGORIES
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_time
 from warehouse.queries import failures as fq
@@ -25,22 +26,32 @@ dash.register_page(
 )
 
 LEMON_COLUMNS = (
-    Column("node", "Node"), Column("rack", "Rack"),
+    Column("node", "Node", href=node_href), Column("rack", "Rack"),
     num("infra_failures", "Infra failures"),
     num("expected_failures", "Expected", 2),
     Column("p_value", "p-value", lambda v: f"{v:.2g}", numeric=True),
-    Column("xids", "XIDs", str, numeric=True),
+    num("xids", "XIDs"),
     Column("xid_codes", "XID codes", lambda v: ", ".join(str(int(c)) for c in v)),
     Column("reasons", "Reasons", lambda v: "; ".join(str(r) for r in v)),
     num("gpu_hours_lost", "Lost", 1, "GPU·h"),
-    Column("lemon", "Lemon", lambda v: "yes" if v else "no"),
+    Column("lemon", "Lemon", lambda v: "yes" if v else "not yet"),
 )
+
+
+def category_picker() -> dcc.Dropdown:
+    """Which failure categories the charts count (all by default): script errors of one
+    rack can swamp the infrastructure signal."""
+    return dcc.Dropdown(id=ids.FAIL_CATEGORY, multi=True, value=list(CATEGORIES),
+                        options=[{"label": c, "value": c} for c in CATEGORIES],
+                        clearable=False, className="filter filter-category")
 
 
 def layout(**query) -> html.Div:
     f = from_query(query)
     return components.page(
         "failures", "Failures", f,
+        html.Div([html.Span("Failure categories counted: ", className="panel-sub"),
+                  category_picker()], className="filter-bar category-bar"),
         components.grid(
             components.panel("Failures by rack and day", "Classified failed runs.",
                              components.graph(ids.FAIL_RACK_DAY), wide=False),
@@ -55,14 +66,19 @@ def layout(**query) -> html.Div:
                              "node in the hour before, against the fleet median.",
                              components.graph(ids.FAIL_TEMPERATURE), wide=False),
         ),
-        components.panel("Lemon nodes", "Nodes whose infrastructure failures are unlikely "
-                         "under the fleet's rate (Poisson), with the evidence.",
+        components.panel("Lemon nodes", "Candidates: nodes that failed runs from "
+                         "infrastructure, ranked by how unlikely that many failures are "
+                         "under the fleet's rate (Poisson p-value), with the evidence; "
+                         "a lemon once the p-value and the count pass the settings.",
                          html.Div(components.empty("Loading…"), id=ids.FAIL_LEMONS)),
     )
 
 
-def _scoped(df, f):
-    """Rows of the URL's partition and rack (the analytics queries take a range only)."""
+def _scoped(df, f, categories=None):
+    """Rows of the URL's partition and rack (the analytics queries take a range only),
+    and of the chosen failure ``categories`` (None: all)."""
+    if categories is not None and "category" in df:
+        df = df[df["category"].isin(categories)]
     if f.partition and "partition" in df:
         df = df[df["partition"] == f.partition]
     if f.rack and "rack" in df:
@@ -75,12 +91,14 @@ def _scoped(df, f):
     Output(ids.FAIL_REASONS, "figure"), Output(ids.FAIL_XIDS, "figure"),
     Output(ids.updated("failures"), "children"),
     Input(ids.FILTERS, "data"), Input(ids.refresh("failures"), "n_intervals"),
+    Input(ids.FAIL_CATEGORY, "value"),
 )
-def update_failures(data, _n=None):
+def update_failures(data, _n=None, categories=None):
     """One query (the failures in range), four pure figures."""
     f = from_query(data)
     start, end = f.window(context.now())
-    df = _scoped(fq.failures(context.reader(), start=start, end=end, evidence=False), f)
+    df = _scoped(fq.failures(context.reader(), start=start, end=end, evidence=False), f,
+                 categories)
     return (fig.failures_heatmap(df, rows="rack", period="D"),
             fig.failures_heatmap(df, rows="category", period="W"),
             fig.failure_reasons(df), fig.xid_counts(df),
@@ -88,12 +106,13 @@ def update_failures(data, _n=None):
 
 
 @callback(Output(ids.FAIL_TEMPERATURE, "figure"), Input(ids.FILTERS, "data"),
-          Input(ids.refresh("failures"), "n_intervals"))
-def update_temperatures(data, _n=None):
+          Input(ids.refresh("failures"), "n_intervals"), Input(ids.FAIL_CATEGORY, "value"))
+def update_temperatures(data, _n=None, categories=None):
     f = from_query(data)
     start, end = f.window(context.now())
-    return fig.failure_temperatures(thermal.failure_temperatures(
-        context.reader(), start=start, end=end, partition=f.partition, rack=f.rack))
+    return fig.failure_temperatures(_scoped(thermal.failure_temperatures(
+        context.reader(), start=start, end=end, partition=f.partition, rack=f.rack), f,
+        categories))
 
 
 @callback(Output(ids.FAIL_LEMONS, "children"), Input(ids.FILTERS, "data"),
@@ -105,7 +124,7 @@ def update_lemons(data, _n=None):
     df = _scoped(fq.lemon_nodes(context.reader(), start=start, end=end,
                                 min_failures=opts.lemon_min_failures,
                                 p_value=opts.lemon_p_value), f)
-    df = df[(df["infra_failures"] > 0) | (df["xids"] > 0)].head(25)
+    df = df[df["infra_failures"] > 0].head(25)  # candidates: nodes that failed a run
     return components.table(df, LEMON_COLUMNS, table_id=ids.FAIL_LEMONS + "-table",
-                            empty_message="No node had an infrastructure failure or an XID "
-                            "in this range.")
+                            empty_message="No node failed a run from infrastructure in "
+                            "this range, so there is no lemon candidate.")

@@ -32,19 +32,43 @@ FAILURE_COLUMNS = (
     Column("source", "Decided by"), Column("node", "Node"),
     Column("xids", "XIDs", lambda v: ", ".join(str(x) for x in v) or DASH),
     num("gpu_hours_lost", "Lost", 1, "GPU·h"),
-    Column("evidence", "Evidence", lambda v: _evidence(v)),
 )
+EVIDENCE_CHARS = 2000  # of one evidence value (log tails can be long)
 
 
-def _evidence(text) -> str:
-    """The evidence JSON as ``key: value`` pairs (shown as text, never HTML)."""
+def _evidence_items(text) -> list[tuple[str, str]]:
+    """The evidence JSON as (key, value) text pairs; anything else as one pair."""
     try:
         data = json.loads(text)
     except (TypeError, ValueError):
-        return str(text)
+        return [("evidence", str(text))] if not missing(text) else []
     if not isinstance(data, dict):
-        return str(data)
-    return " · ".join(f"{k}: {v}" for k, v in data.items())
+        return [("evidence", str(data))]
+    out = []
+    for k, v in data.items():
+        value = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+        out.append((str(k).replace("_", " "), value[:EVIDENCE_CHARS]))
+    return out
+
+
+def evidence(df) -> html.Div | None:
+    """Each failed run's evidence as a readable block below the table: one line per
+    item, long values (log tails) in a scrolling pre-formatted box; text, never HTML."""
+    if df is None or len(df) == 0 or "evidence" not in df:
+        return None
+    blocks = []
+    for rec in df.to_dict("records"):
+        items = _evidence_items(rec.get("evidence"))
+        if not items:
+            continue
+        rows = [html.Div([html.Dt(k), html.Dd(html.Pre(v) if len(v) > 80 or "\n" in v
+                                               else v)], className="evidence-item")
+                for k, v in items]
+        blocks.append(html.Details([
+            html.Summary(f"Run {int(rec['run_index'])}: why it was classified "
+                         f"{rec.get('category') or DASH}"),
+            html.Dl(rows, className="evidence")], open=len(blocks) == 0))
+    return html.Div(blocks, className="evidence-list") if blocks else None
 
 
 def layout(job_id: str | None = None, **query) -> html.Div:
@@ -59,13 +83,11 @@ def layout(job_id: str | None = None, **query) -> html.Div:
                                                                       height=200)),
         components.panel("Telemetry of its GPUs", "Across the GPUs allocated to its runs.",
                          components.graph(ids.JOB_TELEMETRY, height=460)),
-        components.grid(
-            components.panel("Energy and carbon", "GPU energy per run; emissions from "
-                             "the grid's carbon intensity at the time.",
-                             html.Div(id=ids.JOB_ENERGY), wide=False),
-            components.panel("Failures", "How each failed run was classified, and why.",
-                             html.Div(id=ids.JOB_FAILURES), wide=False),
-        ),
+        components.panel("Energy and carbon", "GPU energy per run; emissions from "
+                         "the grid's carbon intensity at the time.",
+                         html.Div(id=ids.JOB_ENERGY)),
+        components.panel("Failures", "How each failed run was classified, and the "
+                         "evidence behind it.", html.Div(id=ids.JOB_FAILURES)),
         live=False, filters=(),
     )
 
@@ -142,6 +164,6 @@ def update_energy(job_id):
 @callback(Output(ids.JOB_FAILURES, "children"), Input(ids.JOB_ID, "data"))
 def update_failures(job_id):
     df = jobs.failures(context.reader(), job_id=job_id)
-    return components.table(df, FAILURE_COLUMNS, table_id=ids.JOB_FAILURES + "-table",
-                            empty_message="No classified failure: every run completed, is "
-                            "running, or has not been classified yet.")
+    return [components.table(df, FAILURE_COLUMNS, table_id=ids.JOB_FAILURES + "-table",
+                             empty_message="No classified failure: every run completed, is "
+                             "running, or has not been classified yet."), evidence(df)]

@@ -88,4 +88,11 @@ def update_jobs(data, q=None, user=None, state=None):
            f"No job ran in the {f.label.lower()} (with these partition and rack filters).")
     return (components.table(df, JOB_COLUMNS, table_id=ids.JOBS_TABLE + "-table",
                              empty_message=why),
-            f"{f.label} · {len(df):,} jobs · {fmt_time(now)}")
+            f"{f.label} · {_count(df)} · {fmt_time(now)}")
+
+
+def _count(df) -> str:
+    """``"1,234 jobs (the newest 200 shown)"``: the real count, not the display cap."""
+    total = int(df["matches"].iloc[0]) if len(df) else 0
+    shown = f" (the newest {len(df):,} shown)" if total > len(df) else ""
+    return f"{total:,} jobs{shown}"

@@ -11,7 +11,7 @@ import pandas as pd
 from dash import Input, Output, callback, html
 
 from dashboard import components, context, ids
-from dashboard.components import Column
+from dashboard.components import Column, num, report_href
 from dashboard.formatting import fmt_time
 from warehouse.queries import reports
 
@@ -26,16 +26,12 @@ NO_REPORTS = ("No weekly reports yet. The service writes one on the schedule of 
               "makes one now.")
 
 
-def _size(v) -> str:
-    return f"{v / 1024:,.0f} KiB"
-
-
 REPORT_COLUMNS = (
     Column("week_start", "Week of", lambda v: f"{pd.Timestamp(v):%d %b %Y}"),
-    Column("title", "Title"),
+    Column("title", "Title (open the file)", href=report_href),
     Column("format", "Format", lambda v: str(v).upper()),
     Column("generated_at", "Generated", lambda v: f"{pd.Timestamp(v):%d %b %Y %H:%M} UTC"),
-    Column("size_bytes", "Size", _size, numeric=True),
+    num("size_kib", "Size", 0, "KiB"),
 )
 
 
@@ -56,6 +52,7 @@ def update_reports(_data):
     df = reports.list_reports(context.reader())
     if len(df) == 0:
         df = reports.list_report_files(context.reports_dir())
+    df = df.assign(size_kib=df["size_bytes"] / 1024) if "size_bytes" in df else df
     return (components.table(df, REPORT_COLUMNS, table_id=ids.REPORTS_LIST + "-table",
                              empty_message=NO_REPORTS),
             f"{len(df):,} reports · {fmt_time(context.now())}")
