@@ -42,7 +42,7 @@ from collector.bounds import (
     plausible_time,
 )
 from collector.slurm import SchedulerBatch, infer_job_type
-from collector.slurm_fields import Drops, SlurmParseError
+from collector.slurm_fields import Drops, SlurmParseError, clean_text
 from warehouse.clock import naive_utc, utcnow
 
 __all__ = ["JobcompError", "JobcompReader", "parse_jobcomp_line", "parse_jobcomp_lines"]
@@ -172,7 +172,7 @@ def parse_jobcomp_lines(
         if not line.strip():
             continue
         try:
-            r = _run_of_line(parse_jobcomp_line(line), lineno, zone, now)
+            r = _run_of_line(parse_jobcomp_line(clean_text(line)), lineno, zone, now)
         except SlurmParseError as err:
             drops.add(err)
             continue

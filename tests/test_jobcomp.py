@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from collector.jobcomp import JobcompReader, parse_jobcomp_line
+from collector.jobcomp import JobcompReader, parse_jobcomp_line, parse_jobcomp_lines
 
 # Lines written by a real slurmctld 22.05.8 (tests/test_real_slurm.py), job 1 requeued.
 LINES = """JobId=1 UserId=root(0) GroupId=root(0) Name=rq.sh JobState=PENDING Partition=gpu TimeLimit=UNLIMITED StartTime=2026-11-22T14:52:34 EndTime=2026-11-22T14:52:34 NodeList=node1 NodeCnt=1 ProcCnt=1 WorkDir=/home/alice/jobs ReservationName= Tres=cpu=1,mem=1000M,node=1,billing=1,gres/gpu=4 Account=root QOS=normal WcKey= Cluster=gpulens SubmitTime=2026-11-22T14:52:31 EligibleTime=2026-11-22T14:52:31 DerivedExitCode=0:0 ExitCode=0:0
@@ -69,3 +69,10 @@ def test_derived_exit_code_of_a_failed_step(tmp_path):
     (run,) = JobcompReader(str(tmp_path / "j")).read(now=datetime(2026, 11, 23)).runs.to_pylist()
     assert (run["state"], run["exit_code"], run["reason"]) == (
         "COMPLETED", 1, "DerivedExitCode 1:0")
+
+
+def test_lines_with_lone_surrogates_are_stored_readable():
+    """Text decoded with surrogateescape (undecodable bytes) cannot be stored as is."""
+    line = LINES.splitlines()[1].replace("UserId=alice(1000)", "UserId=\udcff")
+    b = parse_jobcomp_lines([line], now=datetime(2026, 11, 23))
+    assert b.jobs["user_name"].to_pylist() == ["?"] and b.dropped == {}
