@@ -22,7 +22,7 @@ prometheus_client is the reference: the tests compare this parser against it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 import numpy as np
 import pyarrow as pa
@@ -361,14 +361,3 @@ def parse_texts_lenient(
     """
     return _parse(texts, counts)
 
-
-def to_dicts(table: pa.Table) -> Iterable[tuple[str, str, dict[str, str], float, int | None]]:
-    """Rows as ``(target, name, labels dict, value, timestamp_ms)``: slow, for tests."""
-    for row in table.to_pylist():
-        yield (
-            row["target"],
-            row["name"],
-            parse_labels(row["labels"]),
-            row["value"],
-            row["timestamp_ms"],
-        )

@@ -18,8 +18,8 @@ from collector.promtext import (
     parse_labels,
     parse_texts,
     parse_texts_lenient,
-    to_dicts,
 )
+from tests.support.promtext import to_dicts
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRICKY = (
