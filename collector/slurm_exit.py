@@ -13,7 +13,9 @@ The rule (docs/collectors.md, "Exit status"):
    ``step 4711.0 (python) FAILED: exit code 1``. A COMPLETED job whose training step
    crashed therefore reaches the failure classifier.
 4. Slurm 22.05's sacct prints ``{"status": "SUCCESS", "return_code": 0}`` for a FAILED
-   job that exited 3: a FAILED run with exit 0 and no signal has an unknown code (NULL).
+   job that exited 3, and for a FAILED step, and 0 as DerivedExitCode (seen on a real
+   22.05.8): a FAILED run with exit 0 and no signal has an unknown code (NULL), and so
+   has a clean run with a FAILED srun step (its reason names the step).
 
 Codes are 0-255 and signals 1-127; anything else is refused (NULL, counted).
 """
@@ -30,6 +32,8 @@ from collector.slurm_fields import Drops, SlurmParseError, clean_text, number, s
 __all__ = ["Ending", "exit_status", "run_ending"]
 
 _NO_STEP = ("batch", "extern", "interactive")  # not srun steps: no part of DerivedExitCode
+_FAILED_STEP = frozenset({"FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT", "BOOT_FAIL",
+                          "DEADLINE"})
 
 
 def _wait_status(raw: int, what: str) -> tuple[int | None, int | None]:
@@ -124,15 +128,17 @@ def run_ending(rec: Mapping, run_state: str | None, what: str, drops: Drops) -> 
     if not code and not signal:
         dcode, dsignal = drops.soft(exit_status, rec.get("derived_exit_code"),
                                     f"{what}: derived_exit_code", default=(None, None))
-        failed = [s for s in steps if s.is_srun and (s.code or s.signal)]
+        failed = [s for s in steps
+                  if s.is_srun and (s.code or s.signal or s.state in _FAILED_STEP)]
         worst = max(failed, key=lambda s: (s.code or 0, s.signal or 0), default=None)
         if dcode or dsignal:
             code, signal = dcode, dsignal
-        elif worst is not None:
-            code, signal = worst.code, worst.signal
+        elif worst is not None:  # no code on a FAILED step: unknown, never a false 0
+            code, signal = (worst.code or None), worst.signal
         if worst is not None:
             note = (f"step {worst.id} ({worst.name or '?'}) {worst.state or 'ended'}: "
-                    + (f"signal {worst.signal}" if worst.signal else f"exit code {worst.code}"))
+                    + (f"signal {worst.signal}" if worst.signal else
+                       f"exit code {worst.code}" if worst.code else "exit code unknown"))
         elif dcode or dsignal:
             note = f"DerivedExitCode {dcode or 0}:{dsignal or 0}"
     if run_state == "FAILED" and code == 0 and not signal:

@@ -14,7 +14,8 @@ Transport only (the JSON is parsed by :mod:`collector.slurm`, jobcomp lines by
 3. ``squeue --json``: running and pending jobs with their nodes and GPU indices, written
    last because it is the newest view of the running jobs. A run that has ended is
    taken from the history when the history has it (sacct knows the steps: the batch
-   step's signal, the DerivedExitCode), from squeue otherwise.
+   step's signal, the DerivedExitCode), with squeue's exit code where the history has
+   none; from squeue otherwise.
 
 Units of failure: a bad value or record costs itself (counted in ``source.dropped`` per
 ``<command>.<field>``, see :mod:`collector.slurm`); a ``sacct -j`` answer that cannot be
@@ -36,7 +37,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from collector.jobcomp import JobcompReader
 from collector.sanitize import DropCounter
@@ -89,19 +89,32 @@ def _concat(parts: list[SchedulerBatch]) -> SchedulerBatch:
                             for k in ("jobs", "runs", "allocations")))
 
 
-def _without_ended(current: SchedulerBatch, history: SchedulerBatch) -> SchedulerBatch:
-    """squeue's batch without the ended runs that the history (sacct, jobcomp) delivered
-    too: those know the steps (the batch step's signal, DerivedExitCode) that squeue's
-    record of a just-ended job may not have yet, and squeue is written last."""
-    runs = history.runs.filter(pc.is_valid(history.runs["end_ts"]))
-    if not runs.num_rows or not current.runs.num_rows:
-        return current
-    ended = set(zip(runs["job_id"].to_pylist(), runs["run_index"].to_pylist(), strict=True))
-    keys = zip(current.runs["job_id"].to_pylist(), current.runs["run_index"].to_pylist(),
-               current.runs["end_ts"].to_pylist(), strict=True)
-    keep = pa.array([end is None or (j, i) not in ended for j, i, end in keys])
-    return SchedulerBatch(current.jobs, current.runs.filter(keep), current.allocations,
-                          current.dropped, current.problems)
+def _merge_ended(history: SchedulerBatch,
+                 current: SchedulerBatch) -> tuple[SchedulerBatch, SchedulerBatch]:
+    """Ended runs delivered by both the history (sacct, jobcomp) and squeue: the
+    history's row stands (it knows the steps: the batch step's signal, DerivedExitCode),
+    with squeue's code and signal where the history has none (22.05's sacct prints 0 for
+    a failed step; its squeue still has the DerivedExitCode). squeue is written last, so
+    its row of such a run is left out."""
+    hist = history.runs.to_pylist()
+    ended = {(r["job_id"], r["run_index"]): r for r in hist if r["end_ts"] is not None}
+    if not ended or not current.runs.num_rows:
+        return history, current
+    keep, changed = [], False
+    for row in current.runs.to_pylist():
+        mine = ended.get((row["job_id"], row["run_index"]))
+        keep.append(row["end_ts"] is None or mine is None)
+        if keep[-1] or mine["exit_code"] or mine["signal"]:
+            continue
+        if row["exit_code"] or row["signal"]:
+            mine["exit_code"], mine["signal"], changed = row["exit_code"], row["signal"], True
+            mine["reason"] = "; ".join(p for p in (mine["reason"], row["reason"]) if p) or None
+    if changed:
+        history = SchedulerBatch(history.jobs, pa.Table.from_pylist(hist, history.runs.schema),
+                                 history.allocations, history.dropped, history.problems)
+    current = SchedulerBatch(current.jobs, current.runs.filter(pa.array(keep)),
+                             current.allocations, current.dropped, current.problems)
+    return history, current
 
 
 def _batches(part: SchedulerBatch) -> list[tuple[str, pa.Table]]:
@@ -223,13 +236,13 @@ class SlurmSource:
         if history is None and self.jobcomp is not None:
             history = self._attempt("jobcomp", ts,
                                     lambda: self._count(self.jobcomp.read(now=ts)))
-        if history is not None:
-            batches += _batches(history)
         current = self._attempt("squeue", ts, lambda: self._count(parse_squeue(
             self.run([self.squeue, "--json"]), ts, self.job_type_regex, self.gpus_per_node)))
-        if current is not None:
-            batches += _batches(current if history is None
-                                else _without_ended(current, history))
+        if history is not None and current is not None:
+            history, current = _merge_ended(history, current)
+        for part in (history, current):  # squeue last: the newest view of running jobs
+            if part is not None:
+                batches += _batches(part)
         if not batches:
             errors = [f"{k}: {st.last_error}" for k, st in self.status.items() if not st.up]
             raise SlurmCommandError("; ".join(errors))

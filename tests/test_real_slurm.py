@@ -179,8 +179,11 @@ def test_failed_steps_cancellations_and_names_that_are_not_utf8(slurm):
         "SELECT r.job_id, r.state, r.exit_code, r.signal, r.reason, j.name, r.gpus "
         "FROM job_runs r JOIN jobs j USING (job_id)").fetchall()}
     state, code, _, reason, _, _ = runs[jobs["step"]]
-    assert (state, code) == ("COMPLETED", 1)  # not a clean exit 0
-    assert "false" in reason or "DerivedExitCode 1" in reason
+    # Not a clean exit 0: 22.05's sacct --json prints 0 for the FAILED step and for the
+    # DerivedExitCode (plain sacct says 1:0); squeue's derived 256 fills in the code while
+    # squeue still lists the job (MinJobAge=2 here, so only sometimes).
+    assert state == "COMPLETED" and code in (1, None)
+    assert "step 0 (false) FAILED" in reason
     state, _, signal, _, _, _ = runs[jobs["cancel"]]
     assert (state, signal) == ("CANCELLED", 15)  # sacct: job SUCCESS/0, batch step 0:15
     state, code, _, _, name, gpus = runs[jobs["bytes"]]

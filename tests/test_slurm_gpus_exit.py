@@ -11,6 +11,7 @@ import pytest
 from collector.slurm import parse_sacct, parse_squeue
 from collector.slurm_fields import Drops, SlurmParseError
 from collector.slurm_gres import gpu_count, gpus_from_tres_list, parse_gres_detail
+from collector.slurm_source import SlurmSource
 from tests.support.runs import rows, run_refresh
 from warehouse import Warehouse
 
@@ -192,3 +193,41 @@ def test_the_failure_classifier_sees_a_failed_step_of_a_completed_job():
         assert json.loads(f.evidence)["exit_code"] == 127
     finally:
         wh.close()
+
+
+# What a real Slurm 22.05.8 printed for `sbatch --wrap "srun false; exit 0"` (plain sacct:
+# job 0:0, DerivedExitCode 1:0, step 1.0 FAILED 1:0): the JSON loses every code.
+SACCT_22_05_FAILED_STEP = {
+    "job_id": 1, "name": "step-fails", "state": {"current": "COMPLETED", "reason": "None"},
+    "time": {"start": 1762070400, "end": 1762070402},
+    "exit_code": {"status": "SUCCESS", "return_code": 0},
+    "derived_exit_code": {"status": "SUCCESS", "return_code": 0},
+    "steps": [
+        {"step": {"job_id": 1, "het": {"component": None}, "id": "batch", "name": "batch"},
+         "state": "COMPLETED", "exit_code": {"status": "SUCCESS", "return_code": 0}},
+        {"step": {"job_id": 1, "het": {"component": None}, "id": 0, "name": "false"},
+         "state": "FAILED", "exit_code": {"status": "SUCCESS", "return_code": 0}}]}
+
+
+def test_22_05_failed_step_has_an_unknown_code_never_a_false_0():
+    (run,) = parse_sacct({"jobs": [SACCT_22_05_FAILED_STEP]}, now=NOW).runs.to_pylist()
+    assert (run["state"], run["exit_code"], run["signal"]) == ("COMPLETED", None, None)
+    assert run["reason"] == "step 0 (false) FAILED: exit code unknown"
+
+
+def test_squeue_fills_in_the_code_22_05_sacct_lost():
+    """The same job in squeue (exit_code 0, derived_exit_code 256 = exit 1)."""
+    squeue = {"jobs": [{"job_id": 1, "name": "step-fails", "job_state": "COMPLETED",
+                        "start_time": 1762070400, "end_time": 1762070402, "nodes": "node1",
+                        "exit_code": 0, "derived_exit_code": 256}]}
+
+    def run(argv):
+        return json.dumps(squeue if argv[0] == "squeue" else {"jobs": [SACCT_22_05_FAILED_STEP]})
+
+    parts = SlurmSource(run=run).collect(NOW)
+    history, current = dict(parts[:3]), dict(parts[3:])
+    (run_row,) = history["runs"].to_pylist()
+    assert (run_row["exit_code"], run_row["signal"]) == (1, None)
+    assert run_row["reason"] == ("step 0 (false) FAILED: exit code unknown; "
+                                 "DerivedExitCode 1:0")
+    assert current["runs"].num_rows == 0
