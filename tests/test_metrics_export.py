@@ -88,3 +88,22 @@ def test_a_real_prometheus_scrapes_the_figures(wh, tmp_path):
     finally:
         prom.stop()
         server.shutdown()
+
+
+@pytest.mark.parametrize("public", [True, False])
+def test_metrics_access_with_logins(public):
+    """Open like /healthz by default; with service.metrics_public false, a login."""
+    from dashboard import auth
+    from dashboard.app import create_app
+
+    with Warehouse(":memory:") as w:
+        seed_overview(w)
+        config = auth.AuthConfig(users={"alice": auth.hash_password("s3cret")},
+                                 secret_key="test-key")
+        app = create_app(w, now=lambda: NOW, auth_config=config)
+        exporter.install(app.server, w.reader, now=lambda: NOW, public=public)
+        response = app.server.test_client().get("/metrics")
+        assert response.status_code == (200 if public else 401)
+        if public:
+            assert b'gpulens_gpu_hours_lost{category="infrastructure"}' in response.data
+            assert response.content_type.startswith("text/plain")
