@@ -131,3 +131,22 @@ def test_every_loss_basis_has_its_formula():
 
     assert set(goodput.LOSS_BASES) | {"gpu_hours_lost", "restart_overhead"} == set(
         goodput.LOSS_FORMULAS)
+
+
+def test_an_upgraded_warehouse_costs_its_failures_again(tmp_path):
+    """Migration 7 empties the failures costed by the old model; the refresh recosts."""
+    from tests.support.runs import topology
+    from warehouse import Warehouse
+
+    path = tmp_path / "w.duckdb"
+    with Warehouse(path) as w:
+        topology(w)
+        add_job(w, "C", [{"start": T, "end": T + 40 * M, "state": "FAILED"}], gpus=4)
+        run_refresh(w)
+        w.write(lambda con: con.execute(
+            "UPDATE failures SET gpu_hours_lost = 999; "
+            "DELETE FROM schema_migrations WHERE version >= 7")).result()
+    with Warehouse(path) as w:
+        assert w.reader().execute("SELECT count(*) FROM failures").fetchall() == [(0,)]
+        run_refresh(w)
+        assert rows(w)[("C", 0)].gpu_hours_lost == pytest.approx(4 * 40 / 60)
