@@ -63,14 +63,30 @@ def render_dcgm(
     the mask line is omitted only when both are NULL. ``models`` maps gpu_uuid to the
     ``modelName`` label (default: an H100).
     """
-    models = models or {}
     order = pc.sort_indices(samples, [("node", "ascending"), ("gpu_index", "ascending")])
     t = samples.take(order)
     nodes = t["node"].to_pylist()
-    gpus = t["gpu_index"].to_pylist()
-    uuids = t["gpu_uuid"].to_pylist()
+    label_sets = _label_sets(t, models or {}, driver_version)
+    columns: list[tuple[str, list[str | None]]] = []
+    for f in FIELDS:
+        if f.column not in t.column_names and f.column != "throttle_mask":
+            continue  # read but not stored (GPU utilisation of MIG GPUs)
+        name = f.names[0]
+        present, raw = _field_values(t, f)
+        text = _format(np.where(present, raw, 0.0), f.dcgm_type)
+        lines: list[str | None] = [
+            f"{name}{lab}{v}" if p else None
+            for lab, v, p in zip(label_sets, text, present, strict=True)
+        ]
+        columns.append((f"# HELP {name} {f.help}\n# TYPE {name} {f.prom_type}", lines))
+    return _texts_per_node(nodes, columns)
+
+
+def _label_sets(t: pa.Table, models: Mapping[str, str], driver_version: str) -> list[str]:
+    """The label set of each row of ``t`` (sorted by node and GPU), as printed."""
     label_sets = []
-    for node, gpu, uuid in zip(nodes, gpus, uuids, strict=True):
+    for node, gpu, uuid in zip(t["node"].to_pylist(), t["gpu_index"].to_pylist(),
+                               t["gpu_uuid"].to_pylist(), strict=True):
         bus = _BUSES[gpu] if gpu < len(_BUSES) else 0xE0 + gpu
         model = models.get(uuid, DEFAULT_MODEL) if uuid else DEFAULT_MODEL
         label_sets.append(
@@ -78,33 +94,28 @@ def render_dcgm(
             f'device="nvidia{gpu}",modelName="{_escape(model)}",Hostname="{_escape(node)}",'
             f'DCGM_FI_DRIVER_VERSION="{_escape(driver_version)}"}} '
         )
+    return label_sets
 
-    columns: list[tuple[str, list[str | None]]] = []
-    for f in FIELDS:
-        if f.column not in t.column_names and f.column != "throttle_mask":
-            continue  # read but not stored (GPU utilisation of MIG GPUs)
-        name = f.names[0]
-        if f.column == "throttle_mask":
-            thermal = t["throttle_thermal"].to_numpy(zero_copy_only=False)
-            power = t["throttle_power"].to_numpy(zero_copy_only=False)
-            present = ~(pc.is_null(t["throttle_thermal"]).to_numpy(zero_copy_only=False)
-                        & pc.is_null(t["throttle_power"]).to_numpy(zero_copy_only=False))
-            raw = (np.where(thermal == True, HW_THERMAL, 0)  # noqa: E712 (object arrays)
-                   + np.where(power == True, SW_POWER_CAP, 0)).astype(float)  # noqa: E712
-        else:
-            col = t[f.column]
-            present = ~pc.is_null(col).to_numpy(zero_copy_only=False)
-            raw = np.asarray(col.to_numpy(zero_copy_only=False), dtype=float) / f.scale
-            if f.column == "energy_j":
-                raw = np.round(raw)
-        text = _format(np.where(present, raw, 0.0), f.dcgm_type)
-        lines: list[str | None] = [
-            f"{name}{lab}{v}" if p else None
-            for lab, v, p in zip(label_sets, text, present, strict=True)
-        ]
-        header = f"# HELP {name} {f.help}\n# TYPE {name} {f.prom_type}"
-        columns.append((header, lines))
 
+def _field_values(t: pa.Table, f) -> tuple[np.ndarray, np.ndarray]:
+    """``(present, value)`` of the field ``f`` per row, in the exporter's unit."""
+    if f.column == "throttle_mask":
+        thermal = t["throttle_thermal"].to_numpy(zero_copy_only=False)
+        power = t["throttle_power"].to_numpy(zero_copy_only=False)
+        present = ~(pc.is_null(t["throttle_thermal"]).to_numpy(zero_copy_only=False)
+                    & pc.is_null(t["throttle_power"]).to_numpy(zero_copy_only=False))
+        raw = (np.where(thermal == True, HW_THERMAL, 0)  # noqa: E712 (object arrays)
+               + np.where(power == True, SW_POWER_CAP, 0)).astype(float)  # noqa: E712
+        return present, raw
+    col = t[f.column]
+    present = ~pc.is_null(col).to_numpy(zero_copy_only=False)
+    raw = np.asarray(col.to_numpy(zero_copy_only=False), dtype=float) / f.scale
+    return present, np.round(raw) if f.column == "energy_j" else raw
+
+
+def _texts_per_node(nodes: list[str], columns: list[tuple[str, list[str | None]]]
+                    ) -> dict[str, str]:
+    """One text per node (rows sorted by node): each field's header and present lines."""
     out: dict[str, str] = {}
     bounds = np.flatnonzero(np.r_[True, np.array(nodes[1:]) != np.array(nodes[:-1])])
     ends = np.r_[bounds[1:], len(nodes)]
@@ -207,75 +218,84 @@ def render_squeue(
     allocs = _allocs_by_run(allocations)
     out = []
     for job in jobs.to_pylist():
-        if job["submit_ts"] is None or job["submit_ts"] > now:
+        queued = _queue_position(job, runs_of.get(job["job_id"], []), now)
+        if queued is None:
             continue
-        if job["end_ts"] is not None and job["end_ts"] <= now:
-            continue
-        started = sorted(
-            (r for r in runs_of.get(job["job_id"], []) if r["start_ts"] and r["start_ts"] <= now),
-            key=lambda r: r["run_index"],
-        )
-        current = next(
-            (r for r in started if r["end_ts"] is None or r["end_ts"] > now), None
-        )
-        queued_again = any(
-            r["start_ts"] and r["start_ts"] > now for r in runs_of.get(job["job_id"], [])
-        ) or (started and started[-1]["state"] in _REQUEUE_STATES and job["end_ts"] is None)
-        if current is None and started and not queued_again:
-            continue  # the last run is over and nothing follows it: the job is done
-        restart_cnt = current["run_index"] if current else len(started)
-        entry = {
-            "account": job["account"] or "",
-            "job_id": _job_id(job["job_id"]),
-            "name": job["name"] or "",
-            "comment": job_type_comment(job["job_type"]) if job.get("job_type") else "",
-            "partition": job["partition"] or "",
-            "user_name": job["user_name"] or "",
-            "submit_time": _num(_epoch(job["submit_ts"])),
-            "restart_cnt": restart_cnt,
-            "node_count": _num(job["nodes"]),
-            "tres_req_str": f"gres/gpu={job['gpus']}" if job["gpus"] is not None else "",
-            "exit_code": {"status": ["PENDING"], "return_code": _num(None),
-                          "signal": {"id": _num(None), "name": ""}},
-        }
+        current, restart_cnt = queued
+        entry = _squeue_job(job, restart_cnt)
         if current is None:
-            entry.update(
-                job_state=["PENDING"] + (["REQUEUED"] if restart_cnt else []),
-                state_reason="Resources",
-                start_time=_num(0),
-                end_time=_num(0),
-                nodes="",
-                gres_detail=[],
-                tres_alloc_str="",
-            )
+            entry.update(_pending_fields(restart_cnt))
         else:
             per_node = allocs.get((job["job_id"], current["run_index"]), {})
-            nodelist = _nodelist(current, per_node) or ""
-            names = hostlist.expand_hostlist(nodelist) if nodelist else []
-            gres = []
-            for n in names:
-                idx = per_node.get(n, [])
-                gres.append(f"gpu:{len(idx)}(IDX:{_idx(idx)})" if idx else "")
-            gpus = current["gpus"] if current["gpus"] is not None else job["gpus"]
-            entry.update(
-                job_state=["RUNNING"],  # at `now`; the run's own state is its final one
-                state_reason="None",
-                start_time=_num(_epoch(current["start_ts"])),
-                end_time=_num(0),
-                nodes=nodelist,
-                gres_detail=gres,
-                tres_alloc_str=(f"node={len(names)},gres/gpu={gpus}" if gpus is not None
-                                else f"node={len(names)}"),
-                job_resources={
-                    "nodes": {
-                        "count": len(names),
-                        "list": nodelist,
-                        "allocation": [{"index": i, "name": n} for i, n in enumerate(names)],
-                    }
-                },
-            )
+            entry.update(_running_fields(job, current, per_node))
         out.append(entry)
     return json.dumps({"jobs": out, "meta": _meta(), "errors": [], "warnings": []}, indent=1)
+
+
+def _queue_position(job: dict, job_runs: list[dict], now: datetime
+                    ) -> tuple[dict | None, int] | None:
+    """``(current run or None when pending, restart_cnt)`` of ``job`` at ``now``; None
+    when squeue would not list it (not yet submitted, or done)."""
+    if job["submit_ts"] is None or job["submit_ts"] > now:
+        return None
+    if job["end_ts"] is not None and job["end_ts"] <= now:
+        return None
+    started = sorted((r for r in job_runs if r["start_ts"] and r["start_ts"] <= now),
+                     key=lambda r: r["run_index"])
+    current = next((r for r in started if r["end_ts"] is None or r["end_ts"] > now), None)
+    queued_again = any(r["start_ts"] and r["start_ts"] > now for r in job_runs) or (
+        started and started[-1]["state"] in _REQUEUE_STATES and job["end_ts"] is None)
+    if current is None and started and not queued_again:
+        return None  # the last run is over and nothing follows it: the job is done
+    return current, current["run_index"] if current else len(started)
+
+
+def _squeue_job(job: dict, restart_cnt: int) -> dict:
+    """The fields of a squeue entry that do not depend on whether the job runs."""
+    return {
+        "account": job["account"] or "",
+        "job_id": _job_id(job["job_id"]),
+        "name": job["name"] or "",
+        "comment": job_type_comment(job["job_type"]) if job.get("job_type") else "",
+        "partition": job["partition"] or "",
+        "user_name": job["user_name"] or "",
+        "submit_time": _num(_epoch(job["submit_ts"])),
+        "restart_cnt": restart_cnt,
+        "node_count": _num(job["nodes"]),
+        "tres_req_str": f"gres/gpu={job['gpus']}" if job["gpus"] is not None else "",
+        "exit_code": {"status": ["PENDING"], "return_code": _num(None),
+                      "signal": {"id": _num(None), "name": ""}},
+    }
+
+
+def _pending_fields(restart_cnt: int) -> dict:
+    return {"job_state": ["PENDING"] + (["REQUEUED"] if restart_cnt else []),
+            "state_reason": "Resources", "start_time": _num(0), "end_time": _num(0),
+            "nodes": "", "gres_detail": [], "tres_alloc_str": ""}
+
+
+def _running_fields(job: dict, current: dict, per_node: dict[str, list[int]]) -> dict:
+    """State, nodes and GPUs (``gres_detail`` per node) of the run ``current``."""
+    nodelist = _nodelist(current, per_node) or ""
+    names = hostlist.expand_hostlist(nodelist) if nodelist else []
+    gres = []
+    for n in names:
+        idx = per_node.get(n, [])
+        gres.append(f"gpu:{len(idx)}(IDX:{_idx(idx)})" if idx else "")
+    gpus = current["gpus"] if current["gpus"] is not None else job["gpus"]
+    return {
+        "job_state": ["RUNNING"],  # at `now`; the run's own state is its final one
+        "state_reason": "None",
+        "start_time": _num(_epoch(current["start_ts"])),
+        "end_time": _num(0),
+        "nodes": nodelist,
+        "gres_detail": gres,
+        "tres_alloc_str": (f"node={len(names)},gres/gpu={gpus}" if gpus is not None
+                           else f"node={len(names)}"),
+        "job_resources": {"nodes": {
+            "count": len(names), "list": nodelist,
+            "allocation": [{"index": i, "name": n} for i, n in enumerate(names)]}},
+    }
 
 
 def _meta() -> dict:
