@@ -192,7 +192,8 @@ def test_jobs_and_job_page(pages):
     timeline = job_page.update_timeline("1001")
     assert {t.name for t in timeline.data} == {"NODE_FAIL", "RUNNING"}
     tel = job_page.update_telemetry("1001")
-    assert tel.layout.yaxis.title.text == "Utilisation (%)"
+    assert [a.text for a in tel.layout.annotations] == [
+        "Utilisation (%)", "Temperature (°C)", "Power (kW)"]  # panel titles, no overlap
     assert "kg CO₂e" in " ".join(_texts(job_page.update_energy("1001")))
     failures = " ".join(_texts(job_page.update_failures("1001")))
     assert "infrastructure" in failures and "<b>NCCL</b>" in failures  # evidence as text
@@ -228,6 +229,16 @@ def test_analytics_pages(pages):
     assert mttf.layout.yaxis.type == "log"
     text, curve = pages["goodput"].update_advice(data, 1024, 15, 2)
     assert "Checkpoint every" in text and curve.layout.xaxis.type == "log"
+    # the advisor shows what r_f's interval does, not only the point estimate
+    assert "across r_f's 95 % interval" in text
+    band = [tr for tr in curve.data if tr.name == "r_f's 95 % interval"]
+    assert band and band[0].fill == "toself"
+    # a rolling range's rate reaches back to the rate window (30 days at least)
+    start, end = pages["goodput"].rate_span(Filters("24h"), NOW)
+    assert end == NOW and (end - start).days >= 30
+    week = filters.from_query({"week": "2026-W46"})
+    assert pages["goodput"].rate_span(week, NOW) == week.window(NOW)  # taken as is
+    assert "Rate window" in _texts(cards)
     over, pue, totals, _ = pages["energy"].update_over_time(data)
     assert over.layout.yaxis.title.text == "IT energy (kWh)"
     cards = _texts(totals)  # Energy shows totals, not only charts (issue 19)

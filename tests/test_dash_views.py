@@ -129,3 +129,29 @@ def test_report_files_are_linked_from_the_reports_page():
         "/api/reports/files/gpulens-report-2026-W47.pdf")
     assert report_href({"path": "x/a b?.html"}) == "/api/reports/files/a%20b%3F.html"
     assert report_href({"path": None}) is None
+
+
+def test_round_ticks_on_dual_axes():
+    """Issue 19: PUE ticks read 0.265, 0.53, 0.795; emissions 52.7, 105.3."""
+    from dashboard.figures.base import round_axis
+    from dashboard.figures.energy import pue_and_intensity
+
+    assert round_axis([1.06])["dtick"] == 0.25 and round_axis([210.6])["dtick"] == 50
+    assert round_axis([7.0])["dtick"] == 2 and round_axis([0.0]) == {"rangemode": "tozero"}
+    df = pd.DataFrame({"hour": pd.date_range("2026-11-18", periods=3, freq="h"),
+                       "it_kwh": [100.0, 110.0, 90.0], "facility_kwh": [106.0, 116.0, 95.0],
+                       "carbon_kg": [40.0, 44.0, 36.0]})
+    fig = pue_and_intensity(df, x="hour")
+    assert fig.layout.yaxis2.dtick == 0.25 and fig.layout.yaxis2.tick0 == 0
+    assert fig.layout.yaxis.dtick == 100  # g CO2e / kWh up to ~380
+
+
+def test_bar_labels_sit_inside_their_bars_and_the_toolbar_clears_the_legend():
+    from dashboard.figures.utilization import utilisation_by
+
+    df = pd.DataFrame({"group": ["alice", "bob"], "allocated_gpu_h": [100.0, 50.0],
+                       "utilised_gpu_h": [80.0, 10.0], "util_pct": [80.0, 20.0]})
+    fig = utilisation_by(df, "user")
+    labelled = [tr for tr in fig.data if tr.text]
+    assert [tr.textposition for tr in labelled] == ["inside"]
+    assert fig.layout.modebar.orientation == "v" and fig.layout.legend.y > 1

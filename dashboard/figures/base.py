@@ -8,6 +8,7 @@ a builder given no data returns :func:`empty_figure` saying why.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -97,7 +98,9 @@ def base_layout(**overrides) -> dict:
         "plot_bgcolor": "rgba(0,0,0,0)",
         "margin": {"l": 56, "r": 24, "t": 16, "b": 48},
         "hoverlabel": {"font": {"family": FONT, "size": 13}, "bgcolor": "white"},
-        "modebar": {"bgcolor": "rgba(0,0,0,0)", "color": "#b8c0c8", "activecolor": INK},
+        # a vertical toolbar on the right edge stays clear of the legend on top
+        "modebar": {"bgcolor": "rgba(0,0,0,0)", "color": "#b8c0c8", "activecolor": INK,
+                    "orientation": "v"},
     }
     layout.update(overrides)
     return layout
@@ -167,3 +170,16 @@ def mark_partial(fig: go.Figure, ts: Sequence, *, start: datetime | None,
                       annotation_text="partial", annotation_position="top left",
                       annotation_font={"size": 11, "color": MUTED})
     return partial
+
+
+def round_axis(values, *, ticks: int = 5) -> dict:
+    """Axis settings with round ticks from 0 (1, 2, 2.5 or 5 x a power of ten) covering
+    ``values``: PUE reads 0, 0.25, 0.5.., emissions 0, 50, 100.., never 0.265 or 52.7."""
+    finite = [float(v) for v in values if v is not None and not pd.isna(v)]
+    top = max(finite, default=0.0)
+    if top <= 0:
+        return {"rangemode": "tozero"}
+    raw = top / ticks
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    return {"tick0": 0, "dtick": step, "range": [0, math.ceil(top / step) * step * 1.02]}

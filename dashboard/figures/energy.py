@@ -19,6 +19,7 @@ from dashboard.figures.base import (
     chart_layout,
     empty_figure,
     mark_partial,
+    round_axis,
 )
 
 
@@ -39,9 +40,11 @@ def energy_over_time(df: pd.DataFrame | None, *, x: str, start: datetime | None 
                    line={"color": PALETTE[5], "width": 2}, hovertemplate="%{y:,.1f} kg"),
     ])
     fig.update_layout(**chart_layout(uirevision="energy"), barmode="stack", xaxis=TIME_AXIS,
-                      yaxis={**GRID, "title": {"text": "IT energy (kWh)"}},
+                      yaxis={**GRID, "title": {"text": "IT energy (kWh)"},
+                             **round_axis(df["gpu_kwh"] + df["other_kwh"])},
                       yaxis2={"title": {"text": "Emissions (kg CO₂e)"}, "overlaying": "y",
-                              "side": "right", "showgrid": False, "rangemode": "tozero"})
+                              "side": "right", "showgrid": False,
+                              **round_axis(df["carbon_kg"])})
     bucket = timedelta(days=1) if x == "day" else timedelta(hours=1)
     mark_partial(fig, df[x], start=start, end=end, bucket=bucket)
     return fig
@@ -63,9 +66,9 @@ def pue_and_intensity(df: pd.DataFrame | None, *, x: str) -> go.Figure:
     ])
     fig.update_layout(**chart_layout(uirevision="pue"), xaxis=TIME_AXIS,
                       yaxis={**GRID, "title": {"text": "Grid intensity (g CO₂e / kWh)"},
-                             "rangemode": "tozero"},
+                             **round_axis(d["g_per_kwh"])},
                       yaxis2={"title": {"text": "PUE"}, "overlaying": "y", "side": "right",
-                              "showgrid": False, "rangemode": "tozero"})
+                              "showgrid": False, **round_axis(d["pue"])})
     return fig
 
 

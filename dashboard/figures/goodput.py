@@ -84,6 +84,13 @@ def ettr_curve(df: pd.DataFrame | None) -> go.Figure:
         return empty_figure("Enter a job size and restart overhead.")
     fig = lines(df, "checkpoint_interval_h", [("expected_ettr", "Expected ETTR")],
                 y_title="Expected ETTR", empty="", uirevision="advisor")
+    if {"expected_ettr_low", "expected_ettr_high"} <= set(df.columns):
+        x = list(df["checkpoint_interval_h"])
+        fig.add_trace(go.Scatter(  # the band of r_f's 95 % interval, behind the line
+            x=x + x[::-1],
+            y=list(df["expected_ettr_high"]) + list(df["expected_ettr_low"])[::-1],
+            fill="toself", fillcolor="rgba(0,114,178,0.15)", line={"width": 0},
+            name="r_f's 95 % interval", hoverinfo="skip"))
     best = df[df["optimal"]]
     if len(best):
         fig.add_trace(go.Scatter(x=best["checkpoint_interval_h"], y=best["expected_ettr"],

@@ -56,7 +56,10 @@ def job_telemetry(df: pd.DataFrame | None) -> go.Figure:
     if df is None or len(df) == 0:
         return empty_figure("No telemetry from this job's GPUs: it never held a GPU, or "
                             "its samples are older than the rollups kept.", height=420)
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    panels = ("Utilisation (%)", "Temperature (°C)", "Power (kW)")
+    # each panel named above it: three rotated y titles on 130-px panels overlapped
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+                        subplot_titles=panels)
     rows = [
         (1, "util_mean_pct", "Mean utilisation", PALETTE[0], "%{y:.0f} %"),
         (1, "util_min_pct", "Least-busy GPU", PALETTE[4], "%{y:.0f} %"),
@@ -68,8 +71,11 @@ def job_telemetry(df: pd.DataFrame | None) -> go.Figure:
         fig.add_trace(go.Scatter(x=df["ts"], y=df[col], name=name, mode="lines",
                                  line={"color": colour, "width": 2}, hovertemplate=tmpl),
                       row=row, col=1)
-    fig.update_layout(**chart_layout(460, uirevision="job-telemetry"))
-    for row, title in ((1, "Utilisation (%)"), (2, "Temperature (°C)"), (3, "Power (kW)")):
-        fig.update_yaxes(title_text=title, row=row, col=1, **GRID)
+    fig.update_layout(**chart_layout(520, uirevision="job-telemetry",
+                                     margin={"l": 64, "r": 24, "t": 64, "b": 48}))
+    fig.update_annotations(font={"size": 12}, x=0, xanchor="left")
+    for row, unit in ((1, "%"), (2, "°C"), (3, "kW")):
+        fig.update_yaxes(title_text=unit, row=row, col=1, **GRID)
+    fig.update_yaxes(range=[0, 105], dtick=25, row=1, col=1)
     fig.update_xaxes(title_text="Time (UTC)", row=3, col=1, showgrid=False)
     return fig

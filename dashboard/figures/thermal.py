@@ -10,7 +10,15 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import GRID, MUTED, PALETTE, TIME_AXIS, chart_layout, empty_figure
+from dashboard.figures.base import (
+    GRID,
+    MUTED,
+    PALETTE,
+    TIME_AXIS,
+    chart_layout,
+    empty_figure,
+    round_axis,
+)
 
 
 def rack_temperature_boxes(df: pd.DataFrame | None) -> go.Figure:
@@ -49,7 +57,7 @@ def throttling_over_time(df: pd.DataFrame | None) -> go.Figure:
     ])
     fig.update_layout(**chart_layout(uirevision="throttle"), xaxis=TIME_AXIS,
                       yaxis={**GRID, "title": {"text": "GPU time throttled (%)"},
-                             "rangemode": "tozero"},
+                             **round_axis(pd.concat([df["thermal_pct"], df["power_pct"]]))},
                       yaxis2={"title": {"text": "Hottest GPU (°C)"}, "overlaying": "y",
                               "side": "right", "showgrid": False})
     return fig

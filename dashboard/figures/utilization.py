@@ -58,11 +58,13 @@ def utilisation_by(df: pd.DataFrame | None, by: str) -> go.Figure:
         go.Bar(y=names, x=df["utilised_gpu_h"], name="Utilised", orientation="h",
                marker_color=PALETTE[1], hovertemplate="%{x:,.1f} GPU·h",
                text=[f"{u:.0f} %" for u in df["util_pct"].fillna(0)],
-               textposition="outside", cliponaxis=False),
+               textposition="inside", insidetextanchor="end",
+               textfont={"color": "white", "size": 11}),
     ])
     fig.update_layout(**chart_layout(max(260, 80 + 26 * len(df)), hovermode="y unified",
                                 uirevision=f"util-by-{by}"),
                       barmode="overlay", bargap=0.25,
+                      uniformtext={"minsize": 9, "mode": "hide"},
                       xaxis={**GRID, "title": {"text": "GPU-hours"}},
                       yaxis={"title": {"text": label}, "automargin": True})
     return fig

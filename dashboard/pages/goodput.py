@@ -10,13 +10,14 @@ expected ETTR curve (warehouse/reliability.py).
 from __future__ import annotations
 
 import math
+from datetime import datetime
 
 import dash
 from dash import Input, Output, callback, dcc, html
 
 from dashboard import components, context, ids
 from dashboard.figures import goodput as fig
-from dashboard.filters import from_query
+from dashboard.filters import RANGES, from_query
 from dashboard.formatting import fmt_time
 from warehouse import reliability
 from warehouse.queries import failures as fq
@@ -27,8 +28,6 @@ dash.register_page(
     title=lambda **_: context.page_title("Goodput"),
     description="GPU-hours lost, ETTR, failure rate, MTTF and a checkpoint advisor.",
 )
-
-GPUS_PER_NODE = 8
 
 
 def _number(label: str, cid: str, value: float, step: float) -> html.Label:
@@ -54,7 +53,7 @@ def layout(**query) -> html.Div:
             html.Div(id=ids.GOODPUT_RATE_CARDS), components.graph(ids.GOODPUT_MTTF)),
         components.panel(
             "Checkpoint advisor", "The optimal checkpoint interval (Daly 2006) for a job "
-            "on this fleet, from the failure rate above.",
+            "on this fleet, from the failure rate above; the band is r_f's 95 % interval.",
             html.Div([_number("Job size (GPUs)", ids.GOODPUT_ADV_GPUS, 1024, 8),
                       _number("Restart overhead (minutes)", ids.GOODPUT_ADV_RESTART, 15, 1),
                       _number("Checkpoint write (minutes)", ids.GOODPUT_RATE, 2, 0.5)],
@@ -84,43 +83,80 @@ def update_ettr(data, _n=None):
     return fig.ettr_jobs(df, min_gpus=opts.large_job_gpus)
 
 
-def rate_cards(rate: dict) -> html.Div:
-    """Cards: r_f with its interval, failures and node-days behind it."""
+def rate_span(f, now: datetime) -> tuple[datetime, datetime]:
+    """The window of the failure rate: a rolling range reaches back at least as far as
+    :func:`warehouse.queries.failures.rate_window` (30 days or 10 failures: a rate from
+    3 failures in 24 hours means little); an ISO week or a custom range is taken as is."""
+    start, end = f.window(now)
+    if f.range in RANGES:
+        start = min(start, fq.rate_window(context.reader(), end=end)[0])
+    return start, end
+
+
+def _rate(data) -> tuple[dict, datetime, datetime]:
+    f = from_query(data)
+    start, end = rate_span(f, context.now())
+    return fq.failure_rate(context.reader(), start=start, end=end), start, end
+
+
+def rate_cards(rate: dict, start: datetime, end: datetime) -> html.Div:
+    """Cards: r_f with its interval, failures and node-days behind it, and its window."""
     r = rate["r_f_per_1000_node_days"]
     ok = rate["failures"] > 0 and math.isfinite(r)
+    days = (end - start).total_seconds() / 86400
     return components.cards([
         ("Failure rate r_f", f"{r:.2f}" if ok else "—",
          f"per 1,000 node-days; 95 %: {rate['r_f_low']:.2f}-{rate['r_f_high']:.2f}"
-         if ok else "No infrastructure failure in this range"),
-        ("Infrastructure failures", f"{rate['failures']:,}", "in the selected range"),
+         if ok else "No infrastructure failure in this window"),
+        ("Infrastructure failures", f"{rate['failures']:,}", "behind the rate"),
         ("Node-days of work", f"{rate['node_days']:,.1f}", "the exposure behind r_f"),
+        ("Rate window", f"{days:,.1f} days", f"{start:%d %b %H:%M} to {end:%d %b %H:%M} UTC"),
     ])
 
 
 @callback(Output(ids.GOODPUT_RATE_CARDS, "children"), Output(ids.GOODPUT_MTTF, "figure"),
           Input(ids.FILTERS, "data"), Input(ids.refresh("goodput"), "n_intervals"))
 def update_rate(data, _n=None):
-    f = from_query(data)
-    start, end = f.window(context.now())
-    rate = fq.failure_rate(context.reader(), start=start, end=end,
-                           gpus_per_node=GPUS_PER_NODE)
-    return rate_cards(rate), fig.mttf_projection(rate)
+    rate, start, end = _rate(data)
+    return rate_cards(rate, start, end), fig.mttf_projection(rate)
+
+
+def _fmt_span(lo: float, hi: float, fmt) -> str:
+    return f"{fmt(min(lo, hi))}-{fmt(max(lo, hi))}"
 
 
 def advice(rate: dict, gpus: float, restart_min: float, write_min: float):
-    """Text and ETTR curve for the advisor (pure: the failure rate is an input)."""
+    """Text and ETTR curve for the advisor (pure: the failure rate is an input). The
+    interval of r_f carries through: the MTTF, the optimal interval and the expected
+    ETTR are given for r_f's 95 % bounds too, and the curve has their band."""
     r_f = rate["r_f_per_1000_node_days"]
     if not (rate["failures"] > 0 and math.isfinite(r_f)):
-        return ("No infrastructure failure in this range, so no rate to plan against: "
+        return ("No infrastructure failure in this window, so no rate to plan against: "
                 "pick a longer range.", None)
-    nodes = max(gpus / GPUS_PER_NODE, 1.0)
-    best = reliability.optimal_checkpoint_interval_h(nodes, r_f / 1000, write_min / 60)
-    mttf = reliability.mttf_hours(gpus, r_f / 1000, GPUS_PER_NODE)
-    ettr = reliability.expected_ettr(nodes, r_f / 1000, restart_min / 60, best, write_min / 60)
+    gpn = rate["gpus_per_node"]
+    nodes = max(gpus / gpn, 1.0)
+    restart_h, write_h = restart_min / 60, write_min / 60
+
+    def plan(r_per_1000: float) -> tuple[float, float, float]:
+        r = r_per_1000 / 1000
+        best = reliability.optimal_checkpoint_interval_h(nodes, r, write_h)
+        return (reliability.mttf_hours(gpus, r, gpn), best,
+                reliability.expected_ettr(nodes, r, restart_h, best, write_h))
+
+    (mttf, best, ettr), low, high = (plan(r_f), plan(rate["r_f_low"]),
+                                     plan(rate["r_f_high"]))
     curve = gq.ettr_curve(n_nodes=nodes, failures_per_1000_node_days=r_f,
-                          restart_overhead_h=restart_min / 60, checkpoint_write_h=write_min / 60)
-    text = (f"A {gpus:,.0f}-GPU job fails every {mttf:,.1f} h on average. Checkpoint every "
-            f"{best * 60:,.0f} minutes: expected ETTR {ettr:.1%}.")
+                          restart_overhead_h=restart_h, checkpoint_write_h=write_h)
+    for name, r in (("low", rate["r_f_high"]), ("high", rate["r_f_low"])):
+        bound = gq.ettr_curve(n_nodes=nodes, failures_per_1000_node_days=r,
+                              restart_overhead_h=restart_h, checkpoint_write_h=write_h,
+                              intervals_h=curve["checkpoint_interval_h"])
+        curve[f"expected_ettr_{name}"] = bound["expected_ettr"].to_numpy()
+    text = (f"A {gpus:,.0f}-GPU job fails every {mttf:,.1f} h on average "
+            f"({_fmt_span(low[0], high[0], lambda v: f'{v:,.1f}')} h across r_f's 95 % "
+            f"interval). Checkpoint every {best * 60:,.0f} minutes "
+            f"({_fmt_span(low[1] * 60, high[1] * 60, lambda v: f'{v:,.0f}')}): expected "
+            f"ETTR {ettr:.1%} ({_fmt_span(high[2], low[2], lambda v: f'{v:.1%}')}).")
     return text, curve
 
 
@@ -128,10 +164,7 @@ def advice(rate: dict, gpus: float, restart_min: float, write_min: float):
           Input(ids.FILTERS, "data"), Input(ids.GOODPUT_ADV_GPUS, "value"),
           Input(ids.GOODPUT_ADV_RESTART, "value"), Input(ids.GOODPUT_RATE, "value"))
 def update_advice(data, gpus=1024, restart_min=15, write_min=2):
-    f = from_query(data)
-    start, end = f.window(context.now())
-    rate = fq.failure_rate(context.reader(), start=start, end=end,
-                           gpus_per_node=GPUS_PER_NODE)
-    text, curve = advice(rate, float(gpus or GPUS_PER_NODE), float(restart_min or 0),
+    rate, _, _ = _rate(data)
+    text, curve = advice(rate, float(gpus or rate["gpus_per_node"]), float(restart_min or 0),
                          float(write_min or 0))
     return text, fig.ettr_curve(curve)
