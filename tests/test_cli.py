@@ -35,7 +35,8 @@ def test_version(capsys):
 
 @pytest.mark.filterwarnings("ignore::getpass.GetPassWarning")
 def test_hash_password_prints_a_hash_the_dashboard_accepts(monkeypatch, capsys):
-    from dashboard.auth import AuthConfig, check_login, parse_users
+    from dashboard.auth import AuthConfig, parse_users
+    from dashboard.login import check_login
 
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO("s3cret\ns3cret\n"))
     assert main(["hash-password"]) == 0

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from dashboard import auth
+from dashboard import login as login_mod
 from gpulens.config import ConfigError, load
 from tests.support.dash_seed import NOW, seed_overview
 from tests.support.web import csrf_headers, form_token
@@ -21,9 +22,9 @@ def test_hash_password_is_salted_scrypt_and_verifies():
     with pytest.raises(ValueError, match="empty password"):
         auth.hash_password("")
     config = auth.AuthConfig(users={"alice": HASH})
-    assert auth.check_login(config, "alice", "s3cret")
-    assert not auth.check_login(config, "alice", "wrong")
-    assert not auth.check_login(config, "mallory", "s3cret")
+    assert login_mod.check_login(config, "alice", "s3cret")
+    assert not login_mod.check_login(config, "alice", "wrong")
+    assert not login_mod.check_login(config, "mallory", "s3cret")
 
 
 def test_parse_users_names_the_bad_part():
@@ -43,9 +44,9 @@ def test_users_setting_is_checked_at_load(tmp_path):
 
 
 def test_safe_next_never_leaves_the_site():
-    assert auth._safe_next("/jobs/1?range=7d") == "/jobs/1?range=7d"
+    assert login_mod._safe_next("/jobs/1?range=7d") == "/jobs/1?range=7d"
     for evil in ("https://evil.example/", "//evil.example/x", "javascript:alert(1)"):
-        assert auth._safe_next(evil) == "/"
+        assert login_mod._safe_next(evil) == "/"
 
 
 def test_names_networks_and_limits_name_the_bad_part():
@@ -92,7 +93,7 @@ def test_roles_from_lists_groups_and_the_default():
 
 def test_session_store_revokes_expires_and_follows_the_password():
     clock = [0.0]
-    store = auth.SessionStore(60, clock=lambda: clock[0])
+    store = login_mod.SessionStore(60, clock=lambda: clock[0])
     fingerprints = {"alice": "fp1"}
     sid = store.open("alice", "fp1")
     assert store.user(sid, fingerprints.get) == "alice"
