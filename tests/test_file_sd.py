@@ -6,6 +6,8 @@ import json
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collector.file_sd import TargetFile, is_file_spec, parse_file_sd, parse_static
 
@@ -42,3 +44,32 @@ def test_target_file_rereads_on_change(tmp_path):
     assert [t.key for t in tf.targets()] == ["a:1", "b:2"]
     with pytest.raises(ValueError, match="no file_sd file"):
         TargetFile(str(tmp_path / "none" / "*.json")).targets()
+
+
+def test_a_target_that_is_no_address_is_refused_naming_it():
+    for bad in ['[{"targets": [""]}]', '[{"targets": [7]}]', '[{"targets": ["a b:1"]}]',
+                '[{"targets": [["x"]]}]', '[{"targets": ["a:1"], "labels": {"node": [1]}}]']:
+        with pytest.raises(ValueError, match="x.json: group 0"):
+            parse_file_sd(bad, where="x.json")
+    with pytest.raises(ValueError, match="static target"):
+        parse_static("gpu001:9400, bad host:1")
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["targets", "labels", "node", "__scheme__", "__metrics_path__", "x"]),
+        inner, max_size=3),
+    max_leaves=10)
+
+
+@pytest.mark.property
+@given(st.one_of(_json.map(json.dumps), st.text(max_size=80)), st.sampled_from(["json", "yaml"]))
+def test_property_file_sd_gives_targets_or_a_value_error_naming_the_file(text, fmt):
+    try:
+        targets = parse_file_sd(text, fmt, where="sd.json")
+    except ValueError as exc:
+        assert str(exc).startswith("sd.json: ")
+        return
+    for t in targets:
+        assert t.url.startswith(("http://", "https://")) and t.key and " " not in t.key
