@@ -16,10 +16,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.integration
-def test_acknowledged_batches_survive_sigkill(tmp_path):
+@pytest.mark.parametrize("mode", ["queued", "urgent"])
+def test_acknowledged_batches_survive_sigkill(tmp_path, mode):
+    """``urgent``: live batches written between the steps of a running rollup."""
     db = tmp_path / "kill.duckdb"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.ingest_worker", str(db)],
+        [sys.executable, "-m", "tests.support.ingest_worker", str(db),
+         *(["urgent"] if mode == "urgent" else [])],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     acked = []
