@@ -26,18 +26,16 @@ hour on two cores. ``--interval 15`` runs the full rate where there is time and 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
-import urllib.request
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
+import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -123,6 +121,7 @@ class Prometheus:
     def __init__(self, blocks: Path, work: Path):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
+        self.http = requests.Session()  # one kept-alive connection for every query
         config = work / "prometheus.yml"
         config.write_text("global:\n  scrape_interval: 1m\n")  # scrapes nothing
         self.log = open(work / "prometheus.log", "w")  # noqa: SIM115
@@ -137,10 +136,9 @@ class Prometheus:
         deadline = time.monotonic() + 180
         while True:
             try:
-                with urllib.request.urlopen(self.base + "/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
+                if self.http.get(self.base + "/-/ready", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"prometheus did not start; see {work}/prometheus.log")
@@ -154,14 +152,13 @@ class Prometheus:
         else:
             path = "/api/v1/query_range"
             params.update(start=repr(start), end=repr(end), step=repr(step))
-        body = urllib.parse.urlencode(params).encode()
-        with urllib.request.urlopen(self.base + path, data=body, timeout=900) as r:
-            doc = json.loads(r.read())
+        doc = self.http.post(self.base + path, data=params, timeout=900).json()
         if doc.get("status") != "success":
             raise RuntimeError(f"{expr}: {doc}")
         return doc["data"]["result"]
 
     def close(self) -> None:
+        self.http.close()
         self.proc.terminate()
         try:
             self.proc.wait(30)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import getpass
 import json
-import urllib.error
-import urllib.request
 
 import click
+import requests
 
 from gpulens.config import load
-from gpulens.service_client import ServiceClient, error_message
+from gpulens.service_client import ServiceClient, error_message, status_of
 
 DEFAULT_URL = "http://127.0.0.1:8050"
 
@@ -34,8 +33,8 @@ class _Api:
         target = "/api/alerts" + path + (("?" + urlencode(qs)) if qs else "")
         try:
             return self.client.json(method, target, body)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 401:
+        except requests.HTTPError as exc:
+            if status_of(exc) == 401:
                 raise click.ClickException(
                     f"the service at {self.base} asks for a login (dashboard.users or a "
                     "trusted proxy): use the dashboard's Thermal page, or run this command "
@@ -44,12 +43,10 @@ class _Api:
 
 
 def _reachable(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/api/alerts?since_s=1", timeout=2):
-            return True
-    except urllib.error.HTTPError:
-        return True  # something answers; its error will be shown by the real call
-    except (urllib.error.URLError, OSError):
+    try:  # any answer, an error too: something answers; the real call shows its error
+        requests.get(url.rstrip("/") + "/api/alerts?since_s=1", timeout=2)
+        return True
+    except requests.RequestException:
         return False
 
 

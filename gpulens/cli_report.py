@@ -9,13 +9,12 @@ elsewhere, it says so and what to do.
 from __future__ import annotations
 
 import gc
-import urllib.error
-import urllib.request
 
 import click
+import requests
 
 from gpulens.config import load
-from gpulens.service_client import ServiceClient, error_message
+from gpulens.service_client import ServiceClient, error_message, status_of
 
 DEFAULT_URL = "http://127.0.0.1:8050"
 
@@ -25,12 +24,12 @@ def _remote(url: str, week: str, send: bool) -> dict | None:
     try:
         return ServiceClient(url).json("POST", "/api/reports", {"week": week, "send": send},
                                        timeout=600)
-    except urllib.error.HTTPError as exc:
-        if exc.code in (404, 405):
+    except requests.HTTPError as exc:
+        if status_of(exc) in (404, 405):
             return None  # a service without the reports API
         raise click.ClickException(
             f"the service at {url} refused: {error_message(exc)}") from None
-    except (urllib.error.URLError, OSError):
+    except requests.RequestException:
         return None
 
 

@@ -6,15 +6,18 @@ client asks ``GET /api/session`` for a token (keeping the session cookie it sets
 sends it as ``X-CSRFToken``, with ``Origin`` set to the service's own address, and every
 body as a JSON object. A service without ``/api/session`` (a bare API in tests, an
 older service) gets the request without a token.
+
+The client is a ``requests.Session`` (the project's one HTTP library): it keeps the
+session cookie and one kept-alive connection. An error answer raises
+``requests.HTTPError``; no answer raises ``requests.ConnectionError`` or ``Timeout``
+(both ``requests.RequestException``).
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-from http.cookiejar import CookieJar
 from urllib.parse import urlsplit
+
+import requests
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -26,48 +29,50 @@ class ServiceClient:
         self.base = url.rstrip("/")
         parts = urlsplit(self.base)
         self.origin = f"{parts.scheme}://{parts.netloc}"
-        self._opener = urllib.request.build_opener(
-            urllib.request.HTTPCookieProcessor(CookieJar()))
+        self.session = requests.Session()
+        self.session.trust_env = False  # the service is addressed directly, never a proxy
         self._token: str | None = None
 
     def csrf_token(self, timeout: float) -> str:
         """The session's CSRF token, fetched once; '' when the service has none."""
         if self._token is None:
-            try:
-                with self._opener.open(self.base + "/api/session", timeout=timeout) as resp:
-                    self._token = str(json.loads(resp.read()).get("csrf_token") or "")
-            except urllib.error.HTTPError as exc:
-                if exc.code != 404:
-                    raise
+            resp = self.session.get(self.base + "/api/session", timeout=timeout)
+            if resp.status_code == 404:
                 self._token = ""
+            else:
+                resp.raise_for_status()
+                self._token = str(resp.json().get("csrf_token") or "")
         return self._token
 
     def open(self, method: str, path: str, body: dict | None = None, *,
-             timeout: float = 10):
-        """The response of ``method path`` (raises urllib's HTTPError, URLError)."""
+             timeout: float = 10) -> requests.Response:
+        """The response of ``method path``; raises requests.HTTPError for an error answer,
+        requests.RequestException when none comes."""
         headers = {"Accept": "application/json"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
         if method in STATE_CHANGING:
             headers["Origin"] = self.origin
             token = self.csrf_token(timeout)
             if token:
                 headers["X-CSRFToken"] = token
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers=headers)
-        return self._opener.open(req, timeout=timeout)
+        resp = self.session.request(method, self.base + path, json=body, headers=headers,
+                                    timeout=timeout)
+        resp.raise_for_status()
+        return resp
 
     def json(self, method: str, path: str, body: dict | None = None, *,
              timeout: float = 10) -> dict:
-        with self.open(method, path, body, timeout=timeout) as resp:
-            return json.loads(resp.read())
+        return self.open(method, path, body, timeout=timeout).json()
 
 
-def error_message(exc: urllib.error.HTTPError) -> str:
+def status_of(exc: requests.HTTPError) -> int:
+    """The HTTP status of an error answer."""
+    return exc.response.status_code
+
+
+def error_message(exc: requests.HTTPError) -> str:
     """The ``error`` of a JSON error answer, else ``HTTP <code>``."""
+    code = status_of(exc)
     try:
-        return str(json.loads(exc.read()).get("error", f"HTTP {exc.code}"))
+        return str(exc.response.json().get("error", f"HTTP {code}"))
     except (ValueError, AttributeError):
-        return f"HTTP {exc.code}"
+        return f"HTTP {code}"

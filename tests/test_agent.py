@@ -3,10 +3,10 @@ dcgm collector exactly like a real exporter."""
 
 from __future__ import annotations
 
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
+import requests
 from click.testing import CliRunner
 
 from collector.agent import Agent
@@ -23,7 +23,7 @@ def test_agent_serves_what_the_scraper_reads():
     agent = Agent(NvmlSource("hgx7", interval_s=60, nvml=nvml), host="127.0.0.1", port=0)
     url = agent.start()
     try:
-        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        text = requests.get(url, timeout=5).text
         assert 'DCGM_FI_DEV_GPU_TEMP{gpu="3",UUID="GPU-' in text
         assert 'Hostname="hgx7"' in text and 'modelName="NVIDIA H100 80GB HBM3"' in text
         nvml.push_xid(2, 79)

@@ -12,13 +12,13 @@ import shutil
 import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow as pa
+import requests
 
 from collector.wire import render_dcgm
 from tests.support.integration import free_port
@@ -114,10 +114,9 @@ class Prometheus:
             if self.proc.poll() is not None:
                 raise RuntimeError("prometheus exited:\n" + self.logs())
             try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
+                if requests.get(self.url + "/-/ready", timeout=1).status_code == 200:
+                    return
+            except requests.RequestException:
                 pass
             time.sleep(0.1)
         raise RuntimeError("prometheus did not become ready:\n" + self.logs())
