@@ -17,8 +17,7 @@ from dashboard import context, ids
 from dashboard.components import Column, graph, job_href, node_href, num, table
 from dashboard.filters import Filters, from_query
 from dashboard.formatting import missing
-
-STALE_AFTER_S = 120
+from warehouse.queries.fleet import STALE_AFTER_S
 
 NODE_COLUMNS = (
     num("gpu_index", "GPU"),

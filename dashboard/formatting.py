@@ -10,6 +10,8 @@ import html
 import math
 from datetime import datetime
 
+from warehouse.queries.fleet import STALE_AFTER_S
+
 DASH = "—"
 
 
@@ -94,7 +96,7 @@ def headline_texts(h: dict) -> dict[str, tuple[str, str]]:
 
     Notes say why a value is missing (no telemetry, no topology) rather than show zero.
     """
-    stale = fmt_span(h.get("stale_after_s") or 120)
+    stale = fmt_span(h.get("stale_after_s") or STALE_AFTER_S)
     gpus, reporting, allocated = h["gpus"], h["gpus_reporting"], h["allocated_gpus"]
     no_samples = f"No telemetry yet: no GPU has reported in the last {stale}"
     if gpus:

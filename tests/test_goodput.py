@@ -102,10 +102,11 @@ def test_ettr_per_job_and_grouped(wh):
     assert a["productive_h"] == pytest.approx(productive)
     assert a["ettr"] == pytest.approx(productive / wall)
     assert jobs.set_index("job_id").loc["B", "ettr"] == pytest.approx(1.0)
-    by_user = qg.ettr_by(jobs, "user_name").set_index("user_name")
-    assert by_user.loc["ann", "ettr"] == pytest.approx(productive / wall)
+    ann = qg.ettr_summary(jobs[jobs["user_name"] == "ann"])
+    assert ann["ettr"] == pytest.approx(productive / wall)
     weighted = (16 * productive + 8 * 2) / (16 * wall + 8 * 2)
-    assert qg.ettr_by(jobs.assign(all="x"), "all")["ettr"].iloc[0] == pytest.approx(weighted)
+    assert qg.ettr_summary(jobs) == pytest.approx(
+        {"jobs": 2, "ettr": weighted, "ettr_min": productive / wall})
     # a job still running is measured to now
     add_job(wh, "C", [{"start": T, "end": None, "state": "RUNNING"}], submit=T, end=None)
     c = qg.ettr_jobs(wh.reader(), start=T, end=T + 24 * H, now=T + 2 * H).set_index("job_id")

@@ -40,6 +40,8 @@ SQL here is assembled only from constant fragments; every value is a parameter.
 
 from __future__ import annotations
 
+from warehouse.db import fill
+
 #: Slurm end states that count as a failed run.
 FAILED_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
 
@@ -61,7 +63,7 @@ BY_JOBS = "r.end_ts <= $now AND r.job_id IN (SELECT job_id FROM _ettr_jobs)"
 
 def _h(a: str, b: str) -> str:
     """Hours from timestamp expression ``a`` to ``b``."""
-    return f"((epoch_us({b}) - epoch_us({a})) / 3.6e9)"
+    return fill("((epoch_us({b}) - epoch_us({a})) / 3.6e9)", a=a, b=b)
 
 
 #: The first telemetry the warehouse holds (the 1-hour tier keeps it longest; else the
@@ -96,18 +98,17 @@ def loss_sql(where: str) -> str:
     reason, failed_node, gpus, run_h, next_start_ts, restarted, checkpoint_known,
     loss_basis, queue_wait_h, since_checkpoint_h (the lost work), restart_overhead_h,
     gpu_hours_lost (hours, GPU-hours)."""
-    return f"""
-WITH history AS (SELECT ({HISTORY_START_SQL}) AS start_ts),
+    return fill("""
+WITH history AS (SELECT ({history_start}) AS start_ts),
 failed AS (
     SELECT r.job_id, r.run_index, r.start_ts, r.end_ts, r.state, r.exit_code, r.signal,
            r.reason, r.failed_node,
            coalesce(r.gpus, j.gpus, (SELECT count(*) FROM allocations a
                                      WHERE a.job_id = r.job_id
                                        AND a.run_index = r.run_index), 0) AS gpus,
-           greatest(0, {_h('greatest(coalesce(r.start_ts, r.end_ts), h.start_ts)',
-                           'r.end_ts')}) AS run_h
+           greatest(0, {run_h}) AS run_h
     FROM job_runs r LEFT JOIN jobs j USING (job_id), history h
-    WHERE r.end_ts IS NOT NULL AND {FAILED_RUN} AND {where}
+    WHERE r.end_ts IS NOT NULL AND {failed_run} AND {where}
       AND (h.start_ts IS NULL OR r.end_ts > h.start_ts)
 ),
 nxt AS (
@@ -143,17 +144,21 @@ costed AS (
            next_start_ts IS NOT NULL AS restarted,
            loss_basis IN ('checkpoint', 'no checkpoint in run') AS checkpoint_known,
            CASE WHEN next_start_ts IS NULL THEN NULL
-                ELSE greatest(0, {_h('end_ts', 'next_start_ts')}) END AS queue_wait_h,
-           CASE loss_basis WHEN 'checkpoint' THEN {_h('last_ckpt_ts', 'end_ts')}
+                ELSE greatest(0, {queue_wait_h}) END AS queue_wait_h,
+           CASE loss_basis WHEN 'checkpoint' THEN {since_ckpt_h}
                            WHEN 'assumed interval' THEN least(run_h, $interval_h / 2.0)
                            ELSE run_h END AS since_checkpoint_h,
            CASE WHEN next_start_ts IS NULL THEN 0.0
-                ELSE least($warmup_h, greatest(0, {_h('next_start_ts', 'next_end_ts')}))
+                ELSE least($warmup_h, greatest(0, {next_run_h}))
            END AS restart_overhead_h
     FROM based
 )
 SELECT *, gpus * (since_checkpoint_h + restart_overhead_h) AS gpu_hours_lost FROM costed
-"""
+""", history_start=HISTORY_START_SQL, failed_run=FAILED_RUN, where=where,
+                run_h=_h("greatest(coalesce(r.start_ts, r.end_ts), h.start_ts)", "r.end_ts"),
+                queue_wait_h=_h("end_ts", "next_start_ts"),
+                since_ckpt_h=_h("last_ckpt_ts", "end_ts"),
+                next_run_h=_h("next_start_ts", "next_end_ts"))
 
 
 def loss_params(*, now, interval_h: float, warmup_h: float, **extra) -> dict:
@@ -165,7 +170,7 @@ def loss_params(*, now, interval_h: float, warmup_h: float, **extra) -> dict:
 # ETTR per job: productive time / wall time from first submission to completion.
 # productive = sum of run hours - (work lost since checkpoints) - (start-up of each
 # restarted run); wall = completion (or now, while the job runs) - first submission.
-ETTR_SQL = f"""
+ETTR_SQL = fill("""
 WITH _ettr_jobs AS (
     SELECT job_id FROM jobs
     WHERE submit_ts IS NOT NULL AND submit_ts < $end AND coalesce(end_ts, $now) >= $start
@@ -174,7 +179,7 @@ WITH _ettr_jobs AS (
 ),
 runs AS (
     SELECT r.job_id,
-           sum(greatest(0, {_h('r.start_ts', 'coalesce(r.end_ts, $now)')})) AS run_h,
+           sum(greatest(0, {run_h})) AS run_h,
            count(*) AS runs
     FROM job_runs r
     WHERE r.job_id IN (SELECT job_id FROM _ettr_jobs) AND r.start_ts IS NOT NULL
@@ -185,18 +190,19 @@ lost AS (
     SELECT job_id, count(*) AS failures, sum(since_checkpoint_h) AS lost_work_h,
            sum(restart_overhead_h) AS warmup_h,
            sum(gpu_hours_lost) AS gpu_hours_lost
-    FROM ({loss_sql(BY_JOBS)}) GROUP BY job_id
+    FROM ({lost}) GROUP BY job_id
 )
 SELECT j.job_id, j.name, j.user_name, j.partition, j.job_type, j.state, j.gpus,
        j.submit_ts, j.end_ts, j.end_ts IS NOT NULL AS finished,
        coalesce(r.runs, 0) AS runs, coalesce(l.failures, 0) AS failures,
-       {_h('j.submit_ts', 'coalesce(j.end_ts, $now)')} AS wall_h,
+       {wall_h} AS wall_h,
        greatest(0, coalesce(r.run_h, 0) - coalesce(l.lost_work_h, 0)
                    - coalesce(l.warmup_h, 0)) AS productive_h,
        coalesce(l.gpu_hours_lost, 0) AS gpu_hours_lost
 FROM jobs j JOIN _ettr_jobs USING (job_id)
 LEFT JOIN runs r USING (job_id) LEFT JOIN lost l USING (job_id)
-"""
+""", run_h=_h("r.start_ts", "coalesce(r.end_ts, $now)"), lost=loss_sql(BY_JOBS),
+    wall_h=_h("j.submit_ts", "coalesce(j.end_ts, $now)"))
 
 def ettr(cur, *, start, end, now, interval_h: float, warmup_h: float, min_gpus: int = 0,
          job_type: str | None = None):

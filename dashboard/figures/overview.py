@@ -28,6 +28,7 @@ from dashboard.figures.base import (
     temp_colorscale,
 )
 from dashboard.formatting import esc, fmt_kw, fmt_pct, fmt_span, fmt_temp, missing
+from warehouse.queries.fleet import STALE_AFTER_S
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ def _floor_layout(df: pd.DataFrame, shapes: list[dict]) -> dict:
 def floor_map(
     df: pd.DataFrame,
     *,
-    stale_after_s: float = 120,
+    stale_after_s: float = STALE_AFTER_S,
     temp_range_c: tuple[float, float] = TEMP_RANGE_C,
     metric: str = "temp",
     selected: str | None = None,

@@ -22,6 +22,7 @@ from dashboard.figures import overview as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_int, fmt_span, fmt_time, headline_texts
 from warehouse.queries import alerts, overview, utilisation
+from warehouse.queries.fleet import STALE_AFTER_S
 
 dash.register_page(
     __name__, path="/", name="Overview", order=0,
@@ -29,7 +30,6 @@ dash.register_page(
     description="GPU fleet at a glance: allocation, utilisation, power, failures, heat.",
 )
 
-STALE_AFTER_S = 120  # a GPU without a sample this recent counts as not reporting
 HEADLINE_CARDS = ("gpus", "allocated", "util", "power", "lost")  # from overview.headline
 
 CARDS = {  # key -> (title, unit hint shown on hover)

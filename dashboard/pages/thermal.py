@@ -16,6 +16,7 @@ from dashboard.figures import thermal as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_span, fmt_time
 from warehouse.queries import alerts, overview, thermal
+from warehouse.queries.fleet import STALE_AFTER_S
 
 dash.register_page(
     __name__, path="/thermal", name="Thermal", order=5,
@@ -23,7 +24,6 @@ dash.register_page(
     description="Live floor map, rack temperatures, throttling, XIDs and alerts.",
 )
 
-STALE_AFTER_S = 120
 
 EVENT_COLUMNS = (
     Column("ts", "Time", lambda v: f"{v:%a %d %b %H:%M} UTC"),

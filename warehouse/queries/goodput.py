@@ -17,6 +17,7 @@ import pandas as pd
 from gpulens.settings import default
 from warehouse import goodput, reliability
 from warehouse.analytics import Options
+from warehouse.db import fill
 
 GROUPS = {"week": "date_trunc('week', end_ts)", "user": "user_name",
           "partition": "partition", "category": "category", "rack": "rack",
@@ -46,10 +47,10 @@ def lost_by(cur, *, start: datetime, end: datetime, by: str = "week") -> pd.Data
     rack or job_type: columns the group, failures, gpu_hours_lost, restarts."""
     if by not in GROUPS:
         raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
-    sql = (f"SELECT {GROUPS[by]} AS {by}, count(*) AS failures, "
-           "sum(gpu_hours_lost) AS gpu_hours_lost, count(*) FILTER (WHERE restarted) "
-           "AS restarts FROM failures WHERE end_ts >= $start AND end_ts < $end "
-           "GROUP BY 1 ORDER BY gpu_hours_lost DESC NULLS LAST")
+    sql = fill("SELECT {group} AS {by}, count(*) AS failures, "
+               "sum(gpu_hours_lost) AS gpu_hours_lost, count(*) FILTER (WHERE restarted) "
+               "AS restarts FROM failures WHERE end_ts >= $start AND end_ts < $end "
+               "GROUP BY 1 ORDER BY gpu_hours_lost DESC NULLS LAST", group=GROUPS[by], by=by)
     return cur.execute(sql, {"start": start, "end": end}).df()
 
 
@@ -87,22 +88,6 @@ def ettr_summary(jobs: pd.DataFrame) -> dict:
     return {"jobs": int(len(jobs)),
             "ettr": float((g * jobs["productive_h"]).sum()) / wall if wall > 0 else None,
             "ettr_min": float(jobs["ettr"].min())}
-
-
-def ettr_by(jobs: pd.DataFrame, by: str = "user_name") -> pd.DataFrame:
-    """GPU-weighted ETTR of the jobs of :func:`ettr_jobs` grouped by a column
-    (user_name, partition, job_type) or ``week`` (of submission)."""
-    df = jobs.copy()
-    if by == "week":
-        df["week"] = pd.to_datetime(df["submit_ts"]).dt.to_period("W-SUN").dt.start_time
-    df["gpu_wall_h"] = df["gpus"].fillna(0) * df["wall_h"]
-    df["gpu_productive_h"] = df["gpus"].fillna(0) * df["productive_h"]
-    out = df.groupby(by, dropna=False).agg(
-        jobs=("job_id", "count"), gpu_wall_h=("gpu_wall_h", "sum"),
-        gpu_productive_h=("gpu_productive_h", "sum"),
-        gpu_hours_lost=("gpu_hours_lost", "sum")).reset_index()
-    out["ettr"] = out["gpu_productive_h"] / out["gpu_wall_h"].where(out["gpu_wall_h"] > 0)
-    return out
 
 
 def ettr_curve(*, n_nodes: float, failures_per_1000_node_days: float,

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 import duckdb
 import pandas as pd
 
+from warehouse.db import fill
 from warehouse.queries.alerts import _ALERT_COLUMNS
 
 
@@ -63,12 +64,12 @@ def alerts(cur: duckdb.DuckDBPyConnection, node: str, *, rack: str | None, now: 
     """Alerts on ``node`` (and rack-wide alerts of its ``rack``) active at some time in
     ``(now - since_s, now]``, pending and firing ones always; every alerts column."""
     return cur.execute(
-        f"""SELECT {_ALERT_COLUMNS} FROM alerts
+        fill("""SELECT {columns} FROM alerts
             WHERE (node = $node OR (scope = 'rack' AND rack = $rack))
               AND (state <> 'resolved' OR resolved_at > $since)
               AND active_since <= $now
             ORDER BY state = 'resolved', coalesce(fired_at, active_since) DESC, alert_id
-            LIMIT $limit""",
+            LIMIT $limit""", columns=_ALERT_COLUMNS),
         {"node": node, "rack": rack, "now": now,
          "since": now - timedelta(seconds=since_s), "limit": limit},
     ).df()
