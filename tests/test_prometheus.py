@@ -268,3 +268,18 @@ def test_property_any_answer_gives_rows_or_the_documented_error(results):
     assert table.schema.equals(SCHEMAS["samples"])
     assert all(0 <= g < 32 for g in table["gpu_index"].to_pylist())
     assert all(isinstance(k, str) and v > 0 for k, v in counts.items())
+
+
+def test_points_far_from_now_are_refused_and_counted_by_the_source():
+    class Client:
+        def custom_query(self, query, params=None):
+            if "GPU_TEMP" not in query:
+                return []
+            return [{"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu=str(g)), "value": [t, "50"]}
+                    for g, t in ((0, E0), (1, E0 + 86400 * 365), (2, 1e10), (3, 1e12))]
+
+    src = PrometheusSource(Client(), now=lambda: T0)
+    b = dict(src.collect(T0))
+    assert b["samples"]["gpu_index"].to_pylist() == [0]
+    assert src.dropped.as_dict() == {"row: timestamp not near now": 2,
+                                     "series: time not a Unix time": 1}
