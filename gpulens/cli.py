@@ -66,7 +66,16 @@ def cli() -> None:
               help="TOML configuration file (see gpulens.example.toml).")
 def serve(config_path: str | None) -> None:
     """Run the service: collectors, rollups, alerts and the dashboard."""
-    _run_service(load(config_path))
+    config = load(config_path)
+    if config_path is None and "GPULENS_COLLECT_SOURCE" not in os.environ:
+        raise ConfigError(
+            "gpulens serve needs a configuration naming your cluster's sources: "
+            "gpulens serve --config gpulens.toml (start from gpulens.example.toml). "
+            "To see gpulens on a simulated cluster, run: gpulens demo")
+    if "simulator" in config["collect.source"].split(","):
+        click.echo("gpulens serve: collect.source includes 'simulator', so this serves a "
+                   "simulated cluster, not real GPUs.")
+    _run_service(config)
 
 
 @cli.command()
@@ -88,7 +97,22 @@ def demo(config_path, host, port, db, history_days, seed, racks) -> None:
         simulator__history_days=history_days, simulator__seed=seed, simulator__racks=racks,
         collect__source="simulator",
     )
-    _run_service(config, before_start=_demo_receiver)
+    _run_service(_demo_pdf(config), before_start=_demo_receiver)
+
+
+def _demo_pdf(config):
+    """Without Chromium the demo's weekly report is HTML only: say so in one line."""
+    if not config["reports.pdf"]:
+        return config
+    from dashboard.report.pdf import PdfError, chromium_path
+
+    try:
+        chromium_path(config["reports.chromium"])
+    except PdfError:
+        click.echo(f"Chromium not found ({config['reports.chromium']}): weekly report PDF "
+                   "off, HTML only (apt-get install chromium for the PDF).")
+        return config.with_overrides(reports__pdf=False)
+    return config
 
 
 def _demo_receiver(config):

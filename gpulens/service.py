@@ -28,6 +28,7 @@ from dashboard.report.schedule import ReportScheduler
 from gpulens import __version__, exporter
 from gpulens.config import BY_NAME, Config
 from gpulens.health import Health
+from gpulens.history_progress import HistoryProgress
 from gpulens.sources import build_sources
 from warehouse import Retention, Warehouse, analytics, meta
 from warehouse.clock import utcnow
@@ -292,7 +293,12 @@ class Service:
         """Refresh the derived tables (failures, hourly energy) on the writer thread."""
         now = self.now()
         result = self.warehouse.write(lambda con: analytics.refresh(con, now, self.config)).result()
-        log.info("analytics refreshed: %s", result)
+        log.info("analytics refreshed in %.1f s: %d failed runs classified, %d hours of "
+                 "energy and %d of usage recomputed%s", result["failures_s"]
+                 + result["energy_s"] + result["usage_s"], result["failures_classified"],
+                 result["energy_hours"], result["usage_hours"],
+                 f" ({result['usage_pending']} hours of usage left for the next refresh)"
+                 if result["usage_pending"] else "")
         return result
 
     def retention_once(self) -> None:
@@ -309,6 +315,8 @@ class Service:
         self.health.set_backfill(state="running", start=_iso(missing[0][0]),
                                  end=_iso(missing[-1][1]), done_until=None)
 
+        progress = HistoryProgress(missing)  # the console's lines: start, each day, done
+        ranges = len(missing)
         def ingest(kind, table):
             for offset in range(0, max(table.num_rows, 1), HISTORY_BATCH_ROWS):
                 if self.stopping.is_set():
@@ -318,6 +326,7 @@ class Service:
         def written_until(ts: datetime) -> None:  # every row before ts is acknowledged
             self.health.set_backfill(done_until=_iso(ts))
             if ts < missing[0][1]:  # the range's end: once history() returned
+            progress.written_until(ranges - len(missing), ts)
                 missing[0] = (max(missing[0][0], ts), missing[0][1])
                 self._save_missing(source)
 
@@ -332,6 +341,7 @@ class Service:
             self.reports.catch_up()  # a weekly report missed while the service was down
             self.health.set_backfill(state="done")
         except InterruptedError:
+            progress.done()
             self.health.set_backfill(state="interrupted")
         except Exception as exc:
             log.exception("writing history failed")
