@@ -314,9 +314,9 @@ class Service:
         missing = self._missing[source.name]
         self.health.set_backfill(state="running", start=_iso(missing[0][0]),
                                  end=_iso(missing[-1][1]), done_until=None)
-
         progress = HistoryProgress(missing)  # the console's lines: start, each day, done
         ranges = len(missing)
+
         def ingest(kind, table):
             for offset in range(0, max(table.num_rows, 1), HISTORY_BATCH_ROWS):
                 if self.stopping.is_set():
@@ -325,8 +325,8 @@ class Service:
 
         def written_until(ts: datetime) -> None:  # every row before ts is acknowledged
             self.health.set_backfill(done_until=_iso(ts))
-            if ts < missing[0][1]:  # the range's end: once history() returned
             progress.written_until(ranges - len(missing), ts)
+            if ts < missing[0][1]:  # the range's end: once history() returned
                 missing[0] = (max(missing[0][0], ts), missing[0][1])
                 self._save_missing(source)
 
@@ -340,8 +340,8 @@ class Service:
             self.analytics_once()  # classify the history's failures now, not in 5 minutes
             self.reports.catch_up()  # a weekly report missed while the service was down
             self.health.set_backfill(state="done")
-        except InterruptedError:
             progress.done()
+        except InterruptedError:
             self.health.set_backfill(state="interrupted")
         except Exception as exc:
             log.exception("writing history failed")
