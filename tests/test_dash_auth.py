@@ -114,7 +114,8 @@ def guarded():
 
     with Warehouse(":memory:") as wh:
         seed_overview(wh)
-        config = auth.AuthConfig(users={"alice": HASH}, trusted_user_header="X-Forwarded-User",
+        config = auth.AuthConfig(users={"alice": HASH, "bob": HASH},
+                                 trusted_user_header="X-Forwarded-User",
                                  trusted_proxies=auth.parse_networks("127.0.0.1"),
                                  secret_key="test-key", operators=frozenset({"alice"}))
         app = create_app(wh, now=lambda: NOW, auth_config=config)
@@ -189,7 +190,32 @@ def test_trusted_proxy_header_names_the_user(guarded):
     assert b"<b>bob</b>" not in resp.data  # the name is logged, not echoed
 
 
+def _click_ack(client, alert_id: str):
+    """The Thermal page's acknowledge button, as Dash's renderer posts its click."""
+    from dashboard import ids
+
+    button = {"alert": alert_id, "type": ids.ALERT_ACK}
+    body = {"output": f"{ids.THERMAL_ALERT_MSG}.children",
+            "outputs": {"id": ids.THERMAL_ALERT_MSG, "property": "children"},
+            "inputs": [[{"id": button, "property": "n_clicks", "value": 1}], []],
+            "changedPropIds": [json.dumps(button, separators=(",", ":")) + ".n_clicks"],
+            "state": []}
+    resp = client.post("/_dash-update-component", json=body, headers=csrf_headers(client))
+    assert resp.status_code == 200, resp.data
+    return resp.get_json()["response"][ids.THERMAL_ALERT_MSG]["children"]
+
+
+def test_a_viewer_cannot_acknowledge_from_the_thermal_page(guarded):
+    viewer = guarded.server.test_client()
+    assert _login(viewer, "bob", "s3cret").status_code == 302
+    assert "bob is a viewer" in _click_ack(viewer, "a1")
+    operator = guarded.server.test_client()
+    assert _login(operator, "alice", "s3cret").status_code == 302
+    assert _click_ack(operator, "no-such-alert") == "That alert no longer exists."
+
+
 def test_cookies_are_secure_behind_a_tls_proxy():
+    """Last in the module: its app replaces the guarded one (one live app per process)."""
     from dashboard.app import create_app
 
     with Warehouse(":memory:") as wh:
