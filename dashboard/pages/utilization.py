@@ -26,7 +26,6 @@ dash.register_page(
     description="Allocated against utilised GPUs, by rack, partition, user and job type.",
 )
 
-IDLE_PCT = 5.0  # below this utilisation an allocated GPU counts as idle
 IDLE_MINUTES = 15
 
 IDLE_COLUMNS = (
@@ -62,7 +61,8 @@ def layout(**query) -> html.Div:
         ),
         components.panel(
             "Allocated but idle now",
-            f"GPUs held by a running job with utilisation below {IDLE_PCT:.0f} % for the "
+            f"GPUs held by a running job with utilisation below "
+            f"{context.options().idle_util_pct:g} % (energy.idle_util_pct) for the "
             f"last {IDLE_MINUTES} minutes.",
             html.Div(components.empty("Loading…"), id=ids.UTIL_IDLE)),
     )
@@ -121,7 +121,8 @@ def update_idle(data, _n=None):
     f = from_query(data)
     df = utilisation.idle_allocated_now(context.reader(), now=context.now(),
                                         partition=f.partition, rack=f.rack,
-                                        idle_pct=IDLE_PCT, recent_min=IDLE_MINUTES)
+                                        idle_pct=context.options().idle_util_pct,
+                                        recent_min=IDLE_MINUTES)
     return components.table(df, IDLE_COLUMNS, table_id=ids.UTIL_IDLE + "-table",
                             empty_message="No idle allocated GPU: every GPU held by a "
                             "running job has worked in the last 15 minutes (or none "
