@@ -58,6 +58,27 @@ def wh():
     w.close()
 
 
+@pytest.fixture(scope="module")
+def report_wh(tmp_path_factory):
+    """A copy of the report test warehouse (tests/support/report.py), one per module."""
+    from tests.support.report import seeded_copy
+    from warehouse import Warehouse
+
+    w = Warehouse(seeded_copy(tmp_path_factory.mktemp("report")))
+    yield w
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def report(report_wh):
+    """The weekly report of ``WEEK`` over ``report_wh``, jobs of 16 GPUs counted as large."""
+    from dashboard.report import ReportOptions, build
+    from tests.support.report import NOW, WEEK
+
+    return build(report_wh.reader, week=WEEK, now=NOW,
+                 options=ReportOptions(large_job_gpus=16))
+
+
 # ------------------------------------------------------------------ real components
 
 @pytest.fixture(scope="module")

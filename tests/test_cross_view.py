@@ -13,10 +13,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dashboard.report import ReportOptions, build
 from tests.support.dash_seed import NOW as OVERVIEW_NOW
 from tests.support.dash_seed import seed_overview
-from tests.support.report import NOW, WEEK, seeded_copy
+from tests.support.report import NOW
 from warehouse import Warehouse, metrics
 from warehouse.analytics import Options, refresh
 from warehouse.queries import energy as qe
@@ -29,15 +28,8 @@ from warehouse.queries import weekly
 
 
 @pytest.fixture(scope="module")
-def wh(tmp_path_factory):
-    w = Warehouse(seeded_copy(tmp_path_factory.mktemp("cross")))
-    yield w
-    w.close()
-
-
-@pytest.fixture(scope="module")
-def report(wh):
-    return build(wh.reader, week=WEEK, now=NOW, options=ReportOptions(large_job_gpus=16))
+def wh(report_wh):
+    return report_wh
 
 
 def test_every_shared_figure_agrees(wh, report):

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from dashboard.report import ReportOptions, build, render_html
+from dashboard.report import build, render_html
 from tests.support.report import NOW, WEEK, report_config, seeded_copy
 from warehouse import Warehouse, alerts_store, reliability
 from warehouse.queries import energy as qe
@@ -20,15 +20,8 @@ from warehouse.queries import weekly
 
 
 @pytest.fixture(scope="module")
-def wh(tmp_path_factory):
-    w = Warehouse(seeded_copy(tmp_path_factory.mktemp("report")))
-    yield w
-    w.close()
-
-
-@pytest.fixture(scope="module")
-def report(wh):
-    return build(wh.reader, week=WEEK, now=NOW, options=ReportOptions(large_job_gpus=16))
+def wh(report_wh):
+    return report_wh
 
 
 def test_weeks_are_iso_weeks_in_the_report_time_zone():
