@@ -192,6 +192,11 @@ def test_same_origin_post_with_token_works_and_the_cli_too(open_service):
     assert len(made) == 1
     out = runner.invoke(alerts_cli, ["--url", base, "unsilence", made[0]["silence_id"]])
     assert out.exit_code == 0, out.output
+    # gpulens report's request passes the checks too: the service's own validation answers
+    from gpulens.cli_report import report as report_cli
+
+    out = runner.invoke(report_cli, ["--url", base, "--week", "2999-W01"])
+    assert out.exit_code != 0 and "refused: week: '2999-W01' is not between" in out.output
 
 
 def test_foreign_host_is_refused(open_service):

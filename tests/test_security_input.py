@@ -86,3 +86,17 @@ def test_networks_and_names_refuse_only_with_value_error(text):
             parser(text)
         except ValueError:
             pass
+
+
+def test_report_files_are_served_in_a_csp_sandbox(tmp_path):
+    from flask import Flask
+
+    from dashboard.report.api import create_blueprint
+
+    (tmp_path / "gpulens-report-2026-W47.html").write_text("<script>alert(1)</script>")
+    app = Flask("t")
+    app.register_blueprint(create_blueprint(lambda week, send: {}, str(tmp_path)))
+    resp = app.test_client().get("/api/reports/files/gpulens-report-2026-W47.html")
+    assert resp.status_code == 200
+    assert resp.headers["Content-Security-Policy"].startswith("sandbox allow-scripts;")
+    assert app.test_client().get("/api/reports/files/..%2Fsecret").status_code == 404
