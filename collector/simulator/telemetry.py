@@ -116,84 +116,110 @@ class Telemetry:
         return xid, dbe
 
     def _block(self, k0: int, k1: int, ent: dict) -> pa.Table:
-        topo, c, pm = self.topo, self.c, self.power
-        g, rows = c.n_gpus, k1 - k0 + 1  # row 0 is tick k0-1 (for the energy counter)
+        """Samples of ticks ``k0 <= k < k1``: what the jobs do, the power and energy that
+        follow, then the temperatures, clocks and errors (one row per GPU per tick)."""
+        topo, pm = self.topo, self.power
+        rows = k1 - k0 + 1  # row 0 is tick k0-1 (for the energy counter)
         ks = np.arange(k0 - 1, k1)
         t_s = ks * self.dt
         held, sel = self._paint(k0 - 1, rows, ent)
         busy = held >= 0
-        e = np.where(busy, held, 0)
-        runs = self._runs()
-        if len(sel):
-            run = ent["run"][sel]
-            pb_e, over_e = pm.busy_mw(ent["gpu"][sel], ent["level"][sel])
-            pick = lambda arr: np.where(busy, arr[e], 0)  # noqa: E731
-            pb, over = pick(pb_e), pick(over_e).astype(bool)
-            code = pick(runs["code"][run]).astype(np.int64)
-            level, mem = pick(runs["level"][run]), pick(runs["mem"][run])
-            since = t_s[:, None] - pick(runs["start"][run])
-            period = np.where(busy, runs["period"][run][e], 1.0)
-        else:
-            pb, over = np.zeros((rows, g), np.int64), np.zeros((rows, g), bool)
-            code = np.zeros((rows, g), np.int64)
-            level = mem = since = np.zeros((rows, g))
-            period = np.ones((rows, g))
+        job = self._job_state(busy, held, sel, ent, t_s)
         inlet = pm.inlet_c(ks)[:, topo.gpu_rack]
         lim = limit_mw(topo.slowdown_c[None, :], inlet, topo.thermal_r[None, :])
+        z = self._noise(ks)
+        power_w, energy, hot = self._power(k0, busy, job["pb"], lim, z, ent)
+        # drop row 0 from here on
+        busy, hot, z, t_s, inlet, lim = busy[1:], hot[1:], z[1:], t_s[1:], inlet[1:], lim[1:]
+        job = {k: v[1:] for k, v in job.items()}
+        return self._table(k0, k1, self._readings(k0, rows, busy, hot, job, z, t_s, inlet,
+                                                  lim, power_w), power_w, energy)
+
+    def _job_state(self, busy, held, sel, ent: dict, t_s) -> dict[str, np.ndarray]:
+        """Per tick and GPU, of the run holding it: busy power (mW) and whether it may
+        exceed TDP, workload code, level, memory share, seconds since start, period."""
+        g, rows = self.c.n_gpus, len(t_s)
+        if not len(sel):
+            zeros = np.zeros((rows, g))
+            return {"pb": np.zeros((rows, g), np.int64), "over": np.zeros((rows, g), bool),
+                    "code": np.zeros((rows, g), np.int64), "level": zeros, "mem": zeros,
+                    "since": zeros, "period": np.ones((rows, g))}
+        e = np.where(busy, held, 0)
+        runs = self._runs()
+        run = ent["run"][sel]
+        pb_e, over_e = self.power.busy_mw(ent["gpu"][sel], ent["level"][sel])
+        pick = lambda arr: np.where(busy, arr[e], 0)  # noqa: E731
+        return {"pb": pick(pb_e), "over": pick(over_e).astype(bool),
+                "code": pick(runs["code"][run]).astype(np.int64),
+                "level": pick(runs["level"][run]), "mem": pick(runs["mem"][run]),
+                "since": t_s[:, None] - pick(runs["start"][run]),
+                "period": np.where(busy, runs["period"][run][e], 1.0)}
+
+    def _power(self, k0: int, busy, pb, lim, z, ent: dict):
+        """``(power_w, energy_j, hot)``: power of ticks k0.. (W), the energy counter (J)
+        and where the busy power exceeds the thermal limit (row 0 included)."""
+        topo, pm, g = self.topo, self.power, self.c.n_gpus
         base = np.where(busy, np.minimum(pb, lim), pm.idle_mw[None, :])
         hot = busy & (pb > lim)
-        z = self._noise(ks)
         sigma_mw = np.where(busy, 12.0 * topo.tdp_w[None, :], 800.0)
         u = np.rint(sigma_mw * np.clip(z[:, 0], -3, 3)).astype(np.int64)
         power_w = (base[1:] + u[1:] - u[:-1]) / 1000.0
         s0 = pm.base_sum(k0, ent["gpu"], ent["level"], ent["a"], ent["b"])
         s = s0[None, :] + np.concatenate([np.zeros((1, g), np.int64), np.cumsum(base[1:-1], 0)])
         energy = topo.energy0_j[None, :] + (s + u[:-1]) * (self.dt / 1000.0)
+        return power_w, energy, hot
 
-        # drop row 0 from here on
-        busy, code, level, mem, since, period = (x[1:] for x in (busy, code, level, mem,
-                                                                 since, period))
-        z, hot, over, t_s, inlet, pb, lim = z[1:], hot[1:], over[1:], t_s[1:], inlet[1:], \
-            pb[1:], lim[1:]
-        util = self._util(code, level, since, period, z)
+    def _readings(self, k0: int, rows: int, busy, hot, job: dict, z, t_s, inlet, lim,
+                  power_w) -> dict[str, np.ndarray]:
+        """Utilisation, memory, temperatures (°C), clocks (MHz), throttling and errors."""
+        topo = self.topo
+        code, pb = job["code"], job["pb"]
+        util = self._util(code, job["level"], job["since"], job["period"], z)
         sm = np.clip(util * SM_FACTOR[code] * (1 + 0.03 * z[:, 2]), 0, 100)
         mem_util = np.where(busy, np.clip(util * MEM_UTIL_FACTOR[code] + 2 * z[:, 3], 0, 100), 0)
-        mem_used = np.where(busy, np.minimum(mem * topo.memory_mib * (1 + 0.004 * z[:, 3]),
-                                             topo.memory_mib), 0.0)
+        mem_used = np.where(busy, np.minimum(job["mem"] * topo.memory_mib
+                                             * (1 + 0.004 * z[:, 3]), topo.memory_mib), 0.0)
         daily = 0.6 * np.sin(2 * np.pi * (t_s + self.day_offset_s) / 86400.0 - 2.0)
         temp = inlet + daily[:, None] + topo.thermal_r * power_w + 0.25 * z[:, 4]
         mem_temp = temp + topo.hbm_offset_c * (0.6 + 0.004 * util) + 0.3 * z[:, 5]
-        braked = busy & over & (power_w >= topo.tdp_w)
+        braked = busy & job["over"] & (power_w >= topo.tdp_w)
         ratio = np.where(hot, np.minimum(lim, pb) / np.maximum(pb, 1), 1.0)
         clock = np.where(busy, topo.max_clock * np.clip(1 - 1.6 * (1 - ratio), 0.5, 1.0)
                          * np.where(braked, 0.96, 1.0), topo.idle_clock)
         xid, dbe = self._xids(k0, rows - 1)
         sbe = topo.sbe0 + np.floor(topo.sbe_per_h * t_s[:, None] / 3600.0).astype(np.int64)
+        return {"util": util, "mem_util": mem_util, "sm": sm, "mem_used": mem_used,
+                "temp": temp, "mem_temp": mem_temp, "clock": clock, "hot": hot,
+                "braked": braked, "sbe": sbe, "dbe": dbe, "xid": xid}
 
-        n = (rows - 1) * g
+    def _table(self, k0: int, k1: int, r: dict, power_w, energy) -> pa.Table:
+        """The readings as a samples table (SCHEMAS["samples"]), rounded as exporters do."""
+        topo, c, g = self.topo, self.c, self.c.n_gpus
+        ticks = k1 - k0
+        n = ticks * g
         ts = self.anchor_us + np.rint(np.arange(k0, k1) * self.dt * 1e6).astype(np.int64)
-        gpu_of_row = np.tile(np.arange(g), rows - 1)
+        gpu_of_row = np.tile(np.arange(g), ticks)
         f32 = lambda x: np.asarray(x, dtype=np.float32).reshape(n)  # noqa: E731
         cols = [
             pa.array(np.repeat(ts, g), pa.timestamp("us")),
             self.node_arr.take(pa.array(topo.gpu_node[gpu_of_row])),
-            pa.array(np.tile(topo.gpu_index, rows - 1), pa.int16()),
+            pa.array(np.tile(topo.gpu_index, ticks), pa.int16()),
             self.uuid_arr.take(pa.array(gpu_of_row)),
             pa.array(np.full(n, c.interval_s, dtype=np.float32)),
-            pa.array(f32(util)),
-            pa.array(f32(np.rint(mem_util))),
-            pa.array(f32(np.round(sm, 1))),
-            pa.array(f32(np.rint(mem_used))),
+            pa.array(f32(r["util"])),
+            pa.array(f32(np.rint(r["mem_util"]))),
+            pa.array(f32(np.round(r["sm"], 1))),
+            pa.array(f32(np.rint(r["mem_used"]))),
             pa.array(f32(np.round(power_w, 3))),
             pa.array(energy.reshape(n)),
-            pa.array(f32(np.rint(temp))),
-            pa.array(f32(np.rint(mem_temp))),
-            pa.array(f32(np.rint(clock / 15.0) * 15.0)),
-            pa.array(hot.reshape(n)),
-            pa.array(braked.reshape(n)),
-            pa.array(sbe.reshape(n)),
-            pa.array(dbe.reshape(n)),
-            pa.array(xid.reshape(n)),
+            pa.array(f32(np.rint(r["temp"]))),
+            pa.array(f32(np.rint(r["mem_temp"]))),
+            pa.array(f32(np.rint(r["clock"] / 15.0) * 15.0)),
+            pa.array(r["hot"].reshape(n)),
+            pa.array(r["braked"].reshape(n)),
+            pa.array(r["sbe"].reshape(n)),
+            pa.array(r["dbe"].reshape(n)),
+            pa.array(r["xid"].reshape(n)),
         ]
         return pa.Table.from_arrays(cols, schema=SCHEMAS["samples"])
 
