@@ -32,11 +32,15 @@ class Topology:
     """Names, placement and static per-GPU traits of a simulated cluster."""
 
     def __init__(self, config: SimConfig):
-        c = config
-        self.config = c
-        rng = np.random.default_rng([c.seed, 101])
+        self.config = config
+        rng = np.random.default_rng([config.seed, 101])  # drawn in this order: racks, GPUs
+        self._place_racks(config, rng)
+        self._place_nodes(config)
+        self._gpu_traits(config, rng)
+
+    def _place_racks(self, c: SimConfig, rng: np.random.Generator) -> None:
+        """Rack names, partitions, zones, floor positions and inlet temperatures (°C)."""
         rw = max(2, len(str(c.racks)))
-        nw = max(3, len(str(c.n_nodes)))
         self.rack_names = [f"r{i + 1:0{rw}d}" for i in range(c.racks)]
         n_eval = min(c.racks - 1, round(c.racks * c.eval_rack_fraction)) if c.racks > 1 else 0
         # eval racks are the last ones (the last zone), train racks the rest
@@ -60,10 +64,15 @@ class Topology:
             22.0 + 0.5 * np.abs(self.rack_x - mid) + rng.normal(0.0, 0.8, c.racks).clip(-2, 2)
         )
 
+    def _place_nodes(self, c: SimConfig) -> None:
+        nw = max(3, len(str(c.n_nodes)))
         self.node_names = [f"node{i + 1:0{nw}d}" for i in range(c.n_nodes)]
         self.node_rack = np.repeat(np.arange(c.racks), c.nodes_per_rack)
         self.node_partition = self.rack_partition[self.node_rack]
 
+    def _gpu_traits(self, c: SimConfig, rng: np.random.Generator) -> None:
+        """Per GPU: node, index, UUID, model limits (W, MiB, MHz, °C), idle power (W),
+        power and thermal spread, HBM offset (°C), energy counter start (J), ECC drift."""
         g = c.gpus_per_node
         self.gpu_node = np.repeat(np.arange(c.n_nodes), g)
         self.gpu_index = np.tile(np.arange(g, dtype=np.int16), c.n_nodes)
