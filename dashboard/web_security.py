@@ -26,11 +26,14 @@ Secure when :attr:`AuthConfig.secure_cookies`.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import secrets
 from urllib.parse import urlsplit
 
 from dashboard.auth import STATE_CHANGING, AuthConfig, identity
+
+log = logging.getLogger(__name__)
 
 CSRF_COOKIE = "_csrf_token"  # the name Dash's renderer reads (dash.Dash csrf_token_name)
 SESSION_COOKIE = "gpulens_session"
@@ -134,6 +137,10 @@ def install(app, config: AuthConfig) -> None:
         WTF_CSRF_SSL_STRICT=False,  # the Origin check below covers HTTPS too
     )
     csrf = CSRFProtect(server)
+    public = urlsplit(config.public_url).hostname if config.public_url else None
+    names = sorted({"localhost", *config.allowed_hosts} | ({public} if public else set()))
+    log.info("answering Host: IP addresses and %s (dashboard.public_url, "
+             "dashboard.allowed_hosts); other names get 400", ", ".join(names))
     policy: list[str] = []  # computed at the first response: every inline script known
 
     def refuse(status: int, message: str):
