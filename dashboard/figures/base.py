@@ -98,9 +98,7 @@ def base_layout(**overrides) -> dict:
         "plot_bgcolor": "rgba(0,0,0,0)",
         "margin": {"l": 56, "r": 24, "t": 16, "b": 48},
         "hoverlabel": {"font": {"family": FONT, "size": 13}, "bgcolor": "white"},
-        # a vertical toolbar on the right edge stays clear of the legend on top
-        "modebar": {"bgcolor": "rgba(0,0,0,0)", "color": "#b8c0c8", "activecolor": INK,
-                    "orientation": "v"},
+        "modebar": {"bgcolor": "rgba(0,0,0,0)", "color": "#b8c0c8", "activecolor": INK},
     }
     layout.update(overrides)
     return layout
@@ -111,8 +109,11 @@ def chart_layout(height: int = 320, **overrides) -> dict:
     layout = {"height": height, "hovermode": "x unified",
               "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0,
                          "font": {"size": 12}},
-              "margin": {"l": 64, "r": 24, "t": 36, "b": 48}}
-    return base_layout(**{**layout, **overrides})
+              "margin": {"l": 64, "r": 40, "t": 36, "b": 48}}
+    layout = base_layout(**{**layout, **overrides})
+    if layout.get("showlegend", True):  # a vertical toolbar at the right edge stays
+        layout["modebar"] = {**layout["modebar"], "orientation": "v"}  # clear of the legend
+    return layout
 
 
 def empty_layout(message: str, *, height: int = 320) -> dict:

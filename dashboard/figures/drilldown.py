@@ -58,7 +58,7 @@ def rack_gpus(df: pd.DataFrame | None, *, rack: str, metric: str = "temp") -> go
         hoverongaps=False,
     ))
     fig.update_layout(**chart_layout(max(200, 90 + 44 * len(nodes)), hovermode="closest",
-                                uirevision=f"rack-gpus-{rack}"),
+                                     showlegend=False, uirevision=f"rack-gpus-{rack}"),
                       xaxis={"title": {"text": "GPU index"}, "side": "top"},
                       yaxis={"title": {"text": "Node"}, "autorange": "reversed"},
                       clickmode="event")

@@ -30,7 +30,7 @@ def _heatmap(pivot: pd.DataFrame, *, x_title: str, y_title: str, z_title: str,
         hovertemplate="%{y} · %{x}: %{z}<extra></extra>",
     ))
     fig.update_layout(**chart_layout(max(240, 90 + 28 * len(pivot)), hovermode="closest",
-                                uirevision=uirevision),
+                                     uirevision=uirevision, showlegend=False),
                       xaxis={"title": {"text": x_title}, "type": "category"},
                       yaxis={"title": {"text": y_title}, "type": "category",
                              "automargin": True})

@@ -78,7 +78,8 @@ def summary(info: dict | None, node: str, gpus_reporting: int) -> html.Div:
             ("GPUs", fmt_int(info.get("gpus")),
              f"{fmt_int(gpus_reporting)} reporting now"),
         ]),
-        dcc.Link(f"Rack {rack} on the Thermal page", href=f"/thermal?rack={rack}")
+        dcc.Link(f"Rack {rack} on the Thermal page", href=f"/thermal?rack={rack}",
+                 className="page-link")
         if rack else None,
     ])
 
