@@ -15,6 +15,7 @@ from gpulens.cli_export import export
 from gpulens.cli_import import import_
 from gpulens.cli_report import report
 from gpulens.config import ConfigError, load
+from gpulens.settings import default
 
 # Errors a user can act on: one line, exit status 2, no traceback.
 _USER_ERRORS: tuple[type[Exception], ...] = (ConfigError,)
@@ -81,12 +82,17 @@ def serve(config_path: str | None) -> None:
 @cli.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Optional TOML configuration; the options below override it.")
-@click.option("--host", help="Address to bind (default 127.0.0.1).")
-@click.option("--port", type=int, help="Dashboard port (default 8050).")
+@click.option("--host", help=f"Address to bind (default {default('service.host')}).")
+@click.option("--port", type=int, help=f"Dashboard port (default {default('service.port')}).")
 @click.option("--db", help="Warehouse file (default data/demo.duckdb).")
-@click.option("--history-days", type=float, help="Days of simulated history (default 7).")
-@click.option("--seed", type=int, help="Seed of the simulated cluster (default 0).")
-@click.option("--racks", type=int, help="Racks of 8 nodes x 8 GPUs (default 8).")
+@click.option("--history-days", type=float,
+              help=f"Days of simulated history (default {default('simulator.history_days'):g}).")
+@click.option("--seed", type=int,
+              help=f"Seed of the simulated cluster (default {default('simulator.seed')}).")
+@click.option("--racks", type=int,
+              help=f"Racks of {default('simulator.nodes_per_rack')} nodes x "
+                   f"{default('simulator.gpus_per_node')} GPUs "
+                   f"(default {default('simulator.racks')}).")
 def demo(config_path, host, port, db, history_days, seed, racks) -> None:
     """Run the service on a simulated cluster: a full dashboard without any GPU."""
     config = load(config_path)
