@@ -22,12 +22,13 @@ _USER_ERRORS: tuple[type[Exception], ...] = (ConfigError,)
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
+    from dashboard.report.pdf import PdfError
     from gpulens.service import StartupError
     from gpulens.sources import SimulatorMismatch
     from warehouse import BatchError, SchemaTooNew, WarehouseLocked
 
     return (*_USER_ERRORS, StartupError, SimulatorMismatch, SchemaTooNew, WarehouseLocked,
-            BatchError)
+            BatchError, PdfError)
 
 
 def _run_service(config, *, before_start=None) -> None:

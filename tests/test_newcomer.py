@@ -17,6 +17,7 @@ from gpulens.cli import main
 from gpulens.config import load
 from gpulens.history_progress import HistoryProgress
 from tests.support.integration import ServiceProcess
+from tests.support.report import WEEK, seeded_copy
 
 MISSING_CHROMIUM = "/nonexistent/gpulens-test/chromium"
 
@@ -53,6 +54,17 @@ def test_demo_without_chromium_turns_the_pdf_off_in_one_line(capsys):
     said = capsys.readouterr().out.strip()
     assert said.count("\n") == 0 and MISSING_CHROMIUM in said and "HTML only" in said
     assert cli._demo_pdf(out)["reports.pdf"] is False and capsys.readouterr().out == ""
+
+
+
+def test_report_without_chromium_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPULENS_REPORTS_CHROMIUM", MISSING_CHROMIUM)
+    db = seeded_copy(tmp_path)
+    assert main(["report", "--week", WEEK, "--db", db, "--out", str(tmp_path / "out"),
+                 "--url", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("gpulens: error:"), err
+    assert MISSING_CHROMIUM in err and "reports.pdf" in err
 
 
 def test_history_progress_says_each_day_and_the_end(caplog):
