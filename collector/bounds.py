@@ -11,7 +11,7 @@ import math
 from datetime import datetime, timedelta
 
 __all__ = ["EARLIEST", "MAX_EXIT_CODE", "MAX_FUTURE", "MAX_GPUS_PER_JOB", "MAX_GPUS_PER_NODE",
-           "MAX_NODES", "MAX_RESTARTS", "MAX_SIGNAL", "finite", "plausible_time"]
+           "MAX_NODES", "MAX_RESTARTS", "MAX_SIGNAL", "clean_text", "finite", "plausible_time"]
 
 #: No GPU cluster job history predates this (Slurm 1.0 is from 2006).
 EARLIEST = datetime(2000, 1, 1)
@@ -38,3 +38,11 @@ def plausible_time(ts: datetime, now: datetime) -> bool:
 def finite(x: float) -> bool:
     """True for a real number (not NaN, not +-inf)."""
     return math.isfinite(x)
+
+
+def clean_text(s: str) -> str:
+    """``s`` as storable UTF-8: lone surrogates (bytes decoded with surrogateescape) become
+    ``?`` and NULs U+FFFD."""
+    if s.isascii() and "\x00" not in s:
+        return s
+    return s.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")

@@ -15,7 +15,7 @@ from typing import Any
 
 import hostlist
 
-from collector.bounds import EARLIEST, MAX_FUTURE
+from collector.bounds import EARLIEST, MAX_FUTURE, clean_text
 
 __all__ = ["NOTHING_FOUND", "PENDING_STATES", "RUNNING_STATES", "Drops", "SlurmParseError",
            "clean_text", "expand", "infer_job_type", "job_type_comment", "nodes_of",
@@ -123,13 +123,6 @@ def state(v: Any, what: str) -> str | None:
     if isinstance(v, list) and all(isinstance(s, str) for s in v):
         return clean_text(v[0]) or None if v else None
     raise _error(what, f"expected a state string or list, got {v!r:.80}")
-
-
-def clean_text(s: str) -> str:
-    """``s`` as storable UTF-8: lone surrogates (undecodable bytes) and NULs replaced."""
-    if s.isascii() and "\x00" not in s:
-        return s
-    return s.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
 
 
 def text(v: Any) -> str | None:

@@ -48,7 +48,7 @@ from pathlib import Path
 import hostlist
 import pyarrow as pa
 
-from collector.bounds import MAX_GPUS_PER_NODE, finite
+from collector.bounds import MAX_GPUS_PER_NODE, clean_text, finite
 from collector.sanitize import DropCounter
 from warehouse.schema import SCHEMAS
 
@@ -185,6 +185,7 @@ def parse_inventory(text: str, fmt: str, where: str = "inventory") -> Topology:
 
     Raises :class:`InventoryError` (naming ``where``) only for the whole file; a bad
     rack or value is refused and counted (the module doc)."""
+    text = clean_text(text)
     if fmt == "toml":
         try:
             data = tomllib.loads(text)
@@ -207,7 +208,7 @@ def parse_topology_conf(text: str, where: str = "topology.conf") -> Topology:
     """Racks (leaf switches) with zones (their parents) and nodes of ``topology.conf``.
 
     A switch with a bad host list is skipped and counted; never raises for content."""
-    joined = text.replace("\\\n", " ")
+    joined = clean_text(text).replace("\\\n", " ")
     leaves: dict[str, list[str]] = {}
     parent: dict[str, str] = {}
     topo = Topology()

@@ -125,3 +125,11 @@ def test_topology_conf_bad_switch_costs_that_switch(tmp_path):
     src = TopologySource(str(tmp_path / "inv.csv"), str(tmp_path / "topology.conf"))
     src.collect(None)
     assert src.dropped.as_dict() == {"topology_conf.nodes": 1, "inventory.gpus": 1}
+
+
+def test_names_with_lone_surrogates_are_stored_readable():
+    topo = parse_inventory("rack,nodes\n\udcffr1,n\udcff1\n", "csv")
+    assert list(topo.tables()["racks"]["rack"].to_pylist()) == ["?r1"]
+    assert list(topo.nodes) == ["n?1"]
+    conf = parse_topology_conf("SwitchName=leaf\udcff Nodes=n1\n")
+    assert conf.tables()["nodes"]["rack"].to_pylist() == ["leaf?"]
