@@ -171,7 +171,8 @@ def _escape(v: str) -> str:
 @st.composite
 def sample_lines(draw) -> str:
     name = draw(st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,12}", fullmatch=True))
-    names = draw(st.lists(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,6}", fullmatch=True),
+    names = draw(st.lists(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,6}", fullmatch=True)
+                          .filter(lambda n: not n.startswith("__")),  # reserved, invalid
                           max_size=4, unique=True))
     pairs = [f'{k}="{_escape(draw(st.text(_LABEL_CHARS, max_size=8)))}"' for k in names]
     value = draw(st.one_of(
