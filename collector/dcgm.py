@@ -4,17 +4,21 @@ Pure: the caller fetches ``/metrics`` from each node's exporter (transport lives
 elsewhere) and hands the texts in; :func:`parse_scrapes` parses them all at once with the
 vectorised parser of :mod:`collector.promtext`.
 
-Identity of a row: ``node`` is the exporter's ``Hostname`` label (``hostname`` in some
-4.x builds), or the target key when the label is absent or empty; ``gpu_index`` is label
-``gpu``; ``gpu_uuid`` is label ``UUID`` (``uuid`` in some exporter configurations).
-Lines without a ``gpu`` label (NVSwitch, CPU or exporter-internal metrics) are ignored.
-When one GPU has several series of a field (MIG instances, or pod labels in Kubernetes
-mode) the first line wins.
+Identity of a row: ``node`` as :mod:`collector.nodenames` says (a name the operator gave
+for the target, else the exporter's ``Hostname``/``hostname`` label, else the target's
+host without its port, mapped to scheduler names); ``gpu_index`` is label ``gpu`` (0-31,
+DCGM_MAX_NUM_DEVICES; another value is refused and counted); ``gpu_uuid`` is label
+``UUID`` (``uuid`` in some exporter configurations). Lines without a ``gpu`` label
+(NVSwitch, CPU or exporter-internal metrics) are ignored. Several series of one GPU's
+field: per MIG instance (``GPU_I_ID``) the first line wins (pod labels repeat a value),
+then the instances make the GPU's value (:func:`fill_grid`); each instance's own figures
+go to ``mig_samples`` rows (:func:`instance_rows`).
 
-Values DCGM uses for "blank / not found / not supported / not permissioned" are stored
-as NULL, never as numbers: the 16 values above each base of dcgm_structs.h,
-``DCGM_INT32_BLANK`` 0x7ffffff0, ``DCGM_INT64_BLANK`` 0x7ffffffffffffff0 and
-``DCGM_FP64_BLANK`` 2**47. NaN is NULL too.
+One bad thing costs one thing (issue 12): a bad line costs that line, an impossible
+value that value (NULL); both are counted per reason (``ScrapeResult.dropped``). DCGM's
+blank values ("blank / not found / not supported / not permissioned") are NULL, never
+numbers, and not counted: the families of dcgm_structs.h's ``DCGM_*_IS_BLANK`` macros
+(:func:`clean_values`). NaN is NULL too.
 
 XID: the exporter's ``DCGM_FI_DEV_XID_ERRORS`` gauge holds the last XID seen since the
 exporter started, so an XID is an *event* only when the gauge changes; see
