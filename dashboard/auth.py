@@ -30,9 +30,11 @@ import hashlib
 import hmac
 import ipaddress
 import logging
+import os
 import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from werkzeug.security import generate_password_hash
@@ -120,6 +122,7 @@ class AuthConfig:
     users: dict[str, str] = field(default_factory=dict)  # name -> werkzeug hash
     trusted_user_header: str = ""
     secret_key: str = ""
+    state_path: str = ""  # prefix of the files keeping the key and sessions; "": memory
     session_hours: float = 12.0
     trusted_proxies: tuple = ()  # ipaddress networks
     auto_provision: bool = False
@@ -172,6 +175,7 @@ class AuthConfig:
             users=parse_users(values["dashboard.users"]),
             trusted_user_header=values["dashboard.trusted_user_header"].strip(),
             secret_key=values["dashboard.secret_key"],
+            state_path=state_path_for(values["service.db"]),
             session_hours=values["dashboard.session_hours"],
             trusted_proxies=parse_networks(values["dashboard.trusted_proxies"]),
             auto_provision=values["dashboard.auto_provision"],
@@ -189,6 +193,36 @@ class AuthConfig:
 
 
 PROXY_ONLY = "Forbidden: this dashboard expects an authenticating proxy.\n"
+
+
+def state_path_for(db: str) -> str:
+    """Where the service keeps its signing key and sessions: beside the database file."""
+    return "" if db in ("", ":memory:") else f"{db}.auth"
+
+
+def signing_key(config: AuthConfig) -> str:
+    """``dashboard.secret_key``, else a random key kept in ``<state_path>.key`` (mode
+    0600), so sessions and CSRF tokens outlive a restart; else one per process."""
+    if config.secret_key:
+        return config.secret_key
+    if not config.state_path:
+        return secrets.token_hex(32)
+    path = Path(config.state_path + ".key")
+    try:
+        key = path.read_text().strip()
+        if len(key) >= 32:
+            return key
+    except OSError:
+        pass
+    key = secrets.token_hex(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key)
+    except OSError as exc:
+        log.warning("cannot keep the session key in %s (%s): logins end at a restart",
+                    path, exc.strerror)
+    return key
 
 
 @dataclass(frozen=True)
@@ -312,8 +346,10 @@ def install(server, config: AuthConfig) -> None:
 
     from dashboard import login
 
-    state = _State(config, login.SessionStore(config.session_hours * 3600),
-                   key=(server.secret_key or secrets.token_hex(32)).encode())
+    sessions = login.SessionStore(
+        config.session_hours * 3600,
+        path=config.state_path + ".sessions" if config.state_path and config.enabled else None)
+    state = _State(config, sessions, key=(server.secret_key or secrets.token_hex(32)).encode())
     server.extensions["gpulens_auth"] = state
     if not config.enabled:  # open: everyone is an operator (see identity())
         return

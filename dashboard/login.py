@@ -4,7 +4,8 @@ Installed by :func:`dashboard.auth.install` when ``dashboard.users`` is set (the
 answer 403 without users: the dashboard then expects a proxy).
 
 - ``/login``: a form (with the CSRF token); a right password starts a session whose
-  random id, signed in the cookie, is looked up in :class:`SessionStore`.
+  random id, signed in the cookie, is looked up in :class:`SessionStore` (kept beside
+  the database, so a restart keeps logins).
 - ``/logout``: GET shows a form, POST (with the token) deletes the session, so a copied
   cookie stops working; a new password hash in the configuration also ends it.
 - Failed logins are throttled per account and per client address with Flask-Limiter
@@ -14,13 +15,17 @@ answer 403 without users: the dashboard then expects a proxy).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import html
+import json
 import logging
+import os
 import secrets
 import threading
 import time
 from functools import cache
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from werkzeug.security import check_password_hash
@@ -60,27 +65,64 @@ class SessionStore:
     """Logged-in sessions held by the service: id -> (user, password fingerprint, expiry).
 
     The cookie carries only a random id (signed); logging out deletes it here, so a
-    copied cookie stops working. A restart ends every session.
+    copied cookie stops working. With a ``path`` the sessions are kept in that file
+    (mode 0600, ids stored as SHA-256 digests only) and outlive a restart. Expiry times
+    are Unix seconds.
     """
 
-    def __init__(self, lifetime_s: float, clock=time.monotonic):
+    def __init__(self, lifetime_s: float, *, path: str | None = None, clock=time.time):
         self.lifetime_s = lifetime_s
+        self.path = path
         self.clock = clock
         self._lock = threading.Lock()
-        self._live: dict[str, tuple[str, str, float]] = {}
+        self._live: dict[str, tuple[str, str, float]] = self._load()
+
+    @staticmethod
+    def _digest(sid: str) -> str:
+        return hashlib.sha256(sid.encode()).hexdigest()
+
+    def _load(self) -> dict[str, tuple[str, str, float]]:
+        if not self.path:
+            return {}
+        try:
+            rows = json.loads(Path(self.path).read_text())
+            now = self.clock()
+            return {k: (str(u), str(f), float(e)) for k, (u, f, e) in rows.items()
+                    if float(e) > now}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            log.warning("ignoring the sessions file %s (%s): everyone logs in again",
+                        self.path, exc)
+            return {}
+
+    def _save(self) -> None:
+        """Write the sessions (called with the lock held); a failure only costs
+        persistence."""
+        if not self.path:
+            return
+        tmp = f"{self.path}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(self._live, f)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.warning("cannot keep sessions in %s: %s", self.path, exc.strerror)
 
     def open(self, user: str, fingerprint: str) -> str:
         sid = secrets.token_urlsafe(32)
         now = self.clock()
         with self._lock:
             self._live = {k: v for k, v in self._live.items() if v[2] > now}
-            self._live[sid] = (user, fingerprint, now + self.lifetime_s)
+            self._live[self._digest(sid)] = (user, fingerprint, now + self.lifetime_s)
+            self._save()
         return sid
 
     def user(self, sid: str | None, fingerprint_of) -> str | None:
         """The session's user while it lives and the user's password hash is unchanged."""
         with self._lock:
-            entry = self._live.get(sid or "")
+            entry = self._live.get(self._digest(sid or ""))
         if entry is None or entry[2] <= self.clock():
             return None
         user, fingerprint, _ = entry
@@ -90,7 +132,8 @@ class SessionStore:
 
     def revoke(self, sid: str | None) -> None:
         with self._lock:
-            self._live.pop(sid or "", None)
+            if self._live.pop(self._digest(sid or ""), None) is not None:
+                self._save()
 
     def __len__(self) -> int:
         return len(self._live)

@@ -28,10 +28,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 import re
-import secrets
 from urllib.parse import urlsplit
 
-from dashboard.auth import STATE_CHANGING, AuthConfig, identity
+from dashboard.auth import STATE_CHANGING, AuthConfig, identity, signing_key
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +123,7 @@ def install(app, config: AuthConfig) -> None:
     from flask_wtf.csrf import CSRFError, CSRFProtect, generate_csrf
 
     server = app.server
-    server.secret_key = config.secret_key or secrets.token_hex(32)
+    server.secret_key = signing_key(config)
     secure = config.secure_cookies
     server.config.update(
         SESSION_COOKIE_NAME=SESSION_COOKIE,

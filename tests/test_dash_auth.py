@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -106,6 +107,32 @@ def test_session_store_revokes_expires_and_follows_the_password():
     sid = store.open("alice", "fp1")
     store.revoke(sid)
     assert store.user(sid, fingerprints.get) is None
+
+
+def test_sessions_and_the_key_outlive_a_restart_in_files_only_the_service_reads(tmp_path):
+    import json
+    import stat
+
+    path = str(tmp_path / "w.duckdb.auth.sessions")
+    first = login_mod.SessionStore(3600, path=path)
+    kept, ended = first.open("alice", "fp"), first.open("bob", "fp")
+    first.revoke(ended)
+    second = login_mod.SessionStore(3600, path=path)  # the next start
+    assert second.user(kept, lambda _: "fp") == "alice"
+    assert second.user(ended, lambda _: "fp") is None
+    text = Path(path).read_text()
+    assert kept not in text and len(json.loads(text)) == 1  # digests, not usable ids
+    assert stat.S_IMODE(Path(path).stat().st_mode) == 0o600
+    Path(path).write_text("{not json")
+    assert len(login_mod.SessionStore(3600, path=path)) == 0  # a bad file costs the logins
+    config = auth.AuthConfig(state_path=str(tmp_path / "w.duckdb.auth"))
+    key = auth.signing_key(config)
+    assert auth.signing_key(config) == key and len(key) == 64
+    assert stat.S_IMODE((tmp_path / "w.duckdb.auth.key").stat().st_mode) == 0o600
+    assert auth.signing_key(auth.AuthConfig(secret_key="set", state_path=config.state_path)
+                            ) == "set"
+    assert auth.signing_key(auth.AuthConfig()) != auth.signing_key(auth.AuthConfig())
+    assert auth.state_path_for(":memory:") == ""
 
 
 @pytest.fixture(scope="module")

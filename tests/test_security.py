@@ -329,3 +329,30 @@ def test_startup_log_names_ignored_header(tmp_path):
         svc.stop()
     log_text = "".join(svc.output)
     assert "X-Forwarded-User is ignored: dashboard.trusted_proxies is empty" in log_text
+
+
+def test_a_login_and_its_csrf_token_outlive_a_restart(tmp_path):
+    """The key and the sessions are kept beside the database: a wall display stays
+    logged in across a restart of the service."""
+    config = tmp_path / "gpulens.toml"
+    config.write_text(f'[dashboard]\nusers = "alice:{auth.hash_password("pw", method="pbkdf2")}"'
+                      '\noperators = "alice"\n')
+    args = (tmp_path / "d.duckdb", "--config", str(config), "--history-days", "0",
+            "--racks", "1")
+    svc = ServiceProcess(*args)
+    session = requests.Session()
+    try:
+        assert login(session, svc.url, "alice", "pw").status_code == 302
+        headers = api_headers(session, svc.url)
+    finally:
+        svc.stop()
+    svc = ServiceProcess(*args)
+    try:
+        base = svc.url  # a new port; cookies do not depend on ports, the Origin does
+        assert session.get(base + "/api/session", timeout=10).json()["user"] == "alice"
+        resp = session.post(base + "/api/alerts/silences", json=SILENCE, timeout=10,
+                            headers={**headers, "Origin": base})
+        assert resp.status_code == 201
+        assert (tmp_path / "d.duckdb.auth.key").exists()
+    finally:
+        svc.stop()

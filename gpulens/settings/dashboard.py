@@ -95,8 +95,9 @@ SETTINGS: tuple[Setting, ...] = (
             "semicolons; past one, logins answer 429 until its window passes.",
             _parses("parse_limits"), "limits like '5 per minute; 20 per hour'"),
     Setting("dashboard.secret_key", str, "",
-            "Key signing login sessions. Empty: a random key at each start, so logins "
-            "end when the service restarts. Set it with GPULENS_DASHBOARD_SECRET_KEY."),
+            "Key signing session cookies and CSRF tokens. Empty: a random key kept in "
+            "<service.db>.auth.key (mode 0600), so logins and open pages outlive a "
+            "restart. Set it with GPULENS_DASHBOARD_SECRET_KEY."),
     Setting("dashboard.session_hours", float, 12.0, "Hours a login lasts.",
             between(0.1, 720), "a number of hours from 0.1 to 720"),
 )
