@@ -245,6 +245,8 @@ class Service:
                 log.warning("source %s: %d tick(s) of %.0f s skipped (the cycle took too "
                             "long)", source.name, skipped, interval)
             wait = (tick - self.now()).total_seconds()
+            if wait > interval:  # the wall clock went back: go on from its current tick
+                tick, wait = floor_ts(self.now(), interval), 0.0
             if wait > 0 and self.stopping.wait(wait):
                 return
 

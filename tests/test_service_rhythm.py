@@ -141,3 +141,18 @@ def test_live_batches_run_between_the_slices_of_a_usage_refresh(monkeypatch):
     slices = [o for o in order if o[0] == "slice"]
     assert result["usage_hours"] == 48 and len(slices) == 8
     assert order.index(("live", None)) == 1  # right after the slice it was queued in
+
+
+def test_a_wall_clock_stepped_back_does_not_stall_collection(svc):
+    offset = [timedelta(0)]
+    svc.now = lambda: datetime.utcnow() + offset[0]
+
+    class Stepping(TickSource):
+        def collect(self, ts):
+            if len(self.calls) == 2:
+                offset[0] = -timedelta(hours=1)  # NTP steps the clock back an hour
+            return super().collect(ts)
+
+    source = Stepping(interval_s=0.5)
+    run_until(svc, source, calls=5, timeout=20)  # not an hour
+    assert source.calls[3] < source.calls[2]  # stamped with the clock's new time
