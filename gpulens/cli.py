@@ -77,7 +77,7 @@ def serve(config_path: str | None) -> None:
     if "simulator" in config["collect.source"].split(","):
         click.echo("gpulens serve: collect.source includes 'simulator', so this serves a "
                    "simulated cluster, not real GPUs.")
-    _run_service(config)
+    _run_service(_pdf_or_html_only(config))
 
 
 @cli.command()
@@ -104,11 +104,12 @@ def demo(config_path, host, port, db, history_days, seed, racks) -> None:
         simulator__history_days=history_days, simulator__seed=seed, simulator__racks=racks,
         collect__source="simulator",
     )
-    _run_service(_demo_pdf(config), before_start=_demo_receiver)
+    _run_service(_pdf_or_html_only(config), before_start=_demo_receiver)
 
 
-def _demo_pdf(config):
-    """Without Chromium the demo's weekly report is HTML only: say so in one line."""
+def _pdf_or_html_only(config):
+    """Without Chromium the service's weekly report is HTML only: say so in one line
+    instead of failing every week with a traceback."""
     if not config["reports.pdf"]:
         return config
     from dashboard.report.pdf import PdfError, chromium_path

@@ -49,12 +49,23 @@ def test_serve_configured_with_the_simulator_says_it_is_simulated(tmp_path, monk
 def test_demo_without_chromium_turns_the_pdf_off_in_one_line(capsys):
     config = load(None, env={}).with_overrides(reports__chromium=MISSING_CHROMIUM)
     assert config["reports.pdf"]
-    out = cli._demo_pdf(config)
+    out = cli._pdf_or_html_only(config)
     assert out["reports.pdf"] is False
     said = capsys.readouterr().out.strip()
     assert said.count("\n") == 0 and MISSING_CHROMIUM in said and "HTML only" in said
-    assert cli._demo_pdf(out)["reports.pdf"] is False and capsys.readouterr().out == ""
+    assert cli._pdf_or_html_only(out)["reports.pdf"] is False and capsys.readouterr().out == ""
 
+
+
+def test_serve_without_chromium_makes_html_reports_and_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPULENS_REPORTS_CHROMIUM", MISSING_CHROMIUM)
+    started = []
+    monkeypatch.setattr(cli, "_run_service", lambda config, **kw: started.append(config))
+    cfg = tmp_path / "g.toml"
+    cfg.write_text('[collect]\nsource = "dcgm"\n[dcgm]\ntargets = "127.0.0.1:9400"\n')
+    assert main(["serve", "--config", str(cfg)]) == 0
+    assert "HTML only" in capsys.readouterr().out
+    assert started[0]["reports.pdf"] is False
 
 
 def test_report_without_chromium_is_a_one_line_error(tmp_path, monkeypatch, capsys):
