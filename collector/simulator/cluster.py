@@ -21,6 +21,7 @@ from warehouse.schema import SCHEMAS
 from .config import SimConfig
 from .incidents import Incident, Incidents, seconds_to_datetime
 from .power import PowerModel
+from .stragglers import Stragglers
 from .telemetry import Telemetry
 from .topology import Topology
 from .views import (
@@ -74,8 +75,9 @@ class Cluster:
         self.inc = Incidents(config, self.topo, live_s)
         self.workload = Workload(config, self.topo, self.inc, day_offset_s)
         self.power = PowerModel(self.topo, self.inc, config.interval_s)
+        self.stragglers_ = Stragglers(config, live_s)
         self.telemetry = Telemetry(self.topo, self.workload, self.power, self.anchor_us,
-                                   day_offset_s)
+                                   day_offset_s, self.stragglers_)
 
     # --- time helpers ----------------------------------------------------------------
     def _sec(self, t: datetime) -> float:
@@ -140,6 +142,25 @@ class Cluster:
     def incidents(self) -> list[Incident]:
         """The ground-truth incidents (cooling failures, the hot GPU, lemon nodes)."""
         return self.inc.ground_truth(self.topo, seconds_to_datetime(self.anchor))
+
+    @_locked
+    def stragglers(self, end: datetime) -> list[Incident]:
+        """The injected stragglers that started before ``end`` (ground truth, issue 15):
+        kind ``slow_gpu`` or ``slow_node``, the job, node (and GPU), interval and slowdown
+        (``magnitude``, fraction of the clock)."""
+        self.workload.advance(self._sec(end))
+        to_dt, t, out = seconds_to_datetime(self.anchor), self.topo, []
+        by_id = {r.run_id: r for r in self.workload.runs}
+        for e in self.stragglers_.resolve(self.workload):
+            run, g = by_id[e.run_id], e.gpu
+            out.append(Incident(
+                kind=e.kind, start=to_dt(e.start_s), end=to_dt(e.end_s),
+                rack=t.rack_names[t.node_rack[e.node]], node=t.node_names[e.node],
+                gpu_uuid=t.gpu_uuids[g] if g >= 0 else None,
+                gpu_index=int(t.gpu_index[g]) if g >= 0 else None,
+                magnitude=e.slowdown, job_id=run.job.job_id,
+                detail=f"run {run.index} of {len(run.gpus)} GPUs, clock -{e.slowdown:.0%}"))
+        return out
 
     def backfill(self, ingest: Callable[[str, pa.Table], None], start: datetime,
                  end: datetime, *, chunk: timedelta = timedelta(hours=6),

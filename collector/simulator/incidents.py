@@ -27,7 +27,7 @@ HORIZON_S = 90 * 86400.0  # recurring incidents are scheduled this far past the 
 class Incident:
     """One ground-truth incident (times naive UTC)."""
 
-    kind: str  # rack_cooling | hot_gpu | lemon_node
+    kind: str  # rack_cooling | hot_gpu | lemon_node | slow_gpu | slow_node (stragglers)
     start: datetime
     end: datetime | None  # None: lasts for the whole simulation
     rack: str | None = None
@@ -36,6 +36,7 @@ class Incident:
     gpu_index: int | None = None
     magnitude: float = 0.0  # inlet rise (C), thermal-resistance factor, or fault factor
     detail: str = ""
+    job_id: str | None = None  # the job a straggler slows (stragglers only)
 
 
 @dataclass(frozen=True)

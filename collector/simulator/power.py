@@ -55,6 +55,12 @@ class PowerModel:
         t_s = np.asarray(ticks, dtype=np.float64) * self.dt
         return self.topo.rack_inlet_c[None, :] + self.inc.inlet_delta(t_s, self.topo.config.racks)
 
+    def limit_at(self, ticks: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+        """Thermal limit (mW) of GPUs ``gpu`` at ``ticks``, shape (len(ticks), len(gpu))."""
+        t = self.topo
+        return limit_mw(t.slowdown_c[gpu][None, :], self.inlet_c(ticks)[:, t.gpu_rack[gpu]],
+                        t.thermal_r[gpu][None, :])
+
     def _spans(self) -> list[tuple[int, int, int]]:
         """(rack, first tick, end tick) of the merged cooling incidents of each rack."""
         by_rack: dict[int, list[tuple[int, int]]] = {}

@@ -15,6 +15,7 @@ import pyarrow as pa
 from warehouse.schema import SCHEMAS
 
 from .power import PowerModel, limit_mw
+from .stragglers import Stragglers, scaled
 from .topology import Topology
 from .workload import Workload
 
@@ -28,8 +29,9 @@ class Telemetry:
     """Computes ``samples`` rows for any range of ticks."""
 
     def __init__(self, topo: Topology, workload: Workload, power: PowerModel,
-                 anchor_us: int, day_offset_s: float):
+                 anchor_us: int, day_offset_s: float, stragglers: Stragglers | None = None):
         self.topo, self.w, self.power = topo, workload, power
+        self.strag = stragglers
         c = topo.config
         self.c, self.dt = c, c.interval_s
         self.dt_us = int(round(c.interval_s * 1e6))
@@ -125,15 +127,27 @@ class Telemetry:
         held, sel = self._paint(k0 - 1, rows, ent)
         busy = held >= 0
         job = self._job_state(busy, held, sel, ent, t_s)
+        f = self._straggling(busy, held, sel, ent, t_s)
         inlet = pm.inlet_c(ks)[:, topo.gpu_rack]
         lim = limit_mw(topo.slowdown_c[None, :], inlet, topo.thermal_r[None, :])
         z = self._noise(ks)
-        power_w, energy, hot = self._power(k0, busy, job["pb"], lim, z, ent)
+        power_w, energy, hot = self._power(k0, busy, job["pb"], lim, z, ent, f)
         # drop row 0 from here on
         busy, hot, z, t_s, inlet, lim = busy[1:], hot[1:], z[1:], t_s[1:], inlet[1:], lim[1:]
         job = {k: v[1:] for k, v in job.items()}
-        return self._table(k0, k1, self._readings(k0, rows, busy, hot, job, z, t_s, inlet,
-                                                  lim, power_w), power_w, energy)
+        r = self._readings(k0, rows, busy, hot, job, z, t_s, inlet, lim, power_w)
+        if f is not None:  # stragglers: slow clocks and their flags, peers waiting
+            r["clock"] = r["clock"] * f["cf"][1:]
+            r["sm"] = r["sm"] * f["smf"][1:]
+            r["hot"], r["braked"] = r["hot"] | f["hot"][1:], r["braked"] | f["brake"][1:]
+        return self._table(k0, k1, r, power_w, energy)
+
+    def _straggling(self, busy, held, sel, ent: dict, t_s) -> dict | None:
+        """The straggler factors of the window (see stragglers.py), None without any."""
+        if self.strag is None or not len(sel):
+            return None
+        run_of = np.where(busy, ent["run"][sel][np.where(busy, held, 0)], -1)
+        return self.strag.factors(self.w, t_s, np.arange(self.c.n_gpus), run_of)
 
     def _job_state(self, busy, held, sel, ent: dict, t_s) -> dict[str, np.ndarray]:
         """Per tick and GPU, of the run holding it: busy power (mW) and whether it may
@@ -155,16 +169,19 @@ class Telemetry:
                 "since": t_s[:, None] - pick(runs["start"][run]),
                 "period": np.where(busy, runs["period"][run][e], 1.0)}
 
-    def _power(self, k0: int, busy, pb, lim, z, ent: dict):
+    def _power(self, k0: int, busy, pb, lim, z, ent: dict, f: dict | None = None):
         """``(power_w, energy_j, hot)``: power of ticks k0.. (W), the energy counter (J)
         and where the busy power exceeds the thermal limit (row 0 included)."""
         topo, pm, g = self.topo, self.power, self.c.n_gpus
-        base = np.where(busy, np.minimum(pb, lim), pm.idle_mw[None, :])
+        drawn = np.minimum(pb, lim) if f is None else scaled(np.minimum(pb, lim), f["pf"])
+        base = np.where(busy, drawn, pm.idle_mw[None, :])
         hot = busy & (pb > lim)
         sigma_mw = np.where(busy, 12.0 * topo.tdp_w[None, :], 800.0)
         u = np.rint(sigma_mw * np.clip(z[:, 0], -3, 3)).astype(np.int64)
         power_w = (base[1:] + u[1:] - u[:-1]) / 1000.0
         s0 = pm.base_sum(k0, ent["gpu"], ent["level"], ent["a"], ent["b"])
+        if self.strag is not None:
+            s0 = s0 + self.strag.energy_correction(self.w, k0, self.dt, ent, pm)
         s = s0[None, :] + np.concatenate([np.zeros((1, g), np.int64), np.cumsum(base[1:-1], 0)])
         energy = topo.energy0_j[None, :] + (s + u[:-1]) * (self.dt / 1000.0)
         return power_w, energy, hot
