@@ -1,0 +1,44 @@
+"""The hand-built placement cluster of tests/test_placement.py (its numbers are worked out
+there): 8 nodes of 4 GPUs, two nodes per rack, two racks per zone.
+
+    zone A: r1 (n1, n2)  r2 (n3, n4)      zone B: r3 (n5, n6)  r4 (n7, n8)
+
+Jobs (T = Monday 2026-11-02 00:00, window T to T + 4 h, now T + 4 h):
+- J1: 8 GPUs on n1, n2 (one rack) from T to T + 4 h;
+- J2: 8 GPUs on n3 (r2, zone A) and n5 (r3, zone B) from T + 1 h to T + 3 h;
+- J3: 2 GPUs of n4, from T, still running;
+- P: 14 GPUs, submitted T + 30 min, started T + 3 h 30 min (no allocation in the window).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pandas as pd
+
+T = datetime(2026, 11, 2)
+H = timedelta(hours=1)
+NOW = T + 4 * H
+
+
+def seed_placement(wh) -> None:
+    racks = ["r1", "r2", "r3", "r4"]
+    wh.ingest("racks", pd.DataFrame({"rack": racks, "zone": ["A", "A", "B", "B"],
+                                     "row": [1, 1, 2, 2], "x": [0.0, 1.0, 0.0, 1.0],
+                                     "y": [0.0, 0.0, 2.0, 2.0]})).result()
+    wh.ingest("nodes", pd.DataFrame({"node": [f"n{i}" for i in range(1, 9)],
+                                     "rack": [racks[(i - 1) // 2] for i in range(1, 9)],
+                                     "partition": "train", "gpus": 4})).result()
+    jobs = [("J1", 8, T, T, T + 4 * H), ("J2", 8, T + H, T + H, T + 3 * H),
+            ("J3", 2, T, T, None), ("P", 14, T + 0.5 * H, T + 3.5 * H, None)]
+    wh.ingest("jobs", pd.DataFrame([
+        {"job_id": j, "name": f"job-{j}", "user_name": "ann", "partition": "train",
+         "gpus": g, "submit_ts": s, "start_ts": b, "end_ts": e,
+         "state": "COMPLETED" if e else "RUNNING"} for j, g, s, b, e in jobs])).result()
+    allocs = []
+    for job, nodes, idx, start, end in [("J1", ["n1", "n2"], range(4), T, T + 4 * H),
+                                        ("J2", ["n3", "n5"], range(4), T + H, T + 3 * H),
+                                        ("J3", ["n4"], range(2), T, None)]:
+        allocs += [{"job_id": job, "run_index": 0, "node": n, "gpu_index": i,
+                    "start_ts": start, "end_ts": end} for n in nodes for i in idx]
+    wh.ingest("allocations", pd.DataFrame(allocs)).result()

@@ -1,0 +1,98 @@
+"""Placement and fragmentation (warehouse/placement.py) on the cluster of
+tests/support/placement.py, numbers worked out by hand in each test."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from tests.support.placement import NOW, H, T, seed_placement
+from warehouse import Warehouse
+from warehouse import placement as pl
+
+
+@pytest.fixture
+def wh():
+    w = Warehouse(":memory:")
+    seed_placement(w)
+    yield w
+    w.close()
+
+
+def test_job_span_against_the_fewest_racks_and_zones(wh):
+    # a rack holds 8 GPUs, a zone 16: an 8-GPU job needs 1 rack and 1 zone
+    df = pl.job_placement(wh.reader(), start=T, end=NOW, now=NOW).set_index("job_id")
+    assert df.loc["J1", ["racks", "zones", "min_racks", "min_zones"]].tolist() == [1, 1, 1, 1]
+    assert df.loc["J1", "score"] == 1.0 and not df.loc["J1", "misplaced"]
+    # J2 spans r2 and r3 in zones A and B: (1 + 1) / (2 + 2)
+    assert df.loc["J2", ["racks", "zones", "min_racks", "min_zones"]].tolist() == [2, 2, 1, 1]
+    assert df.loc["J2", "score"] == 0.5 and df.loc["J2", "misplaced"]
+    assert df.loc["J2", "rack_names"] == "r2 r3"
+    assert df.loc["J2", "extra_racks"] == 1 and df.loc["J2", "extra_zones"] == 1
+    # GPU-hours within the window: J1 8 x 4 h, J2 8 x 2 h, J3 (running) 2 x 4 h
+    assert df["gpu_hours"].to_dict() == pytest.approx({"J1": 32.0, "J2": 16.0, "J3": 8.0})
+    assert df.index[0] == "J2"  # worst placed first
+    s = pl.placement_summary(df.reset_index())
+    # runs of 2+ nodes: J1 and J2; GPU-hour weighted score (32 x 1 + 16 x 0.5) / 48
+    assert s == pytest.approx({"runs": 2, "misplaced_runs": 1, "gpu_hours": 48.0,
+                               "misplaced_gpu_hours": 16.0, "mean_score": 40 / 48})
+
+
+def test_a_window_cuts_the_gpu_hours_and_min_gpus_filters(wh):
+    df = pl.job_placement(wh.reader(), start=T + 2 * H, end=NOW, now=NOW, min_gpus=8)
+    assert df.set_index("job_id")["gpu_hours"].to_dict() == pytest.approx(
+        {"J1": 16.0, "J2": 8.0})
+
+
+def test_fragmentation_at_an_instant(wh):
+    # at T + 2 h: J1 holds n1, n2; J2 n3, n5; J3 2 GPUs of n4. Free: n4 2, n6, n7, n8 4 each
+    usual = pl.usual_gpus(wh.reader(), start=T, end=NOW)
+    assert usual == {"train": 8.0}  # median of the multi-node runs J1 and J2
+    free = pl.free_gpus(wh.reader(), ticks=[T + 2 * H])
+    got = pl.fragmentation(free, usual).iloc[0]
+    assert got["free_gpus"] == 14 and got["whole_node_gpus"] == 12
+    assert got["largest_node_gpus"] == 4
+    assert got["largest_rack_gpus"] == 8  # r4: n7 + n8
+    assert got["largest_zone_gpus"] == 12  # zone B: n6, n7, n8
+    # zone A has no wholly free node, zone B 12 GPUs: one 8-GPU job; 14 - 8 stranded
+    assert got["stranded_gpus"] == 6
+
+
+def test_fragmentation_over_time_and_scattered_waits(wh):
+    ticks = pl.hourly_ticks(T, NOW)
+    assert ticks == [T, T + H, T + 2 * H, T + 3 * H]
+    frag = pl.fragmentation(pl.free_gpus(wh.reader(), ticks=ticks), {"train": 8.0})
+    # T: J1, J3 -> free 22, whole 20; T+1, T+2: 14, 12; T+3 (J2 ended): 22, 20
+    assert frag["free_gpus"].tolist() == [22, 14, 14, 22]
+    assert frag["whole_node_gpus"].tolist() == [20, 12, 12, 20]
+    pending = pl.pending_large(wh.reader(), start=T, end=NOW, now=NOW, min_gpus=10)
+    assert pending["job_id"].tolist() == ["P"]
+    waits = pl.scattered_waits(pending, frag.attrs["by_partition"], now=NOW, node_gpus=4)
+    # P (14 GPUs) pending at T+1, T+2, T+3; 14 free but 12 on whole nodes at T+1 and T+2
+    assert waits.iloc[0]["pending_h"] == 3.0 and waits.iloc[0]["scattered_h"] == 2.0
+
+
+def test_racks_without_a_zone_are_zones_of_their_own(wh):
+    wh.reader().execute("DELETE FROM racks")  # the inventory names no zone
+    df = pl.job_placement(wh.reader(), start=T, end=NOW, now=NOW).set_index("job_id")
+    # every rack its own zone: J2 needs 1 rack and spans 2
+    assert df.loc["J2", ["racks", "zones", "min_racks", "min_zones"]].tolist() == [2, 2, 1, 1]
+
+
+def test_score_is_pure_and_bounded():
+    df = pl.score(pd.DataFrame({"racks": [3, 1], "zones": [2, 1], "min_racks": [2, 1],
+                                "min_zones": [1, 1]}))
+    assert df["score"].tolist() == [0.6, 1.0]  # (2 + 1) / (3 + 2)
+    assert pl.placement_summary(df.assign(nodes=1, gpu_hours=1.0))["runs"] == 0
+    assert math.isnan(pl.placement_summary(df.assign(nodes=1, gpu_hours=1.0))["mean_score"])
+
+
+def test_empty_warehouse_gives_empty_frames():
+    w = Warehouse(":memory:")
+    try:
+        assert len(pl.job_placement(w.reader(), start=T, end=NOW, now=NOW)) == 0
+        frag = pl.fragmentation(pl.free_gpus(w.reader(), ticks=[T]), {})
+        assert len(frag) == 0 and len(frag.attrs["by_partition"]) == 0
+        assert pl.usual_gpus(w.reader(), start=T, end=NOW) == {}
+    finally:
+        w.close()

@@ -1,0 +1,266 @@
+"""Topology-aware placement and fragmentation (issue 15, section 3).
+
+The network tree is the topology tables: a node's leaf switch is its rack (``nodes.rack``,
+from the inventory or Slurm's ``topology.conf``) and a rack's zone (pod) is
+``racks.zone``; a rack without a zone counts as one zone of its own, so a fleet without
+zones measures racks only. Meta's scheduling talk places tensor parallelism within a
+rack, pipeline parallelism within a zone and data parallelism across zones: a job spread
+over more racks or zones than its size needs trains slower.
+
+Per job run (:func:`job_placement`, from ``allocations``):
+
+- ``racks`` and ``zones``: the racks and zones its GPUs span;
+- ``min_racks = ceil(gpus / rack_gpus)``, ``min_zones = ceil(gpus / zone_gpus)``: the
+  fewest possible, where ``rack_gpus`` and ``zone_gpus`` are the GPUs of the largest rack
+  and zone of the run's partition (GPUs per node from ``nodes.gpus``);
+- ``score = (min_racks + min_zones) / (racks + zones)``: 1 when placed as tightly as
+  its size allows, lower the more it is spread;
+- ``misplaced``: it spans more racks or zones than it had to; ``gpu_hours`` (GPUs x
+  hours within the window) are the GPU-hours it ran that way.
+
+Fleet fragmentation at an instant (:func:`free_gpus` then :func:`fragmentation`), per
+partition (a job runs within its partition):
+
+- ``free_gpus``: GPUs of the partition's nodes not allocated at that instant;
+- ``largest_rack_gpus`` / ``largest_zone_gpus``: the largest job that could start within
+  one rack / one zone: the most free GPUs on wholly free nodes of one rack (zone), or the
+  most free GPUs of one node if more (a single-node job may share a node);
+- ``usual_gpus``: the usual size of a multi-node job: the median GPUs of the partition's
+  multi-node runs started in the window (:func:`usual_gpus`), else one node's GPUs;
+- ``stranded_gpus``: free GPUs that could not be part of any usual-size job placed within
+  one zone: ``free_gpus - sum over zones of floor(whole_free_z / usual) x usual``, with
+  ``whole_free_z`` the GPUs of the zone's wholly free nodes.
+
+Scattered waits (:func:`scattered_waits`): a job of at least ``min_gpus`` GPUs pending at
+an instant waited *while scattered* when its partition had at least its GPUs free but no
+placement for it: fewer GPUs on wholly free nodes than it needs (multi-node), or no node
+with enough free GPUs (single node). Instants are hourly; times are UTC, GPU-hours and
+hours the units.
+
+SQL here is constant text; every value is a parameter.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+
+#: The network tree: one row per node with its rack, zone (the rack itself when the
+#: racks table names none), partition and GPUs.
+_TREE = """
+tree AS (
+    SELECT n.node, n.rack, coalesce(r.zone, 'rack ' || n.rack) AS zone,
+           coalesce(n.partition, '') AS partition, coalesce(n.gpus, 0) AS gpus
+    FROM nodes n LEFT JOIN racks r USING (rack)
+    WHERE n.rack IS NOT NULL
+)"""
+
+_CAPACITY = """
+rack_cap AS (SELECT partition, rack, sum(gpus) AS g FROM tree GROUP BY ALL),
+zone_cap AS (SELECT partition, zone, sum(gpus) AS g FROM tree GROUP BY ALL),
+cap AS (
+    SELECT r.partition, r.rack_gpus, z.zone_gpus
+    FROM (SELECT partition, max(g) AS rack_gpus FROM rack_cap GROUP BY ALL) r
+    JOIN (SELECT partition, max(g) AS zone_gpus FROM zone_cap GROUP BY ALL) z USING (partition)
+)"""
+
+_JOBS = "WITH " + _TREE + "," + _CAPACITY + """,
+runs AS (
+    SELECT a.job_id, a.run_index, count(*) AS gpus, count(DISTINCT a.node) AS nodes,
+           count(DISTINCT t.rack) AS racks, count(DISTINCT t.zone) AS zones,
+           mode(t.partition) AS partition, list(DISTINCT t.rack ORDER BY t.rack) AS rack_list,
+           min(a.start_ts) AS start_ts,
+           max(least(coalesce(a.end_ts, $now), $now)) AS end_ts
+    FROM allocations a JOIN tree t USING (node)
+    WHERE a.start_ts < $end AND a.start_ts <= $now AND coalesce(a.end_ts, $now) > $start
+    GROUP BY a.job_id, a.run_index
+)
+SELECT r.job_id, r.run_index, j.name, j.user_name, j.job_type, r.partition, r.gpus,
+       r.nodes, r.racks, r.zones,
+       CAST(ceil(r.gpus / c.rack_gpus) AS INTEGER) AS min_racks,
+       CAST(ceil(r.gpus / c.zone_gpus) AS INTEGER) AS min_zones,
+       array_to_string(r.rack_list, ' ') AS rack_names, r.start_ts, r.end_ts,
+       r.gpus * greatest(epoch_us(least(r.end_ts, $end)) - epoch_us(greatest(r.start_ts, $start)),
+                         0) / 3.6e9 AS gpu_hours
+FROM runs r JOIN cap c USING (partition)
+LEFT JOIN jobs j USING (job_id)
+WHERE r.end_ts > r.start_ts
+  AND ($partition::VARCHAR IS NULL OR r.partition = $partition)
+  AND r.gpus >= $min_gpus
+"""
+
+_FREE = "WITH " + _TREE + """,
+ticks AS (SELECT unnest($ticks::TIMESTAMP[]) AS ts),
+used AS (
+    SELECT k.ts, a.node, count(*) AS used
+    FROM ticks k JOIN allocations a
+      ON a.start_ts <= k.ts AND (a.end_ts IS NULL OR a.end_ts > k.ts)
+    GROUP BY ALL
+)
+SELECT k.ts, t.partition, t.zone, t.rack, t.node, t.gpus,
+       greatest(t.gpus - coalesce(u.used, 0), 0) AS free
+FROM ticks k CROSS JOIN tree t
+LEFT JOIN used u ON u.ts = k.ts AND u.node = t.node
+WHERE $partition::VARCHAR IS NULL OR t.partition = $partition
+ORDER BY k.ts, t.node
+"""
+
+_USUAL = "WITH " + _TREE + """,
+runs AS (
+    SELECT a.job_id, a.run_index, count(*) AS gpus, count(DISTINCT a.node) AS nodes,
+           mode(t.partition) AS partition
+    FROM allocations a JOIN tree t USING (node)
+    WHERE a.start_ts >= $start AND a.start_ts < $end
+    GROUP BY a.job_id, a.run_index
+)
+SELECT t.partition, median(r.gpus) AS multi_node_gpus, (SELECT median(gpus) FROM tree x
+       WHERE x.partition = t.partition) AS node_gpus
+FROM (SELECT DISTINCT partition FROM tree) t
+LEFT JOIN runs r ON r.partition = t.partition AND r.nodes > 1
+GROUP BY t.partition
+"""
+
+_PENDING = """
+SELECT j.job_id, j.name, j.user_name, coalesce(j.partition, '') AS partition, j.gpus,
+       j.submit_ts, j.start_ts
+FROM jobs j
+WHERE j.gpus >= $min_gpus AND j.submit_ts IS NOT NULL AND j.submit_ts < $end
+  AND j.submit_ts <= $now AND (j.start_ts IS NULL OR j.start_ts > $start)
+  AND ($partition::VARCHAR IS NULL OR coalesce(j.partition, '') = $partition)
+ORDER BY j.submit_ts
+"""
+
+
+def job_placement(cur, *, start: datetime, end: datetime, now: datetime,
+                  partition: str | None = None, min_gpus: int = 1) -> pd.DataFrame:
+    """Each run active in ``[start, end)`` with its span and placement score.
+
+    Columns: job_id, run_index, name, user_name, job_type, partition, gpus, nodes, racks,
+    zones, min_racks, min_zones, rack_names (space-separated), start_ts, end_ts,
+    gpu_hours (GPU-hours within the window), score (0..1), misplaced (bool),
+    extra_racks, extra_zones; worst placed first."""
+    df = cur.execute(_JOBS, {"start": start, "end": end, "now": now,
+                             "partition": partition, "min_gpus": int(min_gpus)}).df()
+    return score(df)
+
+
+def score(df: pd.DataFrame) -> pd.DataFrame:
+    """Add score, misplaced, extra_racks and extra_zones to a frame with racks, zones,
+    min_racks and min_zones (pure); sorted worst score, then most GPU-hours, first."""
+    df = df.copy()
+    df["extra_racks"] = (df["racks"] - df["min_racks"]).clip(lower=0).astype(int)
+    df["extra_zones"] = (df["zones"] - df["min_zones"]).clip(lower=0).astype(int)
+    df["score"] = ((df["min_racks"] + df["min_zones"])
+                   / (df["racks"] + df["zones"]).clip(lower=1)).clip(upper=1.0)
+    df["misplaced"] = (df["extra_racks"] > 0) | (df["extra_zones"] > 0)
+    sort = ["score", "gpu_hours"] if "gpu_hours" in df else ["score"]
+    return df.sort_values(sort, ascending=[True, False][: len(sort)], kind="stable",
+                          ignore_index=True)
+
+
+def placement_summary(jobs: pd.DataFrame, *, min_nodes: int = 2) -> dict:
+    """Totals over :func:`job_placement`'s runs of at least ``min_nodes`` nodes (the
+    ones whose placement can be wrong): runs, misplaced runs, GPU-hours, misplaced
+    GPU-hours, and the GPU-hour-weighted mean score (NaN without runs)."""
+    big = jobs[jobs["nodes"] >= min_nodes] if len(jobs) else jobs
+    gh = float(big["gpu_hours"].sum()) if len(big) else 0.0
+    bad = big[big["misplaced"]] if len(big) else big
+    mean = float((big["score"] * big["gpu_hours"]).sum() / gh) if gh > 0 else float("nan")
+    return {"runs": int(len(big)), "misplaced_runs": int(len(bad)), "gpu_hours": gh,
+            "misplaced_gpu_hours": float(bad["gpu_hours"].sum()) if len(bad) else 0.0,
+            "mean_score": mean}
+
+
+def hourly_ticks(start: datetime, end: datetime, *, step: timedelta = timedelta(hours=1)
+                 ) -> list[datetime]:
+    """Instants from the first whole hour at or after ``start`` up to before ``end``."""
+    t = start.replace(minute=0, second=0, microsecond=0)
+    if t < start:
+        t += timedelta(hours=1)
+    out = []
+    while t < end:
+        out.append(t)
+        t += step
+    return out
+
+
+def free_gpus(cur, *, ticks: list[datetime], partition: str | None = None) -> pd.DataFrame:
+    """Per instant of ``ticks`` and node: ts, partition, zone, rack, node, gpus, free
+    (GPUs not allocated at that instant)."""
+    return cur.execute(_FREE, {"ticks": list(ticks), "partition": partition}).df()
+
+
+def usual_gpus(cur, *, start: datetime, end: datetime) -> dict[str, float]:
+    """Per partition, the usual size of a multi-node job: the median GPUs of the
+    multi-node runs that started in ``[start, end)``, else one node's GPUs (median)."""
+    rows = cur.execute(_USUAL, {"start": start, "end": end}).fetchall()
+    return {p: float(m if m is not None and not np.isnan(m) else (n or 1))
+            for p, m, n in rows}
+
+
+def fragmentation(free: pd.DataFrame, usual: dict[str, float]) -> pd.DataFrame:
+    """Per instant (pure, from :func:`free_gpus`' frame and :func:`usual_gpus`): ts,
+    free_gpus, whole_node_gpus (free on wholly free nodes), largest_node_gpus,
+    largest_rack_gpus, largest_zone_gpus, stranded_gpus, summed (free, whole, stranded)
+    or maxed (largest) over partitions; and per partition the same in ``by_partition``
+    columns of the frame's ``attrs``."""
+    cols = ["ts", "free_gpus", "whole_node_gpus", "largest_node_gpus", "largest_rack_gpus",
+            "largest_zone_gpus", "stranded_gpus"]
+    if len(free) == 0:
+        out = pd.DataFrame(columns=cols)
+        out.attrs["by_partition"] = pd.DataFrame(columns=[*cols, "partition"])
+        return out
+    f = free.assign(whole=np.where((free["free"] >= free["gpus"]) & (free["gpus"] > 0),
+                                   free["free"], 0))
+    keys = ["ts", "partition"]
+    part = f.groupby(keys).agg(free_gpus=("free", "sum"), whole_node_gpus=("whole", "sum"),
+                               largest_node_gpus=("free", "max"))
+    rack = f.groupby([*keys, "rack"])["whole"].sum().groupby(level=keys).max()
+    zone = f.groupby([*keys, "zone"])["whole"].sum()
+    part["largest_rack_gpus"] = np.maximum(rack, part["largest_node_gpus"])
+    part["largest_zone_gpus"] = np.maximum(zone.groupby(level=keys).max(),
+                                           part["largest_node_gpus"])
+    size = zone.index.get_level_values("partition").map(
+        lambda p: max(1.0, float(usual.get(p, 1.0))))
+    usable = (np.floor(zone.to_numpy() / size.to_numpy()) * size.to_numpy())
+    part["stranded_gpus"] = part["free_gpus"] - pd.Series(usable, index=zone.index).groupby(
+        level=keys).sum()
+    part = part.reset_index()
+    fleet = part.groupby("ts").agg(
+        free_gpus=("free_gpus", "sum"), whole_node_gpus=("whole_node_gpus", "sum"),
+        largest_node_gpus=("largest_node_gpus", "max"),
+        largest_rack_gpus=("largest_rack_gpus", "max"),
+        largest_zone_gpus=("largest_zone_gpus", "max"),
+        stranded_gpus=("stranded_gpus", "sum")).reset_index()
+    fleet.attrs["by_partition"] = part
+    return fleet[cols]
+
+
+def pending_large(cur, *, start: datetime, end: datetime, now: datetime, min_gpus: int,
+                  partition: str | None = None) -> pd.DataFrame:
+    """Jobs of at least ``min_gpus`` GPUs that were pending at some time in
+    ``[start, end)``: job_id, name, user_name, partition, gpus, submit_ts, start_ts."""
+    return cur.execute(_PENDING, {"start": start, "end": end, "now": now,
+                                  "min_gpus": int(min_gpus), "partition": partition}).df()
+
+
+def scattered_waits(pending: pd.DataFrame, by_partition: pd.DataFrame, *, now: datetime,
+                    node_gpus: float, step_h: float = 1.0) -> pd.DataFrame:
+    """Per pending job (pure): the instants of ``by_partition`` (fragmentation's
+    per-partition frame) it was pending at, as ``pending_h``, and those at which its
+    partition had its GPUs free but scattered, as ``scattered_h`` (hours, ``step_h``
+    each). Jobs of more than ``node_gpus`` GPUs need whole nodes."""
+    out = pending.copy()
+    pend, scat = [], []
+    for job in pending.itertuples():
+        until = job.start_ts if pd.notna(job.start_ts) else now
+        rows = by_partition[(by_partition["partition"] == job.partition)
+                            & (by_partition["ts"] >= job.submit_ts) & (by_partition["ts"] < until)]
+        room = rows["whole_node_gpus"] if job.gpus > node_gpus else rows["largest_node_gpus"]
+        pend.append(len(rows) * step_h)
+        scat.append(int(((rows["free_gpus"] >= job.gpus) & (room < job.gpus)).sum()) * step_h)
+    out["pending_h"] = pend
+    out["scattered_h"] = scat
+    return out
