@@ -92,6 +92,22 @@ def test_roles_from_lists_groups_and_the_default():
     assert not proxied.from_trusted_proxy("not an address")
 
 
+@pytest.mark.parametrize("peer, forwarded, expected", [
+    ("10.1.0.5", "203.0.113.9", "203.0.113.9"),  # the proxy's word for its client
+    ("10.1.0.5", "6.6.6.6, 203.0.113.9", "203.0.113.9"),  # the hop the proxy added
+    ("10.1.0.5", "", "10.1.0.5"),
+    ("192.0.2.7", "203.0.113.9", "192.0.2.7"),  # anyone else's header is ignored
+])
+def test_throttling_address_behind_a_trusted_proxy(peer, forwarded, expected):
+    from flask import Flask
+
+    config = auth.AuthConfig(trusted_proxies=auth.parse_networks("10.1.0.0/16"))
+    headers = {"X-Forwarded-For": forwarded} if forwarded else {}
+    with Flask("t").test_request_context(environ_base={"REMOTE_ADDR": peer},
+                                         headers=headers):
+        assert auth.client_address(config) == expected
+
+
 def test_session_store_revokes_expires_and_follows_the_password():
     clock = [0.0]
     store = login_mod.SessionStore(60, clock=lambda: clock[0])
