@@ -6,9 +6,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from collector.simulator import Cluster, SimConfig
+from warehouse.stragglers import Params, episodes, flag_minutes, refresh_stragglers
 
 ANCHOR = datetime(2026, 11, 2)
 LIVE = ANCHOR + timedelta(days=1)
@@ -68,3 +70,113 @@ def test_the_energy_counter_integrates_the_straggler_power_across_the_episode(si
     later = s.end + 3 * MIN
     assert (fresh.samples(later, later + MIN).column("energy_j")
             == sim.samples(later, later + MIN).column("energy_j"))
+
+
+# --- detection and cost, worked by hand ------------------------------------------------------
+def minute_rows(ts, clocks, *, job_gpus=8, power=None, active=None, job="7", nodes=("a", "b")):
+    """One run's GPU rows of one minute: GPUs split evenly over ``nodes``."""
+    n = len(clocks)
+    per = n // len(nodes)
+    return pd.DataFrame({
+        "job_id": job, "run_index": 0, "job_gpus": job_gpus, "ts": ts,
+        "node": [nodes[i // per] for i in range(n)], "gpu_index": [i % per for i in range(n)],
+        "clock": clocks, "power": power or [600.0] * n, "active": active or [80.0] * n,
+        "thermal_s": [0.0] * (n - 1) + [60.0], "power_brake_s": 0.0})
+
+
+T0 = datetime(2026, 11, 20, 12)
+
+
+def test_a_gpu_a_quarter_below_its_peers_clock_lags_and_one_4_percent_below_does_not():
+    # sorted clocks 1485, 1900, 1980 x 6: median 1980, deviations 0 x 6, 80, 495: MAD 0;
+    # 1900 is 4 % below (under min_lag 5 %), 1485 is 25 % below
+    df = minute_rows(T0, [1980.0] * 6 + [1900.0, 1485.0])
+    f = flag_minutes(df, Params(min_lag=0.05, z=3.5, hold_min=5))
+    assert list(zip(f.node, f.gpu_index, strict=True)) == [("b", 3)]
+    assert f.lag.iloc[0] == pytest.approx(0.25) and f.peer_clock.iloc[0] == 1980.0
+
+
+def test_noise_within_the_mad_is_not_a_lag():
+    # clocks spread +-120 MHz: median 1920, deviations 0,0,30,30,90,90,120,120: MAD 60,
+    # x 1.4826 = 89 MHz; 1800 is 6.25 % below the median (over min_lag) but only 1.35
+    # robust deviations (under z = 3.5): not a straggler
+    df = minute_rows(T0, [1800.0, 1830.0, 1890.0, 1920.0, 1920.0, 1950.0, 2010.0, 2040.0])
+    assert flag_minutes(df, Params(min_lag=0.05, z=3.5, hold_min=5)).empty
+
+
+def test_a_gpu_that_draws_less_and_works_less_than_its_peers_lags_by_the_smaller_drop():
+    # clock as its peers'; power 420 W against 600 W (30 %), SM activity 60 % against 80 %
+    # (25 %): lag min(0.30, 0.25) = 0.25
+    df = minute_rows(T0, [1980.0] * 8, power=[600.0] * 7 + [420.0],
+                     active=[80.0] * 7 + [60.0])
+    f = flag_minutes(df, Params(min_lag=0.05, z=3.5, hold_min=5))
+    assert len(f) == 1 and f.lag.iloc[0] == pytest.approx(0.25)
+    only_power = minute_rows(T0, [1980.0] * 8, power=[600.0] * 7 + [420.0])
+    assert flag_minutes(only_power, Params(min_lag=0.05, z=3.5, hold_min=5)).empty
+
+
+def test_an_episode_needs_the_hold_time_and_costs_job_gpus_x_slowdown_x_duration():
+    p = Params(min_lag=0.05, z=3.5, hold_min=5, gap_min=2)
+    # node b's GPU 3 at 25 % below for 10 minutes of a 64-GPU run; node a's GPU 0 at 10 %
+    # below for 4 minutes (under the hold time), in a gap of node b
+    rows = []
+    for m in range(10):
+        clocks = [1980.0] * 7 + [1485.0]
+        rows.append(minute_rows(T0 + m * MIN, clocks, job_gpus=64))
+    for m in range(20, 24):
+        rows.append(minute_rows(T0 + m * MIN, [1782.0] + [1980.0] * 7, job_gpus=64))
+    e = episodes(flag_minutes(pd.concat(rows, ignore_index=True), p), p)
+    assert len(e) == 1
+    row = e.iloc[0]
+    assert (row.node, row.start_ts, row.end_ts, row.minutes) == ("b", T0, T0 + 10 * MIN, 10)
+    assert list(row.gpu_indices) == [3] and row.thermal_s == 600.0
+    # 64 GPUs x 0.25 x 10 min / 60 = 2.667 GPU-hours
+    assert row.gpu_hours_lost == pytest.approx(64 * 0.25 * 10 / 60)
+    assert row.slowdown_frac == pytest.approx(0.25)
+
+
+def test_two_slow_nodes_at_once_cost_the_slowest_lag_once():
+    p = Params(min_lag=0.05, z=3.5, hold_min=5, gap_min=2)
+    # 4 nodes of 2 GPUs: node a's GPU 0 at 10 % below, node d's GPU 1 at 25 % below, 6 min
+    rows = [minute_rows(T0 + m * MIN, [1782.0] + [1980.0] * 6 + [1485.0], job_gpus=8,
+                        nodes=("a", "b", "c", "d")) for m in range(6)]
+    e = episodes(flag_minutes(pd.concat(rows, ignore_index=True), p), p).set_index("node")
+    assert sorted(e.index) == ["a", "d"]
+    assert e.loc["d", "gpu_hours_lost"] == pytest.approx(8 * 0.25 * 6 / 60)  # 0.2
+    assert e.loc["a", "gpu_hours_lost"] == 0.0
+    assert e.loc["a", "slowdown_frac"] == pytest.approx(0.10)
+
+
+# --- detection on the simulator's warehouse --------------------------------------------------
+@pytest.fixture(scope="module")
+def sim_wh(sim):
+    from warehouse import Warehouse
+
+    w = Warehouse(":memory:")
+    sim.backfill(lambda k, t: w.ingest(k, t).result(), LIVE - 30 * MIN, LIVE + 40 * MIN,
+                 progress=False)
+    w.rollup().result()
+    yield w
+    w.close()
+
+
+def test_the_refresh_finds_the_simulated_straggler_and_a_second_refresh_changes_nothing(
+        sim, sim_wh):
+    now = LIVE + 40 * MIN
+    truth = [s for s in sim.stragglers(now) if s.start >= LIVE][0]
+    n = sim_wh.write(lambda con: refresh_stragglers(con, now)).result()
+    table = sim_wh.reader().execute("SELECT * FROM stragglers ORDER BY ALL").df()
+    assert n == len(table) >= 1
+    found = table[(table.job_id == truth.job_id) & (table.node == truth.node)]
+    assert len(found) == 1
+    row = found.iloc[0]
+    assert abs(row.start_ts - truth.start) <= MIN and row.end_ts == now
+    assert row.slowdown_frac == pytest.approx(truth.magnitude, abs=0.03)
+    if truth.gpu_index is not None:
+        assert list(row.gpu_indices) == [truth.gpu_index]
+    minutes = (row.end_ts - row.start_ts).total_seconds() / 60
+    assert row.gpu_hours_lost == pytest.approx(
+        row.job_gpus * row.slowdown_frac * minutes / 60, rel=0.05)
+    sim_wh.write(lambda con: refresh_stragglers(con, now)).result()
+    again = sim_wh.reader().execute("SELECT * FROM stragglers ORDER BY ALL").df()
+    pd.testing.assert_frame_equal(table, again)

@@ -1,4 +1,5 @@
-"""The analytics refresh: derived ``failures``, ``gpu_energy_1h`` and ``gpu_usage_1h``.
+"""The analytics refresh: derived ``failures``, ``gpu_energy_1h``, ``gpu_usage_1h`` and
+``stragglers`` (warehouse/stragglers.py).
 
     wh.write(lambda con: refresh(con, now, config)).result()
 
@@ -22,6 +23,7 @@ from gpulens.settings import setting_field, values_for
 from warehouse.db import transaction
 from warehouse.energy import refresh_energy
 from warehouse.failures import load_rules, refresh_failures
+from warehouse.stragglers import Params, refresh_stragglers
 from warehouse.usage import refresh_usage
 from warehouse.writer import yield_to_urgent
 
@@ -49,6 +51,9 @@ class Options:
     embodied_kg_per_gpu: float = setting_field("carbon.embodied_kg_per_gpu")
     gpu_lifetime_years: float = setting_field("carbon.gpu_lifetime_years")
     large_job_gpus: int = setting_field("reports.large_job_gpus")  # large jobs for ETTR
+    straggler_min_lag: float = setting_field("stragglers.min_lag")
+    straggler_z: float = setting_field("stragglers.z")
+    straggler_hold_min: int = setting_field("stragglers.hold_min")
 
     @property
     def warmup_h(self) -> float:
@@ -89,7 +94,14 @@ def refresh(con, now: datetime, settings: Any = None) -> dict:
     yield_to_urgent()
     usage = refresh_usage(con, now, recheck_days=opts.recheck_days,
                           idle_pct=opts.idle_util_pct)
+    yield_to_urgent()
+    t3 = time.perf_counter()
+    with transaction(con):
+        slow = refresh_stragglers(con, now, Params(min_lag=opts.straggler_min_lag,
+                                                   z=opts.straggler_z,
+                                                   hold_min=opts.straggler_hold_min))
     return {"failures_classified": classified, "energy_hours": hours,
             "usage_hours": usage["usage_hours"], "usage_pending": usage["usage_pending"],
-            "failures_s": round(t1 - t0, 3),
-            "energy_s": round(t2 - t1, 3), "usage_s": usage["usage_s"]}
+            "stragglers": slow, "failures_s": round(t1 - t0, 3),
+            "energy_s": round(t2 - t1, 3), "usage_s": usage["usage_s"],
+            "stragglers_s": round(time.perf_counter() - t3, 3)}

@@ -68,4 +68,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("carbon.gpu_lifetime_years", float, 5.0,
             "Years over which embodied carbon is amortised.", positive,
             "a positive number of years"),
+    Setting("stragglers.min_lag", float, 0.05,
+            "A GPU of a multi-node run lags when its SM clock (or its power and SM activity "
+            "both) is at least this fraction below the run's median in a minute "
+            "(warehouse/stragglers.py).", between(0, 1), "a number from 0 to 1"),
+    Setting("stragglers.z", float, 3.5,
+            "A lagging GPU is also at least this many robust standard deviations "
+            "(1.4826 x MAD) below its run's median in that minute.",
+            positive, "a positive number"),
+    Setting("stragglers.hold_min", int, 5,
+            "Lagging minutes a node needs before it counts as a straggler (shorter lags "
+            "are noise).", between(1, 1440), "an integer from 1 to 1440"),
 )

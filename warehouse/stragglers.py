@@ -1,0 +1,175 @@
+"""Stragglers in multi-node jobs and the GPU-hours they cost (issue 15, after MegaScale).
+
+A synchronous job runs at the pace of its slowest member. Per minute (1-minute tier) and
+run of at least two nodes, every GPU is compared with its run's peers by robust
+statistics: the run's median ``med`` and median absolute deviation ``mad`` (scaled by
+1.4826 to estimate a standard deviation). A GPU lags in a minute when
+
+- its SM clock is below ``med * (1 - min_lag)`` and below ``med - z * mad`` (degraded
+  clocks: thermal or power throttling), or
+- its power and its SM activity are both below theirs by the same two tests (it works
+  less while its peers are busy).
+
+Its lag is ``1 - value / med`` of the lagging measure (the larger). A node lags in a
+minute when one of its GPUs does; lagging minutes no more than ``gap_min`` apart make an
+episode, and an episode of fewer than ``hold_min`` lagging minutes is noise, not a
+straggler. The run's slowdown in a minute is the lag of its slowest member; the minute
+costs ``job_gpus x slowdown / 60`` GPU-hours, attributed to that member's node, so two
+slow nodes at once are not counted twice::
+
+    gpu_hours_lost = job_gpus x slowdown_frac x duration_h
+
+Evidence kept with each episode: clocks and power against the peers', seconds of thermal
+and power throttling. Units: MHz, watts, seconds, fractions 0-1; timestamps naive UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+
+from gpulens.settings import setting_field
+from warehouse import meta
+
+MAD_SCALE = 1.4826  # MAD -> standard deviation of a normal distribution
+MINUTE = timedelta(minutes=1)
+LEDGER_KEY = "stragglers.computed_until"
+FIRST_DAYS = 8  # a first refresh looks this far back
+LOOKBACK = timedelta(hours=6)
+
+COLUMNS = ["job_id", "run_index", "node", "start_ts", "end_ts", "minutes", "gpu_indices",
+           "job_gpus", "slowdown_frac", "gpu_hours_lost", "clock_mhz", "peer_clock_mhz",
+           "power_w", "peer_power_w", "thermal_s", "power_brake_s"]
+
+
+@dataclass(frozen=True)
+class Params:
+    """Detection thresholds (the settings ``stragglers.*``, declared with their units in
+    gpulens/settings/analytics.py)."""
+
+    min_lag: float = setting_field("stragglers.min_lag")
+    z: float = setting_field("stragglers.z")
+    hold_min: int = setting_field("stragglers.hold_min")
+    gap_min: int = 2  # lagging minutes this far apart belong to one episode
+
+
+#: Per minute of [$start, $end) and GPU of runs on two nodes or more, the minute's
+#: readings; only minutes the allocation holds whole.
+MINUTES_SQL = """
+WITH runs AS (
+    SELECT job_id, run_index, count(*) AS job_gpus
+    FROM allocations
+    WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
+    GROUP BY ALL HAVING count(DISTINCT node) >= 2
+)
+SELECT a.job_id, a.run_index, r.job_gpus, m.ts, m.node, m.gpu_index,
+       m.sm_clock_mhz_avg AS clock, m.power_w_avg AS power, m.sm_active_pct_avg AS active,
+       coalesce(m.throttle_thermal_s, 0) AS thermal_s,
+       coalesce(m.throttle_power_s, 0) AS power_brake_s
+FROM allocations a
+JOIN runs r USING (job_id, run_index)
+JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
+ AND m.ts >= a.start_ts AND m.ts + INTERVAL 1 MINUTE <= coalesce(a.end_ts, $end)
+WHERE m.ts >= $start AND m.ts + INTERVAL 1 MINUTE <= $end
+"""
+
+
+def _robust_low(x: pd.Series, keys: list, p: Params) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """(lagging, lag fraction, group median) of ``x`` against its group's median/MAD."""
+    g = x.groupby(keys, sort=False)
+    med = g.transform("median")
+    mad = (x - med).abs().groupby(keys, sort=False).transform("median") * MAD_SCALE
+    lag = (1 - x / med.where(med > 0)).fillna(0.0)
+    low = (x < med * (1 - p.min_lag)) & (x < med - p.z * mad)
+    return low.fillna(False), lag, med
+
+
+def flag_minutes(df: pd.DataFrame, p: Params = Params()) -> pd.DataFrame:
+    """The lagging GPU-minutes of ``df`` (rows as :data:`MINUTES_SQL` returns), with
+    ``lag`` (fraction), ``peer_clock`` and ``peer_power`` (the run's medians)."""
+    if df.empty:
+        return df.assign(lag=[], peer_clock=[], peer_power=[])
+    keys = [df.job_id, df.run_index, df.ts]
+    c_low, c_lag, c_med = _robust_low(df.clock.astype(float), keys, p)
+    p_low, p_lag, p_med = _robust_low(df.power.astype(float), keys, p)
+    has_active = df.active.notna()
+    a_low, a_lag, _ = _robust_low(df.active.astype(float).fillna(0.0), keys, p)
+    work_low = p_low & a_low & has_active
+    lag = np.maximum(np.where(c_low, c_lag, 0.0),
+                     np.where(work_low, np.minimum(p_lag, a_lag), 0.0))
+    out = df.assign(lag=lag, peer_clock=c_med, peer_power=p_med)
+    return out[c_low | work_low]
+
+
+def episodes(flagged: pd.DataFrame, p: Params = Params()) -> pd.DataFrame:
+    """Straggler episodes (columns :data:`COLUMNS`) from lagging GPU-minutes."""
+    if flagged.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    f = flagged.sort_values(["job_id", "run_index", "node", "ts", "gpu_index"])
+    node_min = f.groupby(["job_id", "run_index", "node", "ts"], sort=False).agg(
+        job_gpus=("job_gpus", "first"), lag=("lag", "max"), clock=("clock", "mean"),
+        peer_clock=("peer_clock", "first"), power=("power", "mean"),
+        peer_power=("peer_power", "first"), thermal_s=("thermal_s", "sum"),
+        power_brake_s=("power_brake_s", "sum"),
+        gpus=("gpu_index", lambda s: sorted(int(v) for v in s))).reset_index()
+    member = (node_min.job_id + ":" + node_min.run_index.astype(str) + ":" + node_min.node)
+    gap = node_min.ts.diff() > p.gap_min * MINUTE
+    node_min["episode"] = ((member != member.shift()) | gap).cumsum()
+    sizes = node_min.groupby("episode").ts.transform("size")
+    node_min = node_min[sizes >= p.hold_min].copy()
+    if node_min.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    # the run's slowdown in a minute is its slowest member's lag, charged to that member
+    slowest = node_min.groupby(["job_id", "run_index", "ts"]).lag.transform("max")
+    first = node_min.lag.eq(slowest) & ~node_min.duplicated(["job_id", "run_index", "ts",
+                                                             "lag"])
+    node_min["cost"] = np.where(first, node_min.job_gpus * node_min.lag / 60.0, 0.0)
+    e = node_min.groupby("episode").agg(
+        job_id=("job_id", "first"), run_index=("run_index", "first"), node=("node", "first"),
+        start_ts=("ts", "min"), last=("ts", "max"), minutes=("ts", "size"),
+        gpu_indices=("gpus", lambda s: sorted({g for lst in s for g in lst})),
+        job_gpus=("job_gpus", "first"), slowdown_frac=("lag", "mean"),
+        gpu_hours_lost=("cost", "sum"), clock_mhz=("clock", "mean"),
+        peer_clock_mhz=("peer_clock", "mean"), power_w=("power", "mean"),
+        peer_power_w=("peer_power", "mean"), thermal_s=("thermal_s", "sum"),
+        power_brake_s=("power_brake_s", "sum"))
+    e["end_ts"] = e.pop("last") + MINUTE
+    return e[COLUMNS].reset_index(drop=True)
+
+
+def detect(cur, start: datetime, end: datetime, p: Params = Params()) -> pd.DataFrame:
+    """Straggler episodes of multi-node runs in the minutes of [start, end)."""
+    df = cur.execute(MINUTES_SQL, {"start": start, "end": end}).df()
+    return episodes(flag_minutes(df, p), p)
+
+
+def refresh_stragglers(con, now: datetime, p: Params = Params()) -> int:
+    """Recompute the ``stragglers`` table from ``cut`` up to the last whole minute before
+    ``now``: ``cut`` is the earliest start of an episode still open at the last refresh,
+    else that refresh's end less the hold and gap (a first refresh: ``FIRST_DAYS`` back).
+    Detection reads ``LOOKBACK`` before ``cut`` so an episode crossing it is seen whole.
+    Returns the episodes written."""
+    end = now.replace(second=0, microsecond=0)
+    done = meta.get(con, LEDGER_KEY)
+    cut = (datetime.fromisoformat(done) if done else end - timedelta(days=FIRST_DAYS))
+    cut -= (p.hold_min + p.gap_min) * MINUTE
+    open_ = con.execute("SELECT min(start_ts) FROM stragglers WHERE end_ts >= $s",
+                        {"s": cut}).fetchone()[0]
+    if open_ is not None:
+        cut = min(cut, open_)
+    if end <= cut:
+        return 0
+    found = detect(con, cut - LOOKBACK, end, p)
+    found = found[found.start_ts >= cut]
+    con.execute("DELETE FROM stragglers WHERE start_ts >= $s", {"s": cut})
+    if len(found):
+        con.register("found_stragglers", found)
+        try:
+            con.execute("INSERT INTO stragglers BY NAME SELECT * FROM found_stragglers")
+        finally:
+            con.unregister("found_stragglers")
+    meta.put(con, LEDGER_KEY, end.isoformat())
+    return len(found)
