@@ -10,6 +10,9 @@ DuckDB file). Register with ``server.register_blueprint(create_blueprint(wh))``.
                                             "comment": "fan swap", "created_by": "ana"}
     DELETE /api/alerts/silences/<silence_id>
     GET    /api/alerts/outbox              {"outbox": [per sink and status counts]}
+    POST   /api/alerts/backtest            {"since": "2026-10-20T00:00", "settings":
+                                            {"gpu_temp.threshold": 90}} -> the report
+                                            of alerts/backtest.py (nothing is sent)
 
 Every input is checked before use: a bad one answers 400 with ``{"error": "..."}``
 naming the field (``since_s``, ``duration``, ``comment`` ...); an unknown alert or
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from flask import Blueprint, jsonify, request
 
@@ -68,6 +71,20 @@ def _seconds(value, key: str, *, low: float, high: float) -> float:
     return seconds
 
 
+def _time(body: dict, key: str, default: datetime) -> datetime:
+    """An ISO time (naive = UTC) from the body, as naive UTC."""
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str) or len(value) > 40:
+        raise BadInput(f"{key}: expected an ISO time like 2026-11-20T06:00:00")
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadInput(f"{key}: {value!r} is not an ISO time") from None
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+
+
 def _body() -> dict:
     body = request.get_json(silent=True)
     if body is None and not request.get_data():
@@ -77,7 +94,10 @@ def _body() -> dict:
     return body
 
 
-def create_blueprint(warehouse, *, now: Callable[[], datetime] = utcnow) -> Blueprint:
+def create_blueprint(warehouse, *, now: Callable[[], datetime] = utcnow, config=None,
+                     incidents: Callable[[], list] | None = None) -> Blueprint:
+    """``config``: the service's configuration (rules of a backtest); ``incidents``: the
+    simulated sources' ground truth, for a backtest's time to page."""
     bp = Blueprint("alerts_api", __name__, url_prefix="/api/alerts")
 
     @bp.errorhandler(BadInput)
@@ -129,6 +149,30 @@ def create_blueprint(warehouse, *, now: Callable[[], datetime] = utcnow) -> Blue
         if not ops.expire_silence(warehouse, now(), silence_id):
             return jsonify({"error": f"no active silence {silence_id!r}"}), 404
         return jsonify({"expired": silence_id})
+
+    @bp.post("/backtest")
+    def run_backtest():
+        from alerts import backtest
+        from gpulens.config import load
+
+        body = _body()
+        at = now()
+        since = _time(body, "since", at - timedelta(days=30))
+        until = _time(body, "until", at)
+        settings = body.get("settings") or {}
+        if not isinstance(settings, dict) or len(settings) > 200:
+            raise BadInput("settings: expected an object of at most 200 rule settings")
+        every = body.get("every_s")
+        every_s = None if every is None else _seconds(every, "every_s", low=1, high=3600)
+        try:
+            doc = backtest.run(warehouse, config or load(None, env={}),
+                               since=since, until=until,
+                               overrides={_text({"key": k}, "key"): v
+                                          for k, v in settings.items()},
+                               every_s=every_s, incidents=incidents() if incidents else ())
+        except backtest.RuleError as exc:
+            raise BadInput(f"settings: {exc}") from None
+        return jsonify(doc)
 
     @bp.get("/outbox")
     def outbox():

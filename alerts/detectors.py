@@ -29,7 +29,7 @@ import pandas as pd
 
 from alerts.model import Hit, Rule
 from alerts.rules import parse_codes
-from alerts.window import Window, latest, load_adjusted, mean, robust_z
+from alerts.window import Window, group_median, latest, load_adjusted, mean, robust_z
 
 MIN_RACKS_FOR_PEERS = 4
 MIN_GPUS_FOR_PEERS = 4
@@ -83,35 +83,34 @@ def gpu_peers(rule: Rule, win: Window) -> list[Hit]:
 def rack_hot(rule: Rule, win: Window) -> list[Hit]:
     p = rule.params
     width = win.series["temp_c"].shape[1]
-    frame = pd.DataFrame({
-        "rack": win.rack,
-        "node": win.node,
-        "now": _adjusted(win, width - win.cols(p["smooth_s"]), width),
-        "base": _adjusted(win, 0, win.cols(p["baseline_s"])),
-        "temp_c": latest(win.series["temp_c"], win.cols(60.0)),
-        "power_w": latest(win.series["power_w"], win.cols(60.0)),
-    }).dropna(subset=["rack"])
-    if frame.empty:
+    keep = np.flatnonzero(pd.notna(win.rack))
+    if not len(keep):
         return []
-    racks = frame.groupby("rack").agg(
-        now=("now", "median"), base=("base", "median"), temp_c=("temp_c", "median"),
-        temp_max_c=("temp_c", "max"), power_w=("power_w", "median"), gpus=("now", "count"),
-        nodes=("node", lambda s: sorted(set(s))),
-    )
-    racks = racks[racks["gpus"] >= MIN_GPUS_FOR_PEERS]
-    scores = racks["now"].to_numpy()
-    dev, z, _ = robust_z(scores)
-    peer = np.where((len(racks) >= MIN_RACKS_FOR_PEERS) & (z >= p["min_z"]), dev, 0.0)
-    own = (racks["now"] - racks["base"]).to_numpy()
+    names, codes = np.unique(win.rack[keep].astype(str), return_inverse=True)
+    n = len(names)
+    now, gpus = group_median(_adjusted(win, width - win.cols(p["smooth_s"]), width)[keep],
+                             codes, n)
+    base, _ = group_median(_adjusted(win, 0, win.cols(p["baseline_s"]))[keep], codes, n)
+    temp = latest(win.series["temp_c"], win.cols(60.0))[keep].astype(np.float64)
+    power = latest(win.series["power_w"], win.cols(60.0))[keep]
+    temp_med, _ = group_median(temp, codes, n)
+    power_med, _ = group_median(power, codes, n)
+    temp_max = np.full(n, -np.inf)
+    np.fmax.at(temp_max, codes, np.nan_to_num(temp, nan=-np.inf))
+    enough = np.flatnonzero(gpus >= MIN_GPUS_FOR_PEERS)
+    dev, z, _ = robust_z(now[enough])
+    peer = np.where((len(enough) >= MIN_RACKS_FOR_PEERS) & (z >= p["min_z"]), dev, 0.0)
+    own = now[enough] - base[enough]
     value = np.fmax(np.nan_to_num(peer, nan=0.0), own)
     hits = []
-    for (rack, row), v, d, o in zip(racks.iterrows(), value, dev, own, strict=True):
+    for i, v, d, o in zip(enough, value, dev, own, strict=True):
         if not v >= rule.clear:
             continue
-        hits.append(Hit(rule.name, float(v), rack, None, None, {
-            "temp_c": _r(row.temp_c), "temp_max_c": _r(row.temp_max_c),
-            "power_w": _r(row.power_w), "above_peers_c": _r(d), "above_baseline_c": _r(o),
-            "gpus": int(row.gpus), "nodes": list(row.nodes),
+        nodes = sorted(set(win.node[keep][codes == i]))
+        hits.append(Hit(rule.name, float(v), str(names[i]), None, None, {
+            "temp_c": _r(temp_med[i]), "temp_max_c": _r(temp_max[i]),
+            "power_w": _r(power_med[i]), "above_peers_c": _r(d), "above_baseline_c": _r(o),
+            "gpus": int(gpus[i]), "nodes": nodes,
         }))
     return hits
 

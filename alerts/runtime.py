@@ -45,7 +45,7 @@ class AlertRuntime:
         self.summaries = {r.name: r.summary for r in self.rules}
         self.sinks = configured(s)
         self.step_s: float = config["collect.interval_s"]  # sampling period, seconds
-        self.window_s: float = max(900.0, rules_mod.window_s(self.rules))
+        self.window_s: float = window_span_s(self.rules)
         self.evaluate_interval_s: float = s["evaluate_interval_s"]
         self.deliver_interval_s: float = s["deliver_interval_s"]
         self.resend_s: float = s["alertmanager_resend_s"]
@@ -58,12 +58,10 @@ class AlertRuntime:
     def window(self, now: datetime):
         """The data the rules read at ``now``: the last ``window_s`` of samples."""
         cur = self.warehouse.reader()
-        xid_span = max([r.params.get("window_s", 0.0) for r in self.rules if r.kind == "xid"],
-                       default=0.0)
         return build_window(
             q.window_samples(cur, now=now, span_s=self.window_s), q.gpu_inventory(cur),
-            q.window_events(cur, now=now, span_s=max(xid_span, self.step_s)), now,
-            self.window_s, self.step_s,
+            q.window_events(cur, now=now, span_s=events_span_s(self.rules, self.step_s)),
+            now, self.window_s, self.step_s,
         )
 
     def evaluate_once(self) -> Result | None:
@@ -76,7 +74,7 @@ class AlertRuntime:
             return None
         now = self.now()
         win = self.window(now)
-        if win.n == 0 or not np.isfinite(latest(win.series["temp_c"], win.cols(60.0))).any():
+        if not fresh(win):
             log.debug("alerts: no recent samples at %s; evaluation skipped", now)
             return None
         cur = self.warehouse.reader()
@@ -154,6 +152,24 @@ class AlertRuntime:
         the idempotency key. Raises KeyError for an unconfigured sink, DeliveryError."""
         return send_test(self.sinks[sink_name], self.dashboard_url, self.now(),
                          timeout_s=self.timeout_s, send=self.send)
+
+
+def window_span_s(rules) -> float:
+    """Seconds of samples an evaluation reads (at least 15 minutes)."""
+    return max(900.0, rules_mod.window_s(tuple(rules)))
+
+
+def events_span_s(rules, step_s: float) -> float:
+    """Seconds of XID events an evaluation reads: the longest xid rule's window."""
+    xid_span = max([r.params.get("window_s", 0.0) for r in rules if r.kind == "xid"],
+                   default=0.0)
+    return max(xid_span, step_s)
+
+
+def fresh(win) -> bool:
+    """Whether a window has a temperature from its last minute; evaluating without one
+    would read missing telemetry as a recovery (the service and the backtest skip it)."""
+    return win.n > 0 and bool(np.isfinite(latest(win.series["temp_c"], win.cols(60.0))).any())
 
 
 def test_document(dashboard_url: str, now: datetime) -> dict:

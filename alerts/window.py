@@ -41,11 +41,13 @@ class Window:
 
 
 def build_window(samples: pd.DataFrame, gpus: pd.DataFrame, events: pd.DataFrame,
-                 end: datetime, span_s: float, step_s: float) -> Window:
+                 end: datetime, span_s: float, step_s: float,
+                 columns: tuple[str, ...] = COLUMNS) -> Window:
     """Grid the long ``samples`` frame (ts, node, gpu_index, and COLUMNS) over
     ``(end - span_s, end]``. ``gpus`` (node, gpu_index, rack, model) gives each node's
     rack and each GPU's model (a row with a NULL gpu_index still gives its node's rack).
-    GPUs without samples in the window are left out."""
+    GPUs without samples in the window are left out. ``columns``: the series gridded
+    (the backtest adds one that marks where a sample exists, see alerts/backtest.py)."""
     width = max(1, math.ceil(span_s / step_s))
     keys = samples[["node", "gpu_index"]].drop_duplicates().sort_values(["node", "gpu_index"])
     keys = keys.astype({"gpu_index": np.int64}).reset_index(drop=True)
@@ -61,7 +63,7 @@ def build_window(samples: pd.DataFrame, gpus: pd.DataFrame, events: pd.DataFrame
     col = width - 1 - np.floor(age_s / step_s).astype(np.int64)
     ok = (col >= 0) & (col < width)
     series = {}
-    for name in COLUMNS:
+    for name in columns:
         grid = np.full((len(keys), width), np.nan, dtype=np.float32)
         if name in samples:
             values = pd.to_numeric(samples[name], errors="coerce").to_numpy(np.float32,
@@ -116,14 +118,34 @@ def load_adjusted(temp_c: np.ndarray, power_w: np.ndarray, model: np.ndarray) ->
     return out
 
 
+def group_median(values: np.ndarray, codes: np.ndarray, n: int):
+    """Median of each group's non-NaN ``values`` (groups ``0..n-1`` by ``codes``; NaN for
+    a group without any) and each group's count of them, in float64 (as pandas)."""
+    values = np.asarray(values, dtype=np.float64)
+    ok = ~np.isnan(values)
+    v, c = values[ok], np.asarray(codes)[ok]
+    order = np.lexsort((v, c))
+    v, c = v[order], c[order]
+    count = np.bincount(c, minlength=n)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    has = count > 0
+    med = np.full(n, np.nan)
+    med[has] = (v[(start + (count - 1) // 2)[has]] + v[(start + count // 2)[has]]) / 2
+    return med, count
+
+
 def robust_z(values: np.ndarray, groups: np.ndarray | None = None, floor: float = 0.5):
     """Deviation from the (group) median and its robust z-score (MAD scaled by 1.4826,
     plus ``floor`` in the values' unit so identical peers do not divide by zero).
-    Returns (deviation, z, peers per group)."""
-    frame = pd.DataFrame({"v": values, "g": 0 if groups is None else groups})
-    by = frame.groupby("g", dropna=False)["v"]
-    med = by.transform("median").to_numpy()
-    dev = values - med
-    mad = pd.Series(np.abs(dev)).groupby(frame["g"].to_numpy()).transform("median").to_numpy()
-    count = by.transform("count").to_numpy()
-    return dev, dev / (1.4826 * mad + floor), count
+    Returns (deviation, z, peers per group). Numpy only: the backtest runs this at every
+    evaluation of a month."""
+    values = np.asarray(values, dtype=np.float64)
+    if groups is None:
+        codes, n = np.zeros(len(values), dtype=np.int64), 1
+    else:
+        keys, codes = np.unique(np.asarray(groups, dtype=object), return_inverse=True)
+        n = len(keys)
+    med, count = group_median(values, codes, n)
+    dev = values - med[codes]
+    mad, _ = group_median(np.abs(dev), codes, n)
+    return dev, dev / (1.4826 * mad[codes] + floor), count[codes]

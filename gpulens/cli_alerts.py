@@ -1,4 +1,4 @@
-"""``gpulens alerts``: list, silence, acknowledge, and test the sinks.
+"""``gpulens alerts``: list, silence, acknowledge, test the sinks, and backtest the rules.
 
 While ``gpulens serve`` runs it owns the database, so these commands talk to its HTTP
 API (``--url``, default http://127.0.0.1:8050); when nothing answers there they open the
@@ -88,7 +88,7 @@ def _show(rows: list[dict], columns: tuple[str, ...], as_json: bool) -> None:
               help="TOML configuration (sinks for `test`, service.db).")
 @click.pass_context
 def alerts(ctx, url, db, config_path) -> None:
-    """Thermal alerts: list, silence, acknowledge, test the sinks."""
+    """Thermal alerts: list, silence, acknowledge, test the sinks, backtest."""
     ctx.obj = {"url": url, "db": db, "config": config_path}
 
 
@@ -192,3 +192,106 @@ def test(ctx, sink) -> None:
     except DeliveryError as exc:
         raise click.ClickException(f"test notification not delivered: {exc}") from None
     click.echo(f"test notification {key} delivered to {sink}")
+
+
+@alerts.command()
+@click.option("--since", default="30d", show_default=True,
+              help="Start: a span before now (30d, 12h) or an ISO time (UTC).")
+@click.option("--until", default=None, help="End (default: now), same forms as --since.")
+@click.option("--rules", "rules_file", type=click.Path(exists=True, dir_okay=False),
+              help="TOML with rule settings, as the configuration's [alerts] table.")
+@click.option("--set", "sets", multiple=True, metavar="RULE.KEY=VALUE",
+              help="Change one rule setting, e.g. gpu_temp.threshold=90 (repeatable).")
+@click.option("--every", "every_s", type=float,
+              help="Seconds between evaluations (default: alerts.evaluate_interval_s).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Folder for backtest.json and the CSV tables.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
+@click.pass_context
+def backtest(ctx, since, until, rules_file, sets, every_s, out_dir, as_json) -> None:
+    """Replay stored history through the alert rules; nothing is sent.
+
+    Prints per rule and rack the firings, the pages (firing notifications) and their
+    firing time, then the time to page of each known incident (simulated clusters)."""
+    from alerts import backtest as bt
+    from gpulens.cli_export import _when
+    from warehouse.clock import utcnow
+
+    overrides = _overrides(rules_file, sets)
+    now = utcnow()
+    start, end = _when(since), _when(until, now)
+    body = {"since": start.isoformat(), "until": end.isoformat(), "settings": overrides}
+    if every_s:
+        body["every_s"] = every_s
+
+    def remote(api):
+        try:
+            return api.client.json("POST", "/api/alerts/backtest", body, timeout=3600)
+        except requests.HTTPError as exc:
+            raise click.ClickException(error_message(exc)) from None
+
+    def local(wh, _now):
+        config = load(ctx.obj["config"])
+        try:
+            return bt.run(wh, config, since=start, until=end, overrides=overrides,
+                          every_s=every_s)
+        except bt.RuleError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    doc = _run(ctx, remote, local)
+    if out_dir:
+        _save(doc, out_dir)
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    click.echo(f"backtest {doc['start']} .. {doc['end']}: {doc['evaluations']} evaluations "
+               f"every {doc['every_s']:g} s ({doc['skipped']} without fresh samples)")
+    _show(doc["per_rule_rack"], ("rule", "rack", "firings", "pages", "resolved", "firing_s"),
+          False)
+    if doc["incidents"]:
+        click.echo("incidents:")
+        _show(doc["incidents"], ("kind", "rack", "node", "gpu_index", "start",
+                                 "time_to_fire_s", "time_to_page_s", "pages"), False)
+    if out_dir:
+        click.echo(f"saved to {out_dir}")
+
+
+def _overrides(rules_file: str | None, sets: tuple[str, ...]) -> dict:
+    """Rule settings from ``--rules FILE`` then ``--set KEY=VALUE`` (the latter win)."""
+    import tomllib
+
+    from alerts.backtest import flatten
+
+    values: dict = {}
+    if rules_file:
+        try:
+            with open(rules_file, "rb") as fh:
+                table = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise click.BadParameter(f"{rules_file}: {exc}", param_hint="--rules") from None
+        values.update(flatten(table.get("alerts", table)))
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r}: expected RULE.KEY=VALUE", param_hint="--set")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def _save(doc: dict, out_dir: str) -> None:
+    """backtest.json plus one CSV per table (per_rule_rack, firings, notifications,
+    incidents) in ``out_dir``."""
+    import csv
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "backtest.json").write_text(json.dumps(doc, indent=2))
+    for name in ("per_rule_rack", "firings", "notifications", "incidents"):
+        rows = doc[name]
+        with open(out / f"{name}.csv", "w", newline="") as fh:
+            if rows:
+                w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows({k: (";".join(v) if isinstance(v, list) else v)
+                             for k, v in r.items()} for r in rows)

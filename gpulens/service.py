@@ -108,6 +108,10 @@ class Service:
             self.alerts.dashboard_url = url  # links in notifications point at this server
         return url
 
+    def _incidents(self) -> list:
+        """The simulated sources' ground-truth incidents (for a backtest's time to page)."""
+        return [i for s in self.sources if hasattr(s, "cluster") for i in s.cluster.incidents()]
+
     def _start_server(self) -> None:
         from dashboard.app import create_app
         from dashboard.auth import AuthConfig
@@ -122,7 +126,8 @@ class Service:
         exporter.install(app.server, self.warehouse.reader, now=self.now,
                          options=analytics.Options.from_settings(self.config),
                          public=self.config["service.metrics_public"])
-        app.server.register_blueprint(create_blueprint(self.warehouse, now=self.now))
+        app.server.register_blueprint(create_blueprint(
+            self.warehouse, now=self.now, config=self.config, incidents=self._incidents))
         app.server.register_blueprint(reports_api.create_blueprint(
             lambda week, send: self.reports.run(week, send=send), self.config["reports.dir"]))
         host, port = self.config["service.host"], self.config["service.port"]

@@ -35,6 +35,13 @@ def window_samples(cur: duckdb.DuckDBPyConnection, *, now: datetime,
     ).df()
 
 
+def first_sample_ts(cur: duckdb.DuckDBPyConnection) -> datetime | None:
+    """The time of the oldest raw sample (None when there is none): where a backtest
+    can start."""
+    row = cur.execute("SELECT min(ts) FROM gpu_samples").fetchone()
+    return None if row is None or row[0] is None else row[0]
+
+
 def gpu_inventory(cur: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Every known GPU with its rack and model: node, gpu_index, rack, model. Nodes
     without GPU rows appear once with a NULL gpu_index (their rack is still known)."""
