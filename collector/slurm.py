@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -111,7 +110,7 @@ class SchedulerBatch:
 # ----------------------------------------------------------------------- documents
 
 
-def load_jobs(doc: str | bytes | Mapping, command: str) -> list:
+def load_jobs(doc: str | bytes | dict, command: str) -> list:
     """The ``jobs`` list of a document; SlurmParseError if there is none. Bytes that are
     not UTF-8 (names are passed through as bytes) are decoded as U+FFFD."""
     if isinstance(doc, bytes | bytearray):
@@ -121,13 +120,13 @@ def load_jobs(doc: str | bytes | Mapping, command: str) -> list:
             doc = json.loads(doc)
         except (ValueError, RecursionError) as e:
             raise SlurmParseError(f"{command}: not JSON: {e}"[:300]) from None
-    if not isinstance(doc, Mapping):
+    if not isinstance(doc, dict):
         raise SlurmParseError(f"{command}: expected a JSON object, got {type(doc).__name__}")
     errs = doc.get("errors")
     # Slurm 22.05's sacct reports an empty result as an error ("Nothing found",
     # error_number 9003, seen on a real 22.05.8); it is an empty list of jobs.
     if isinstance(errs, list):
-        errs = [e for e in errs if not (isinstance(e, Mapping)
+        errs = [e for e in errs if not (isinstance(e, dict)
                                         and e.get("error_number") == NOTHING_FOUND)]
     if errs:
         raise SlurmParseError(f"{command} reported errors: {errs!r:.300}")
@@ -138,7 +137,7 @@ def load_jobs(doc: str | bytes | Mapping, command: str) -> list:
 
 
 def _job_id(rec, i: int, command: str) -> str:
-    if not isinstance(rec, Mapping):
+    if not isinstance(rec, dict):
         raise SlurmParseError(f"{command} jobs[{i}]: not a job record", "record")
     jid = number(rec.get("job_id"), f"{command} jobs[{i}]: job_id", 0, _MAX_JOB_ID)
     if jid is None:
@@ -146,7 +145,7 @@ def _job_id(rec, i: int, command: str) -> str:
     return str(jid)
 
 
-def job_ids(doc: str | bytes | Mapping, drops: Drops | None = None) -> list[str]:
+def job_ids(doc: str | bytes | dict, drops: Drops | None = None) -> list[str]:
     """The distinct job ids of a ``squeue``/``sacct`` JSON document, in order; records
     without a readable id are skipped (and counted in ``drops``)."""
     drops = drops if drops is not None else Drops("sacct")
@@ -175,7 +174,7 @@ def _reason(*parts: str | None) -> str | None:
 # ----------------------------------------------------------------------- squeue
 
 
-def parse_squeue(doc: str | bytes | Mapping, now: datetime, job_type_regex: str | None = None,
+def parse_squeue(doc: str | bytes | dict, now: datetime, job_type_regex: str | None = None,
                  gpus_per_node: int | None = None) -> SchedulerBatch:
     """Jobs, current runs and GPU allocations from ``squeue --json``.
 
@@ -241,7 +240,7 @@ def _squeue_record(i: int, rec, now: datetime, job_type_regex: str | None, max_i
     return job, run, allocs
 
 
-def _squeue_gpus(rec: Mapping, started: bool, node_count: int | None, what: str) -> int | None:
+def _squeue_gpus(rec: dict, started: bool, node_count: int | None, what: str) -> int | None:
     """GPUs from the TRES strings: allocated (if started), requested, per-entity requests."""
     gpus = gpu_count(rec.get("tres_alloc_str"), f"{what}: tres_alloc_str") if started else None
     if gpus is None:
@@ -251,7 +250,7 @@ def _squeue_gpus(rec: Mapping, started: bool, node_count: int | None, what: str)
     return gpus
 
 
-def _gres_indices(rec: Mapping, nodelist: str | None, what: str, max_index: int,
+def _gres_indices(rec: dict, nodelist: str | None, what: str, max_index: int,
                   drops: Drops) -> list[tuple[str, list[int]]]:
     """(node, GPU indices) per allocated node from ``gres_detail``; a node whose entry is
     refused keeps no indices (counted)."""
@@ -284,7 +283,7 @@ def _gres_indices(rec: Mapping, nodelist: str | None, what: str, max_index: int,
 # ----------------------------------------------------------------------- sacct
 
 
-def parse_sacct(doc: str | bytes | Mapping, gpus_per_node: int | None = None,
+def parse_sacct(doc: str | bytes | dict, gpus_per_node: int | None = None,
                 job_type_regex: str | None = None,
                 now: datetime | None = None) -> SchedulerBatch:
     """Jobs, runs (one per sacct record that started) and allocations from ``sacct -D``.
@@ -319,11 +318,11 @@ def _sacct_record(pos: int, rec, now: datetime | None, job_type_regex: str | Non
     jid = _job_id(rec, pos, "sacct")
     what = f"sacct job {jid}"
     state_v, reason = rec.get("state"), None
-    if isinstance(state_v, Mapping):  # sacct: {"current": .., "reason": ..}
+    if isinstance(state_v, dict):  # sacct: {"current": .., "reason": ..}
         state_v, reason = state_v.get("current"), state_v.get("reason")
     st = state(state_v, f"{what}: state")
     t = rec.get("time") or {}
-    if not isinstance(t, Mapping):
+    if not isinstance(t, dict):
         raise SlurmParseError(f"{what}: 'time' is not an object", "time")
     start = unix_time(t.get("start"), f"{what}: time.start", now)
     end = unix_time(t.get("end"), f"{what}: time.end", now)
@@ -331,7 +330,7 @@ def _sacct_record(pos: int, rec, now: datetime | None, job_type_regex: str | Non
         raise SlurmParseError(f"{what}: time.end {end} is before time.start {start}",
                               "time.end")
     ending = run_ending(rec, st, what, drops) if end else Ending(None, None)
-    tres = rec.get("tres") if isinstance(rec.get("tres"), Mapping) else {}
+    tres = rec.get("tres") if isinstance(rec.get("tres"), dict) else {}
     name = text(rec.get("name"))
     return {
         "job_id": jid, "pos": pos, "name": name,

@@ -22,7 +22,6 @@ Codes are 0-255 and signals 1-127; anything else is refused (NULL, counted).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,17 +47,17 @@ def exit_status(v: Any, what: str) -> tuple[int | None, int | None]:
         return None, None
     if isinstance(v, int) and not isinstance(v, bool):
         return _wait_status(v, what)
-    if isinstance(v, Mapping) and "set" in v:  # 23.02: a number-wrapped wait status
+    if isinstance(v, dict) and "set" in v:  # 23.02: a number-wrapped wait status
         raw = number(v, what)
         return (None, None) if raw is None else _wait_status(raw, what)
-    if isinstance(v, Mapping):
+    if isinstance(v, dict):
         status = v.get("status")
         if isinstance(status, list):
             status = status[0] if status else None
         code = number(v.get("return_code"), f"{what}.return_code", 0, MAX_EXIT_CODE)
         sig = v.get("signal")
         signal = None
-        if isinstance(sig, Mapping):
+        if isinstance(sig, dict):
             raw = sig.get("id", sig.get("signal_id"))
             signal = number(raw, f"{what}.signal", 0, MAX_SIGNAL)
         if status == "PENDING" and not code and not signal:
@@ -99,11 +98,11 @@ def _steps(v: Any, what: str, drops: Drops) -> list[_Step]:
         return []
     out = []
     for i, s in enumerate(v):
-        if not isinstance(s, Mapping):
+        if not isinstance(s, dict):
             continue
-        info = s.get("step") if isinstance(s.get("step"), Mapping) else {}
+        info = s.get("step") if isinstance(s.get("step"), dict) else {}
         sid = info.get("id", "")
-        if isinstance(sid, Mapping):  # {"job_id": .., "step_id": ..}
+        if isinstance(sid, dict):  # {"job_id": .., "step_id": ..}
             sid = f"{sid.get('job_id', '')}.{sid.get('step_id', '')}"
         name = info.get("name")
         code, signal = drops.soft(exit_status, s.get("exit_code"),
@@ -114,7 +113,7 @@ def _steps(v: Any, what: str, drops: Drops) -> list[_Step]:
     return out
 
 
-def run_ending(rec: Mapping, run_state: str | None, what: str, drops: Drops) -> Ending:
+def run_ending(rec: dict, run_state: str | None, what: str, drops: Drops) -> Ending:
     """The exit code, signal and failed-step note of one squeue/sacct record (the rule
     in the module doc). Unreadable codes are NULL and counted in ``drops``."""
     code, signal = drops.soft(exit_status, rec.get("exit_code"), f"{what}: exit_code",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import hostlist
@@ -78,11 +78,11 @@ class Drops:
 def number(v: Any, what: str, lo: int | None = None, hi: int | None = None) -> int | None:
     """An integer from either format (plain or ``{"set", "infinite", "number"}``);
     unset or infinite -> None; outside ``[lo, hi]`` -> SlurmParseError."""
-    if isinstance(v, Mapping) and "set" in v:
+    if isinstance(v, dict) and "set" in v:
         if not v.get("set") or v.get("infinite"):
             return None
         v = v.get("number")
-        if isinstance(v, Mapping):
+        if isinstance(v, dict):
             raise _error(what, f"a number wrapped twice: {v!r:.80}")
     if v is None:
         return None
@@ -107,11 +107,21 @@ def unix_time(v: Any, what: str, now: datetime | None = None) -> datetime | None
     n = number(v, what)
     if not n or n < 0:
         return None
-    latest = now + MAX_FUTURE if now is not None else _LATEST
-    if not EARLIEST.replace(tzinfo=UTC).timestamp() <= n <= latest.replace(tzinfo=UTC).timestamp():
+    if not _EARLIEST_S <= n <= _latest_s(now):
+        latest = now + MAX_FUTURE if now is not None else _LATEST
         raise _error(what, f"{n} s is not a plausible time (after {latest:%Y-%m-%d} or "
                            "before 2000)")
-    return datetime.fromtimestamp(n, UTC).replace(tzinfo=None)
+    return _EPOCH + timedelta(seconds=n)
+
+
+_EPOCH = datetime(1970, 1, 1)
+_EARLIEST_S = (EARLIEST - _EPOCH).total_seconds()
+
+
+@lru_cache(maxsize=4)
+def _latest_s(now: datetime | None) -> float:
+    """Unix seconds of the latest plausible time (naive UTC ``now`` + MAX_FUTURE)."""
+    return ((now + MAX_FUTURE if now is not None else _LATEST) - _EPOCH).total_seconds()
 
 
 def state(v: Any, what: str) -> str | None:
@@ -137,7 +147,7 @@ def reason_text(v: Any) -> str | None:
 
 def nodes_of(v: Any) -> str | None:
     """A host list string (or current ``job_resources.nodes.list``); none assigned -> None."""
-    if isinstance(v, Mapping):
+    if isinstance(v, dict):
         v = v.get("list")
     if not isinstance(v, str) or not v or v == "None assigned" or v.startswith("("):
         return None
@@ -154,21 +164,21 @@ def expand(nodelist: str | None, what: str) -> list[str]:
         raise _error(what, f"bad host list {nodelist!r:.80}: {e}") from None
 
 
-def resource_nodes(job: Mapping, what: str) -> list[str] | None:
+def resource_nodes(job: dict, what: str) -> list[str] | None:
     """Node names in allocation order from ``job_resources``, any format; None if absent."""
     res = job.get("job_resources")
-    if not isinstance(res, Mapping):
+    if not isinstance(res, dict):
         return None
     nodes = res.get("nodes")
-    if isinstance(nodes, Mapping) and isinstance(nodes.get("allocation"), list):
-        names = [a.get("name") for a in nodes["allocation"] if isinstance(a, Mapping)]
+    if isinstance(nodes, dict) and isinstance(nodes.get("allocation"), list):
+        names = [a.get("name") for a in nodes["allocation"] if isinstance(a, dict)]
         if names and all(isinstance(n, str) for n in names):
             return [clean_text(n) for n in names]
     alloc = res.get("allocated_nodes")
-    if isinstance(alloc, Mapping):  # 22.05 sometimes keys the list by position
+    if isinstance(alloc, dict):  # 22.05 sometimes keys the list by position
         alloc = [alloc[k] for k in sorted(alloc, key=lambda k: int(k) if k.isdigit() else 0)]
     if isinstance(alloc, list):
-        names = [a.get("nodename") for a in alloc if isinstance(a, Mapping)]
+        names = [a.get("nodename") for a in alloc if isinstance(a, dict)]
         if names and all(isinstance(n, str) for n in names):
             return [clean_text(n) for n in names]
     listed = nodes_of(nodes)
@@ -190,7 +200,7 @@ def infer_job_type(comment: Any, name: str | None,
     match). The comment is squeue's string or sacct's ``{"job": ...}`` object. Returns
     the type lower-cased, or None.
     """
-    if isinstance(comment, Mapping):
+    if isinstance(comment, dict):
         comment = comment.get("job")
     if isinstance(comment, str):
         m = _TYPE_TAG.search(comment)

@@ -19,7 +19,6 @@ by the node's GPUs (never expanded past them, so ``IDX:0-1000000000`` costs noth
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from collector.bounds import MAX_GPUS_PER_JOB, MAX_GPUS_PER_NODE
@@ -84,7 +83,7 @@ def gpus_from_tres_list(items: Any, what: str) -> int | None:
         return None
     untyped, typed, any_typed = None, 0, False
     for i in items:
-        if not isinstance(i, Mapping) or i.get("type") != "gres":
+        if not isinstance(i, dict) or i.get("type") != "gres":
             continue
         name = i.get("name")
         if not isinstance(name, str) or name.split(":", 1)[0] != "gpu":
@@ -126,7 +125,7 @@ def parse_gres_detail(entry: str, what: str = "gres_detail",
     return sorted(out)
 
 
-def requested_gpus(rec: Mapping, node_count: int | None, what: str) -> int | None:
+def requested_gpus(rec: dict, node_count: int | None, what: str) -> int | None:
     """GPUs a job asked for through ``tres_per_job|node|socket|task`` (first found).
 
     Per node and per socket counts are multiplied by the nodes (one socket per node at
