@@ -100,6 +100,13 @@ NODE_RUNS = "node-runs"
 NODE_EVENTS = "node-events"
 NODE_ALERTS = "node-alerts"
 
+# -- placement page (dashboard/pages/placement.py) -------------------------------------
+PLACEMENT_CARDS = "placement-cards"  # headline cards
+PLACEMENT_FRAG = "placement-frag"  # dcc.Graph: fragmentation over time
+PLACEMENT_SCORES = "placement-scores"  # dcc.Graph: score of each multi-node run
+PLACEMENT_JOBS = "placement-jobs"  # table: runs spread more than needed
+PLACEMENT_WAITS = "placement-waits"  # table: large jobs waiting while GPUs were scattered
+
 # -- reports page (dashboard/pages/reports.py) -----------------------------------------
 REPORTS_LIST = "reports-list"
 

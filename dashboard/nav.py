@@ -16,6 +16,7 @@ PLANNED: tuple[tuple[str, str], ...] = (
     ("Goodput", "/goodput"),
     ("Energy", "/energy"),
     ("Thermal", "/thermal"),
+    ("Placement", "/placement"),
     ("Jobs", "/jobs"),
     ("Reports", "/reports"),
 )

@@ -96,3 +96,13 @@ def test_empty_warehouse_gives_empty_frames():
         assert pl.usual_gpus(w.reader(), start=T, end=NOW) == {}
     finally:
         w.close()
+
+
+def test_fleet_views_compose_the_pieces(wh):
+    frag = pl.fleet_fragmentation(wh.reader(), start=T, end=NOW + H, now=NOW)
+    # hourly T..T+3 and T+4 = now (J1 and J2 ended: n1, n2, n3, n5 free again)
+    assert frag["free_gpus"].tolist() == [22, 14, 14, 22, 30]
+    assert frag.attrs["usual_gpus"] == {"train": 8.0}
+    waits = pl.waits_while_scattered(wh.reader(), start=T, end=NOW, now=NOW, min_gpus=10)
+    assert pl.waits_summary(waits) == {"waited": 1, "scattered": 1, "pending_h": 3.0,
+                                       "scattered_h": 2.0}

@@ -264,3 +264,46 @@ def scattered_waits(pending: pd.DataFrame, by_partition: pd.DataFrame, *, now: d
     out["pending_h"] = pend
     out["scattered_h"] = scat
     return out
+
+
+def fleet_fragmentation(cur, *, start: datetime, end: datetime, now: datetime,
+                        partition: str | None = None) -> pd.DataFrame:
+    """:func:`fragmentation` at each whole hour of ``[start, min(end, now))`` and at
+    ``now`` when it falls in ``[start, end]`` (the last row is then "now"), with the usual
+    multi-node job size of the window. ``attrs["usual_gpus"]`` holds those sizes."""
+    stop = min(end, now)
+    ticks = hourly_ticks(start, stop)
+    if start <= now <= end and (not ticks or ticks[-1] < now):
+        ticks.append(now)
+    usual = usual_gpus(cur, start=start - timedelta(days=7), end=stop)
+    frag = fragmentation(free_gpus(cur, ticks=ticks, partition=partition), usual)
+    frag.attrs["usual_gpus"] = usual
+    return frag
+
+
+def waits_while_scattered(cur, *, start: datetime, end: datetime, now: datetime,
+                          min_gpus: int, partition: str | None = None) -> pd.DataFrame:
+    """:func:`scattered_waits` of the jobs of at least ``min_gpus`` GPUs pending in
+    ``[start, end)``, on hourly instants; most hours waited while scattered first."""
+    stop = min(end, now)
+    pending = pending_large(cur, start=start, end=stop, now=now, min_gpus=min_gpus,
+                            partition=partition)
+    if len(pending) == 0:
+        return pending.assign(pending_h=pd.Series(dtype=float),
+                              scattered_h=pd.Series(dtype=float))
+    first = max(start, pending["submit_ts"].min().to_pydatetime())
+    frag = fragmentation(free_gpus(cur, ticks=hourly_ticks(first, stop), partition=partition),
+                         {})
+    node = cur.execute("SELECT coalesce(median(gpus), 1) FROM nodes").fetchone()[0]
+    out = scattered_waits(pending, frag.attrs["by_partition"], now=now, node_gpus=float(node))
+    return out.sort_values(["scattered_h", "gpus"], ascending=False, ignore_index=True)
+
+
+def waits_summary(waits: pd.DataFrame) -> dict:
+    """Large jobs that waited (``waited``: pending at an hourly instant), those that
+    waited while their GPUs were free but scattered, and the hours of each."""
+    w = waits[waits["pending_h"] > 0] if len(waits) else waits
+    s = w[w["scattered_h"] > 0] if len(w) else w
+    return {"waited": int(len(w)), "scattered": int(len(s)),
+            "pending_h": float(w["pending_h"].sum()) if len(w) else 0.0,
+            "scattered_h": float(w["scattered_h"].sum()) if len(w) else 0.0}

@@ -1,0 +1,53 @@
+"""Figures of the Placement page (the weekly report draws ``fragmentation_over_time``).
+
+Inputs are the frames of :mod:`warehouse.placement`.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard.figures.base import GREY, GRID, PALETTE, chart_layout, empty_figure, lines
+
+
+def fragmentation_over_time(df: pd.DataFrame | None) -> go.Figure:
+    """Free GPUs, the largest job that could start within one zone and one rack, and the
+    stranded GPUs, per hour (GPUs)."""
+    return lines(df, "ts", [("free_gpus", "Free"), ("largest_zone_gpus", "Largest job in a zone"),
+                            ("largest_rack_gpus", "Largest job in a rack"),
+                            ("stranded_gpus", "Stranded")],
+                 y_title="GPUs", colours=(GREY, PALETTE[0], PALETTE[1], PALETTE[5]),
+                 dashes={"free_gpus": "dot"}, uirevision="placement-frag",
+                 empty="No topology or no allocation in this range: nothing to measure.")
+
+
+def placement_scores(df: pd.DataFrame | None) -> go.Figure:
+    """Each multi-node run: its GPUs against its placement score (1 = as tight as its
+    size allows); misplaced runs in a second colour, marker size by GPU-hours."""
+    if df is None or len(df) == 0:
+        return empty_figure("No multi-node job ran in this range.")
+    fig = go.Figure()
+    for bad, name, colour in ((False, "Placed tightly", PALETTE[0]),
+                              (True, "Spread more than needed", PALETTE[5])):
+        d = df[df["misplaced"] == bad]
+        if len(d) == 0:
+            continue
+        size = (d["gpu_hours"].clip(lower=0) ** 0.5)
+        fig.add_trace(go.Scatter(
+            x=d["gpus"], y=d["score"], mode="markers", name=name,
+            marker={"color": colour, "size": (6 + 24 * size / max(float(size.max()), 1e-9)),
+                    "line": {"color": "white", "width": 1}},
+            text=[html.escape(str(j)) for j in d["job_id"]],
+            customdata=d[["racks", "min_racks", "zones", "min_zones"]].to_numpy(),
+            hovertemplate=("Job %{text}: %{x} GPUs, score %{y:.2f}<br>"
+                           "racks %{customdata[0]} (fewest %{customdata[1]}), "
+                           "zones %{customdata[2]} (fewest %{customdata[3]})<extra></extra>"),
+        ))
+    fig.update_layout(**chart_layout(hovermode="closest", uirevision="placement-scores"),
+                      xaxis={**GRID, "title": {"text": "GPUs"}, "type": "log"},
+                      yaxis={**GRID, "title": {"text": "Placement score"},
+                             "range": [0, 1.05]})
+    return fig

@@ -1,0 +1,152 @@
+"""Placement (``/placement``): are jobs placed along the network tree, and how fragmented
+are the free GPUs?
+
+Headline numbers; fragmentation over time (the largest job that could start within one
+rack and one zone, the stranded GPUs); each multi-node run's placement score; the runs
+spread over more racks or zones than their size needed, linked to the job and its first
+rack; large jobs that waited while enough GPUs were free but scattered. Definitions and
+formulas: :mod:`warehouse.placement` and docs/analytics.md.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import dash
+from dash import Input, Output, callback, html
+
+from dashboard import components, context, ids
+from dashboard.components import Column, job_href, num
+from dashboard.figures import placement as fig
+from dashboard.filters import from_query
+from dashboard.formatting import fmt_time, missing
+from warehouse import placement
+
+dash.register_page(
+    __name__, path="/placement", name="Placement", order=6,
+    title=lambda **_: context.page_title("Placement"),
+    description="Jobs' span over racks and zones, fragmentation and stranded GPUs.",
+)
+
+
+def rack_href(rec: dict) -> str | None:
+    """Link to the Overview's drill-down of the run's first rack (``/?rack=...``)."""
+    racks = rec.get("rack_names")
+    if not racks or missing(racks):
+        return None
+    return f"/?rack={quote(str(racks).split()[0], safe='')}"
+
+
+JOB_COLUMNS = (
+    Column("job_id", "Job", href=job_href), Column("name", "Job name"),
+    Column("user_name", "User"), num("gpus", "GPUs"), num("nodes", "Nodes"),
+    num("racks", "Racks"), num("min_racks", "Fewest racks"),
+    num("zones", "Zones"), num("min_zones", "Fewest zones"),
+    num("score", "Score", 2), num("gpu_hours", "Ran so", 1, "GPU·h"),
+    Column("rack_names", "First rack", lambda v: str(v).split()[0], href=rack_href),
+)
+
+WAIT_COLUMNS = (
+    Column("job_id", "Job", href=job_href), Column("name", "Job name"),
+    Column("user_name", "User"), num("gpus", "GPUs"),
+    Column("submit_ts", "Submitted", lambda v: f"{v:%a %d %b %H:%M} UTC"),
+    num("pending_h", "Pending", 0, "h"), num("scattered_h", "Free but scattered", 0, "h"),
+)
+
+
+def layout(**query) -> html.Div:
+    f = from_query(query)
+    large = context.options().large_job_gpus
+    return components.page(
+        "placement", "Placement", f,
+        html.Div(id=ids.PLACEMENT_CARDS),
+        components.panel(
+            "Fragmentation", "Per hour: free GPUs, the largest job that could start within "
+            "one zone and within one rack (wholly free nodes), and GPUs stranded: free but "
+            "unusable for a job of the usual multi-node size placed within one zone.",
+            components.graph(ids.PLACEMENT_FRAG)),
+        components.panel(
+            "Placement of multi-node jobs", "Score = (fewest racks + fewest zones) / "
+            "(racks + zones spanned): 1 is as tight as the job's size allows (Meta: tensor "
+            "parallel within a rack, pipeline within a zone).",
+            components.graph(ids.PLACEMENT_SCORES)),
+        components.panel(
+            "Jobs spread more than needed", "Runs spanning more racks or zones than their "
+            "size needed, worst first, with the GPU-hours they ran that way.",
+            html.Div(components.empty("Loading…"), id=ids.PLACEMENT_JOBS)),
+        components.panel(
+            "Large jobs waiting on scattered GPUs", f"Jobs of {large} GPUs or more "
+            "(reports.large_job_gpus) pending while their partition had enough GPUs free, "
+            "but not on whole nodes (or one node) where they could start; hourly.",
+            html.Div(components.empty("Loading…"), id=ids.PLACEMENT_WAITS)),
+    )
+
+
+def frag_cards(frag, summary: dict) -> html.Div:
+    """Cards: now's largest rack and zone job and stranded GPUs; the window's placement."""
+    now = frag.iloc[-1] if len(frag) else None
+    usual = ", ".join(f"{v:,.0f}" for v in frag.attrs.get("usual_gpus", {}).values())
+
+    def n(key):
+        return "—" if now is None else f"{int(now[key]):,}"
+
+    score = summary["mean_score"]
+    return components.cards([
+        ("Largest job in a rack", n("largest_rack_gpus"), "GPUs that could start now"),
+        ("Largest job in a zone", n("largest_zone_gpus"), "GPUs that could start now"),
+        ("Stranded GPUs", n("stranded_gpus"),
+         f"free of {n('free_gpus')}; usual job {usual or '—'} GPUs"),
+        ("Placement score", "—" if score != score else f"{score:.2f}",
+         f"GPU-hour weighted, {summary['runs']:,} multi-node runs"),
+        ("Spread more than needed", f"{summary['misplaced_gpu_hours']:,.0f} GPU·h",
+         f"{summary['misplaced_runs']:,} runs"),
+    ])
+
+
+@callback(Output(ids.PLACEMENT_FRAG, "figure"), Output(ids.updated("placement"), "children"),
+          Input(ids.FILTERS, "data"), Input(ids.refresh("placement"), "n_intervals"))
+def update_frag(data, _n=None):
+    f = from_query(data)
+    now = context.now()
+    start, end = f.window(now)
+    frag = placement.fleet_fragmentation(context.reader(), start=start, end=end, now=now,
+                                         partition=f.partition)
+    return fig.fragmentation_over_time(frag), f"{f.label} · updated {fmt_time(min(end, now))}"
+
+
+@callback(Output(ids.PLACEMENT_SCORES, "figure"), Output(ids.PLACEMENT_JOBS, "children"),
+          Output(ids.PLACEMENT_CARDS, "children"),
+          Input(ids.FILTERS, "data"), Input(ids.refresh("placement"), "n_intervals"))
+def update_jobs(data, _n=None):
+    f = from_query(data)
+    now = context.now()
+    start, end = f.window(now)
+    jobs = placement.job_placement(context.reader(), start=start, end=end, now=now,
+                                   partition=f.partition)
+    multi = jobs[jobs["nodes"] >= 2]
+    frag = placement.fleet_fragmentation(context.reader(), start=min(now, end), end=end,
+                                         now=now, partition=f.partition)
+    table = components.table(multi[multi["misplaced"]], JOB_COLUMNS,
+                             table_id=ids.PLACEMENT_JOBS + "-table",
+                             empty_message="Every multi-node run in this range was placed "
+                             "as tightly as its size allowed.")
+    return (fig.placement_scores(multi), table,
+            frag_cards(frag, placement.placement_summary(jobs)))
+
+
+@callback(Output(ids.PLACEMENT_WAITS, "children"), Input(ids.FILTERS, "data"),
+          Input(ids.refresh("placement"), "n_intervals"))
+def update_waits(data, _n=None):
+    f = from_query(data)
+    now = context.now()
+    start, end = f.window(now)
+    waits = placement.waits_while_scattered(context.reader(), start=start, end=end, now=now,
+                                            min_gpus=context.options().large_job_gpus,
+                                            partition=f.partition)
+    s = placement.waits_summary(waits)
+    note = html.P(f"{s['scattered']:,} of {s['waited']:,} large jobs that waited did so "
+                  f"while their GPUs were free but scattered ({s['scattered_h']:,.0f} of "
+                  f"{s['pending_h']:,.0f} job-hours pending).", className="panel-sub")
+    shown = waits[waits["pending_h"] > 0] if len(waits) else waits
+    return [note, components.table(shown, WAIT_COLUMNS, table_id=ids.PLACEMENT_WAITS + "-table",
+                                   empty_message="No large job waited in this range.")]
