@@ -86,6 +86,10 @@ def test_floor_map_marks_racks_with_firing_alerts():
     assert lines[0].color != figures.ALERT_LINE
     assert fig.data[0].text[1].startswith("<b>▲ r02")
     assert "Firing alert: critical" in fig.data[0].customdata[1][6]
+    # a selected rack stays visibly selected when it alerts too
+    chosen = figures.floor_map(floor_frame(), alerting={"r02": "critical"}, selected="r02")
+    assert (chosen.layout.shapes[1].line.color, chosen.layout.shapes[1].line.width) == (
+        base.INK, 5)
 
 
 def test_floor_map_rows_leave_no_empty_band():

@@ -10,8 +10,8 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import TEMP_RANGE_C, chart_layout, empty_figure
-from dashboard.figures.overview import FLOOR_METRICS
+from dashboard.figures.base import TEMP_RANGE_C, chart_layout, empty_figure, temp_colorscale
+from dashboard.figures.overview import FLOOR_METRICS, TEMP_THRESHOLDS_C
 from dashboard.formatting import esc, missing
 
 #: Drill-down cell metric -> (column of gpus_now, colour bar title, scale range).
@@ -31,6 +31,9 @@ def rack_gpus(df: pd.DataFrame | None, *, rack: str, metric: str = "temp") -> go
         return empty_figure(f"Rack {rack} has no nodes in the topology.", height=260)
     m = FLOOR_METRICS[metric]
     col, bar_title, (lo, hi) = CELL_METRICS[metric]
+    # the floor map's scale: temperature steps at the alert's clear level and threshold
+    colours = (temp_colorscale(*TEMP_THRESHOLDS_C, (lo, hi)) if metric == "temp"
+               else m.colorscale)
     scale = 1000.0 if metric == "power" else 1.0
     values = df[col].astype(float) / scale
     nodes = sorted(df["node"].unique())
@@ -51,7 +54,7 @@ def rack_gpus(df: pd.DataFrame | None, *, rack: str, metric: str = "temp") -> go
         custom.append(row)
     fig = go.Figure(go.Heatmap(
         z=z, x=[f"GPU {g}" for g in gpus], y=[html.escape(n) for n in nodes],
-        customdata=custom, colorscale=m.colorscale, zmin=lo, zmax=hi, xgap=3, ygap=3,
+        customdata=custom, colorscale=colours, zmin=lo, zmax=hi, xgap=3, ygap=3,
         colorbar={"title": {"text": bar_title, "side": "right"}, "thickness": 12},
         hovertemplate=("<b>%{customdata[0]}</b> GPU %{customdata[1]}<br>%{customdata[3]}"
                        "<br>%{customdata[2]}<extra></extra>"),

@@ -130,8 +130,8 @@ def _tiles(df: pd.DataFrame, values: pd.Series, scale: list, m: Metric, lo: floa
         fill = colour_at(scale, scaled[i]) if has_value else NO_DATA
         chosen = selected is not None and str(r.rack) == selected
         alert = str(r.rack) in alerting
-        line = ({"color": ALERT_LINE, "width": 4} if alert else
-                {"color": INK if chosen else "white", "width": 3 if chosen else 1})
+        line = ({"color": INK, "width": 5 if alert else 3} if chosen else
+                {"color": ALERT_LINE, "width": 4} if alert else {"color": "white", "width": 1})
         shapes.append({
             "type": "rect", "xref": "x", "yref": "y", "layer": "below",
             "x0": r.x - half, "x1": r.x + half, "y0": r.y - half, "y1": r.y + half,
