@@ -180,3 +180,46 @@ def test_the_refresh_finds_the_simulated_straggler_and_a_second_refresh_changes_
     sim_wh.write(lambda con: refresh_stragglers(con, now)).result()
     again = sim_wh.reader().execute("SELECT * FROM stragglers ORDER BY ALL").df()
     pd.testing.assert_frame_equal(table, again)
+
+
+# --- read back: the window's share of each episode ------------------------------------------
+def episode(node, start, minutes, lost, job="7"):
+    return {"job_id": job, "run_index": 0, "node": node, "start_ts": start,
+            "end_ts": start + minutes * MIN, "minutes": minutes, "gpu_indices": [3],
+            "job_gpus": 64, "slowdown_frac": 0.25, "gpu_hours_lost": lost,
+            "clock_mhz": 1485.0, "peer_clock_mhz": 1980.0, "power_w": 500.0,
+            "peer_power_w": 600.0, "thermal_s": 60.0, "power_brake_s": 0.0}
+
+
+def test_a_window_counts_its_share_of_each_episode(wh):
+    from warehouse import stragglers
+    from warehouse.queries import stragglers as sq
+
+    # 12:00-13:00 costing 16 GPU-hours (64 x 0.25 x 1 h) and 13:30-13:40 costing 2
+    eps = pd.DataFrame([episode("a", T0, 60, 16.0), episode("b", T0 + 90 * MIN, 10, 2.0)])
+    wh.write(lambda con: stragglers.write(con, eps)).result()
+    cur = wh.reader()
+    # 12:30-14:00 holds half of the first (8) and all of the second (2)
+    total = sq.lost_total(cur, start=T0 + 30 * MIN, end=T0 + 120 * MIN)
+    assert total == {"episodes": 2, "gpu_hours_lost": pytest.approx(10.0)}
+    listed = sq.episodes(cur, start=T0 + 30 * MIN, end=T0 + 120 * MIN)
+    assert list(listed.node) == ["a", "b"]
+    assert list(listed.gpu_hours_lost) == pytest.approx([8.0, 2.0])
+    assert list(listed.gpu_hours_per_hour) == pytest.approx([16.0, 12.0])
+    assert sq.lost_total(cur, start=T0 + 60 * MIN, end=T0 + 90 * MIN)["episodes"] == 0
+
+
+def test_the_heat_map_has_a_row_per_node_and_outlines_the_straggler():
+    from dashboard.figures.job import straggler_heatmap
+
+    cells = pd.DataFrame({"ts": [T0, T0, T0 + MIN, T0 + MIN],
+                          "node": ["b", "a", "b", "a"], "clock_mhz": [1980, 1485, 1980, 1980],
+                          "power_w": 600.0, "throttle_s": [0, 60, 0, 0],
+                          "clock_rel": [1.0, 0.75, 1.0, 1.0]})
+    fig = straggler_heatmap(cells, pd.DataFrame([episode("a", T0, 1, 0.27)]))
+    heat = fig.data[0]
+    assert list(heat.y) == ["a", "b"] and heat.z[0][0] == 0.75 and heat.z[1][0] == 1.0
+    (box,) = fig.layout.shapes
+    assert (box.y0, box.y1) == (-0.5, 0.5)  # the row of node a
+    empty = straggler_heatmap(cells.iloc[:0], None)
+    assert "No telemetry" in empty.layout.annotations[0].text

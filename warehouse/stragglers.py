@@ -165,11 +165,16 @@ def refresh_stragglers(con, now: datetime, p: Params = Params()) -> int:
     found = detect(con, cut - LOOKBACK, end, p)
     found = found[found.start_ts >= cut]
     con.execute("DELETE FROM stragglers WHERE start_ts >= $s", {"s": cut})
+    write(con, found)
+    meta.put(con, LEDGER_KEY, end.isoformat())
+    return len(found)
+
+
+def write(con, found: pd.DataFrame) -> None:
+    """Append episodes (columns :data:`COLUMNS`) to the ``stragglers`` table."""
     if len(found):
-        con.register("found_stragglers", found)
+        con.register("found_stragglers", found[COLUMNS])
         try:
             con.execute("INSERT INTO stragglers BY NAME SELECT * FROM found_stragglers")
         finally:
             con.unregister("found_stragglers")
-    meta.put(con, LEDGER_KEY, end.isoformat())
-    return len(found)

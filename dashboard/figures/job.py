@@ -1,7 +1,8 @@
 """Figures of the Job page: a job's runs on a time axis and its GPUs' telemetry.
 
 - :func:`job_timeline` — a job's runs as bars on a time axis, coloured by state;
-- :func:`job_telemetry` — utilisation, temperature and power of a job's GPUs.
+- :func:`job_telemetry` — utilisation, temperature and power of a job's GPUs;
+- :func:`straggler_heatmap` — its nodes over time against their peers, stragglers marked.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.figures.base import GRID, MUTED, PALETTE, TIME_AXIS, chart_layout, empty_figure
+from dashboard.figures.base import (
+    GRID,
+    INK,
+    MUTED,
+    PALETTE,
+    TIME_AXIS,
+    chart_layout,
+    empty_figure,
+)
 from dashboard.formatting import esc
 
 #: Run states -> colour (Okabe-Ito): good blue/green, failures vermillion/orange.
@@ -78,4 +87,41 @@ def job_telemetry(df: pd.DataFrame | None) -> go.Figure:
         fig.update_yaxes(title_text=unit, row=row, col=1, **GRID)
     fig.update_yaxes(range=[0, 105], dtick=25, row=1, col=1)
     fig.update_xaxes(title_text="Time (UTC)", row=3, col=1, showgrid=False)
+    return fig
+
+
+def straggler_heatmap(cells: pd.DataFrame | None, episodes: pd.DataFrame | None) -> go.Figure:
+    """The MegaScale view (issue 15): a job's nodes (rows) over time, each cell the SM
+    clock of the node's slowest GPU over the median of the job's nodes (1 = as fast as
+    its peers; darker = slower), throttled seconds on hover; each straggler episode
+    outlined on its node's row."""
+    if cells is None or len(cells) == 0:
+        return empty_figure("No telemetry from this job's GPUs to compare its nodes.",
+                            height=260)
+    nodes = sorted(cells["node"].unique())
+    grid = cells.pivot_table(index="node", columns="ts", values="clock_rel").reindex(nodes)
+    thr = cells.pivot_table(index="node", columns="ts", values="throttle_s").reindex(
+        index=nodes, columns=grid.columns)
+    fig = go.Figure(go.Heatmap(
+        x=list(grid.columns), y=[esc(n) for n in nodes], z=grid.to_numpy(),
+        customdata=thr.to_numpy(), zmin=0.6, zmax=1.0,
+        colorscale=[[0, PALETTE[5]], [0.5, PALETTE[1]], [0.88, "#f4f6f8"], [1, "#ffffff"]],
+        colorbar={"title": {"text": "clock / peers"}, "tickformat": ".0%"},
+        hovertemplate=("%{y} · %{x}<br>slowest GPU's clock %{z:.0%} of the peers'"
+                       "<br>throttled %{customdata:.0f} s<extra></extra>")))
+    row = {n: i for i, n in enumerate(nodes)}
+    for rec in ([] if episodes is None else episodes.to_dict("records")):
+        if rec["node"] not in row:
+            continue
+        y = row[rec["node"]]
+        fig.add_shape(type="rect", x0=rec["start_ts"], x1=rec["end_ts"], y0=y - 0.5,
+                      y1=y + 0.5, line={"color": INK, "width": 2},
+                      fillcolor="rgba(0,0,0,0)")
+        fig.add_annotation(x=rec["start_ts"], y=y, text="straggler", showarrow=True,
+                           arrowhead=2, ax=-40, ay=0, font={"size": 11})
+    fig.update_layout(**chart_layout(max(220, 80 + 18 * len(nodes)), hovermode="closest",
+                                     uirevision="job-stragglers"),
+                      xaxis={**TIME_AXIS, "type": "date"},
+                      yaxis={"title": {"text": "Node"}, "type": "category",
+                             "autorange": "reversed"})
     return fig

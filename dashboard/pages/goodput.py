@@ -16,12 +16,14 @@ import dash
 from dash import Input, Output, callback, dcc, html
 
 from dashboard import components, context, ids
+from dashboard.components import Column, num
 from dashboard.figures import goodput as fig
 from dashboard.filters import RANGES, from_query
 from dashboard.formatting import fmt_time
 from warehouse import reliability
 from warehouse.queries import failures as fq
 from warehouse.queries import goodput as gq
+from warehouse.queries import stragglers as sq
 
 dash.register_page(
     __name__, path="/goodput", name="Goodput", order=3,
@@ -46,6 +48,11 @@ def layout(**query) -> html.Div:
                              f"{context.options().large_job_gpus} GPUs or more.",
                              components.graph(ids.GOODPUT_ETTR), wide=False),
         ),
+        components.panel(
+            "Lost to slow members", "A synchronous job runs at the pace of its slowest "
+            "GPU or node: job GPUs x slowdown x duration (warehouse/stragglers.py), next "
+            "to the GPU-hours failures cost in the same window.",
+            html.Div(id=GOODPUT_SLOW_CARDS), html.Div(id=GOODPUT_SLOW)),
         components.panel(
             "Fleet failure rate and MTTF", "Infrastructure failures per 1,000 node-days "
             "(exact 95 % Poisson interval) and the mean time to failure it projects for a "
@@ -81,6 +88,41 @@ def update_ettr(data, _n=None):
     opts = context.options()  # "large" is one setting for every view (issue 19)
     df = gq.large_jobs(context.reader(), start=start, end=end, now=now, opts=opts)
     return fig.ettr_jobs(df, min_gpus=opts.large_job_gpus)
+
+
+GOODPUT_SLOW_CARDS = "goodput-slow-cards"  # ids of the stragglers panel (issue 15)
+GOODPUT_SLOW = "goodput-slow"
+SLOW_COLUMNS = (
+    Column("job_id", "Job", href=components.job_href),
+    num("job_gpus", "Job GPUs"),
+    Column("node", "Node", href=components.node_href),
+    Column("start_ts", "From", lambda v: f"{v:%a %d %b %H:%M} UTC"),
+    num("minutes", "Lagging", 0, "min"),
+    num("slowdown_frac", "Slowdown", 2),
+    num("gpu_hours_lost", "Lost", 1, "GPU·h"),
+)
+
+
+def slow_cards(slow: dict, failed: dict) -> html.Div:
+    """Cards: GPU-hours lost to slow members beside those lost to failures."""
+    return components.cards([
+        ("Lost to slow members", f"{slow['gpu_hours_lost']:,.1f} GPU·h",
+         f"{slow['episodes']:,} straggler episodes in multi-node jobs"),
+        ("Lost to failures", f"{failed['gpu_hours_lost']:,.1f} GPU·h",
+         f"{failed['failed_runs']:,} failed runs"),
+    ])
+
+
+@callback(Output(GOODPUT_SLOW_CARDS, "children"), Output(GOODPUT_SLOW, "children"),
+          Input(ids.FILTERS, "data"), Input(ids.refresh("goodput"), "n_intervals"))
+def update_slow(data, _n=None):
+    start, end = from_query(data).window(context.now())
+    cur = context.reader()
+    slow = sq.lost_total(cur, start=start, end=end)
+    eps = sq.episodes(cur, start=start, end=end)
+    return slow_cards(slow, gq.lost_total(cur, start=start, end=end)), components.table(
+        eps, SLOW_COLUMNS, table_id=GOODPUT_SLOW + "-table",
+        empty_message="No straggler in this window.")
 
 
 def rate_span(f, now: datetime) -> tuple[datetime, datetime]:

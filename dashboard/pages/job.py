@@ -18,6 +18,7 @@ from dashboard.figures import job as fig
 from dashboard.filters import from_query
 from dashboard.formatting import DASH, fmt_int, fmt_time, missing
 from warehouse.queries import jobs
+from warehouse.queries import stragglers as sq
 
 dash.register_page(
     __name__, path_template="/jobs/<job_id>", name="Job", order=7,
@@ -83,6 +84,12 @@ def layout(job_id: str | None = None, **query) -> html.Div:
                                                                       height=200)),
         components.panel("Telemetry of its GPUs", "Across the GPUs allocated to its runs.",
                          components.graph(ids.JOB_TELEMETRY, height=460)),
+        components.panel("Stragglers", "Its nodes over time (MegaScale's heat map): the "
+                         "SM clock of each node's slowest GPU against the job's other "
+                         "nodes. A synchronous job runs at the pace of its slowest member; "
+                         "outlined: the suspected stragglers, with their evidence below.",
+                         components.graph(JOB_HEATMAP, height=300),
+                         html.Div(id=JOB_STRAGGLERS)),
         components.panel("Energy and carbon", "GPU energy per run; emissions from "
                          "the grid's carbon intensity at the time.",
                          html.Div(id=ids.JOB_ENERGY)),
@@ -135,6 +142,36 @@ def update_timeline(job_id):
 def update_telemetry(job_id):
     return fig.job_telemetry(
         jobs.telemetry(context.reader(), job_id=job_id, now=context.now()))
+
+
+JOB_HEATMAP = "job-straggler-heatmap"  # ids of the stragglers panel (issue 15)
+JOB_STRAGGLERS = "job-stragglers"
+STRAGGLER_COLUMNS = (
+    Column("node", "Node", href=components.node_href),
+    Column("gpu_indices", "GPUs", lambda v: ", ".join(str(int(g)) for g in v)),
+    Column("start_ts", "From", lambda v: f"{v:%a %d %b %H:%M}"),
+    Column("end_ts", "To", lambda v: f"{v:%a %d %b %H:%M} UTC"),
+    num("slowdown_frac", "Slowdown", 2),
+    num("clock_mhz", "Clock", 0, "MHz"), num("peer_clock_mhz", "Peers' clock", 0, "MHz"),
+    num("power_w", "Power", 0, "W"), num("peer_power_w", "Peers' power", 0, "W"),
+    num("thermal_s", "Thermal throttling", 0, "s"),
+    num("power_brake_s", "Power throttling", 0, "s"),
+    Column("xids", "XIDs", lambda v: ", ".join(str(x) for x in v) or DASH),
+    num("gpu_hours_lost", "Lost", 1, "GPU·h"),
+)
+
+
+@callback(Output(JOB_HEATMAP, "figure"), Output(JOB_STRAGGLERS, "children"),
+          Input(ids.JOB_ID, "data"))
+def update_stragglers(job_id):
+    cur, now = context.reader(), context.now()
+    cells = sq.heatmap(cur, job_id=job_id, now=now)
+    start = cells["ts"].min() if len(cells) else now
+    eps = sq.episodes(cur, start=start, end=now, job_id=job_id)
+    return fig.straggler_heatmap(cells, eps), components.table(
+        eps, STRAGGLER_COLUMNS, table_id=JOB_STRAGGLERS + "-table",
+        empty_message="No straggler: its nodes kept pace with each other (multi-node "
+        "jobs only).")
 
 
 ENERGY_COLUMNS = (

@@ -1,0 +1,97 @@
+"""Stragglers read back (issue 15): GPU-hours lost to slow members, episodes, and the
+per-node heat map of a job (the MegaScale view).
+
+Episodes and their cost come from the ``stragglers`` table the analytics refresh keeps
+(warehouse/stragglers.py). A window ``[start, end)`` counts each episode's GPU-hours
+prorated by its overlap, so ongoing and long episodes are not counted in full twice.
+Units: GPU-hours, fractions 0-1, MHz, watts, seconds; timestamps naive UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pandas as pd
+
+#: Each episode's share of ``[start, end)`` (0-1) as ``share``.
+_OVERLAP = """
+SELECT *, greatest(0, epoch(least(end_ts, $end::TIMESTAMP))
+                    - epoch(greatest(start_ts, $start::TIMESTAMP)))
+          / greatest(epoch(end_ts) - epoch(start_ts), 1) AS share
+FROM stragglers
+WHERE start_ts < $end AND end_ts > $start
+  AND ($job_id::VARCHAR IS NULL OR job_id = $job_id)
+"""
+
+_TOTAL_SQL = ("SELECT count(*), coalesce(sum(gpu_hours_lost * share), 0) FROM ("
+              + _OVERLAP + ")")
+
+_EPISODES_SQL = """
+SELECT job_id, run_index, node, start_ts, end_ts, minutes, gpu_indices, job_gpus,
+       slowdown_frac, gpu_hours_lost * share AS gpu_hours_lost, clock_mhz, peer_clock_mhz,
+       power_w, peer_power_w, thermal_s, power_brake_s,
+       gpu_hours_lost / greatest((epoch(end_ts) - epoch(start_ts)) / 3600.0, 1 / 60.0)
+           AS gpu_hours_per_hour,
+       coalesce((SELECT list(DISTINCT e.code ORDER BY e.code) FROM gpu_events e
+                 WHERE e.kind = 'xid' AND e.node = s.node AND e.ts >= s.start_ts
+                   AND e.ts < s.end_ts), []) AS xids
+FROM (""" + _OVERLAP + """) s
+ORDER BY gpu_hours_lost DESC, start_ts
+LIMIT $limit
+"""
+
+#: A run's nodes over time: per bucket and node the SM clock of the node's slowest GPU
+#: held by the job (lowest minute mean), their mean power and the seconds they throttled.
+_HEATMAP_SQL = """
+SELECT time_bucket(to_seconds($bucket_s::BIGINT), m.ts) AS ts, m.node,
+       min(m.sm_clock_mhz_avg) AS clock_mhz, avg(m.power_w_avg) AS power_w,
+       sum(coalesce(m.throttle_thermal_s, 0) + coalesce(m.throttle_power_s, 0))
+           AS throttle_s
+FROM allocations a
+JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
+ AND m.ts >= date_trunc('minute', a.start_ts) AND m.ts < coalesce(a.end_ts, $now)
+WHERE a.job_id = $job_id AND m.ts >= $start AND m.ts < $now
+GROUP BY ALL ORDER BY ts, node
+"""
+_SPAN_SQL = """SELECT min(start_ts), max(coalesce(end_ts, $now)) FROM allocations
+WHERE job_id = $job_id"""
+HEATMAP_COLUMNS = 240  # time buckets at most
+HEATMAP_DAYS = 2  # the last this many days of the job
+
+
+def _params(start, end, job_id=None) -> dict:
+    return {"start": start, "end": end, "job_id": job_id}
+
+
+def lost_total(cur, *, start: datetime, end: datetime) -> dict:
+    """``episodes`` overlapping ``[start, end)`` and the GPU-hours lost to slow members
+    in it (``gpu_hours_lost``)."""
+    n, lost = cur.execute(_TOTAL_SQL, _params(start, end)).fetchone()
+    return {"episodes": int(n), "gpu_hours_lost": float(lost)}
+
+
+def episodes(cur, *, start: datetime, end: datetime, job_id: str | None = None,
+             limit: int = 200) -> pd.DataFrame:
+    """Straggler episodes overlapping ``[start, end)`` (of one job if given), the
+    costliest first; ``gpu_hours_lost`` is the share inside the window,
+    ``gpu_hours_per_hour`` the episode's rate of loss, ``xids`` the XID codes on its node
+    during it."""
+    return cur.execute(_EPISODES_SQL, {**_params(start, end, job_id), "limit": limit}).df()
+
+
+def heatmap(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
+    """A job's nodes over its last ``HEATMAP_DAYS`` days: per time bucket (at most
+    ``HEATMAP_COLUMNS``, one minute or longer) and node, ``clock_mhz`` (its slowest GPU),
+    ``power_w`` and ``throttle_s``, and ``clock_rel``: that clock over the bucket's median
+    across the job's nodes (1: as fast as its peers)."""
+    first, last = cur.execute(_SPAN_SQL, {"job_id": job_id, "now": now}).fetchone()
+    if first is None:
+        return pd.DataFrame(columns=["ts", "node", "clock_mhz", "power_w", "throttle_s",
+                                     "clock_rel"])
+    start = max(first, last - timedelta(days=HEATMAP_DAYS))
+    span_s = max(60.0, (last - start).total_seconds())
+    bucket_s = max(60, int(-(-span_s // HEATMAP_COLUMNS) // 60 * 60))
+    df = cur.execute(_HEATMAP_SQL, {"job_id": job_id, "now": now, "start": start,
+                                    "bucket_s": bucket_s}).df()
+    med = df.groupby("ts").clock_mhz.transform("median")
+    return df.assign(clock_rel=df.clock_mhz / med.where(med > 0))
