@@ -150,6 +150,9 @@ class ScrapeResult:
     instances: pa.Table = field(default_factory=lambda: SCHEMAS["mig_samples"].empty_table())
 
 
+_INT_COLUMNS = frozenset({"xid_last", "ecc_sbe_volatile", "ecc_dbe_volatile", "throttle_mask"})
+
+
 def clean_values(value: np.ndarray, fid: np.ndarray, counts: Counter | None = None
                  ) -> np.ndarray:
     """``value`` (as exporters print them) with blanks and impossible values as NaN.
@@ -159,15 +162,17 @@ def clean_values(value: np.ndarray, fid: np.ndarray, counts: Counter | None = No
     [``DCGM_INT32_BLANK``, 2**31) or >= ``DCGM_INT64_BLANK``, a double field's value >=
     ``DCGM_FP64_BLANK`` = 2**47), as does NaN. The energy counter legitimately passes
     through the int32 family, so only the int64 one is blank there. Counted in
-    ``counts`` under ``"value: <column> <why>"`` and made NaN: an infinity, a value of
-    an int field that is not an integer or is beyond 2**53 (the text's float64 cannot
-    hold it exactly), and an XID beyond int32 (4294967295, 3000000000).
+    ``counts`` under ``"value: <column> <why>"`` and made NaN: an infinity, a value
+    beyond 2**53 (the text's float64 cannot hold it exactly), a non-integer where the
+    column stores integers (XID, ECC counts, the clock-event bitmask), and an XID beyond
+    int32 (4294967295, 3000000000).
     """
     value = np.array(value, dtype=np.float64, copy=True)
     if not len(value):
         return value
     nf = len(FIELDS)
     is_int = np.array([f.dcgm_type == "i" for f in FIELDS] + [False])[fid]
+    int_col = np.array([f.column in _INT_COLUMNS for f in FIELDS] + [False])[fid]
     i32_blank = np.array([f.dcgm_type == "i" and f.column != "energy_j" for f in FIELDS]
                          + [False])[fid]
     blank = np.isnan(value)
@@ -178,7 +183,7 @@ def clean_values(value: np.ndarray, fid: np.ndarray, counts: Counter | None = No
     finite = np.isfinite(value)
     reasons = [("not finite", ~blank & ~finite)]
     with np.errstate(invalid="ignore"):
-        reasons.append(("not an integer", ~blank & finite & is_int
+        reasons.append(("not an integer", ~blank & finite & int_col
                         & (np.floor(value) != value)))
         reasons.append(("beyond 2^53", ~blank & finite & (np.abs(value) > EXACT_INT)))
         reasons.append(("outside int32", ~blank & finite & (fid == _COL["xid_last"])

@@ -36,6 +36,7 @@ from collector.dcgm import (
     DCGM_MAX_NUM_DEVICES,
     FIELDS,
     GPU_INDEX,
+    MIG_SLICES_DEFAULT,
     build_samples,
     fill_grid,
     gpu_slices,
@@ -78,22 +79,27 @@ _MAX_EPOCH_S = 1e11
 
 
 def _str(v: Any) -> str | None:
-    return v if isinstance(v, str) and v else None
+    return v if type(v) is str and v else None
 
 
-def _point(p: Any) -> tuple[float, float] | str:
-    """``[t, "v"]`` -> (t, v); else the reason it is refused."""
-    if not isinstance(p, list | tuple) or len(p) != 2:
-        return "point not [time, value]"
-    t, v = p
-    if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t < _MAX_EPOCH_S:
-        return "time not a Unix time"
-    if isinstance(v, bool) or not isinstance(v, str | int | float):
-        return "value not a number"
+def _floats(raw: list) -> tuple[np.ndarray, np.ndarray]:
+    """``raw`` (numbers, or strings as Prometheus writes values) as float64, and where an
+    item is no number (NaN there). One C-level conversion unless something is odd."""
     try:
-        return float(t), float(v)
-    except (ValueError, OverflowError):
-        return "value not a number"
+        out = np.asarray(raw, dtype=object).astype(np.float64)
+        return out, np.zeros(len(out), bool)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = np.full(len(raw), np.nan)
+    bad = np.zeros(len(raw), bool)
+    for i, x in enumerate(raw):
+        try:
+            if type(x) is bool or not isinstance(x, str | int | float):
+                raise TypeError
+            out[i] = float(x)
+        except (TypeError, ValueError, OverflowError):
+            bad[i] = True
+    return out, bad
 
 
 def parse_results(
@@ -144,97 +150,116 @@ def read_results(
             f"got {type(results).__name__}"
             + (f" of {len(results)}" if isinstance(results, list | tuple) else ""))
     rank_of = {n: r for f in FIELDS for r, n in enumerate(f.names)}
-    fids: list[int] = []
-    ranks: list[int] = []
-    nodes: list[str] = []
-    gpus: list[int] = []
-    uuids: list[str | None] = []
-    insts: list[int] = []
-    weights: list[float] = []
-    profiles: list[str | None] = []
-    slices: list[float] = []
+    # Per accepted series: (fid, rank, node, gpu, uuid, instance, profile, model) and its
+    # point count; per accepted point: time and value. Spread to points with np.repeat.
+    meta: list[tuple] = []
+    per: list[int] = []
+    mapped: dict[str, str] = {}  # exporter host -> node name
     times: list[float] = []
     values: list[float] = []
     for fid, result in enumerate(results):
-        if not isinstance(result, list):
+        if type(result) is not list:
             raise PrometheusResultError(
                 f"result {fid} ({FIELDS[fid].names[0]}): expected a list of series, got "
                 f"{type(result).__name__}")
         for series in result:
-            m = series.get("metric") if isinstance(series, dict) else None
-            if not isinstance(m, dict):
+            m = series.get("metric") if type(series) is dict else None
+            if type(m) is not dict:
                 counts["series: not an object with a metric object"] += 1
                 continue
-            if "values" in series:
-                points = series["values"]
-            elif "value" in series:
+            points = series.get("values")
+            if points is None and "value" in series:
                 points = [series["value"]]
-            else:
-                points = None
-            if not isinstance(points, list):
+            if type(points) is not list:
                 counts["series: no value or values list"] += 1
                 continue
             gpu = m.get("gpu")
             if gpu is None:
                 continue  # not a GPU's series (NVSwitch, CPU)
-            k = len(points)
-            if not (isinstance(gpu, str) and gpu.isascii() and gpu.isdigit() and len(gpu) <= 2
+            if not (type(gpu) is str and gpu.isascii() and gpu.isdigit() and len(gpu) <= 2
                     and int(gpu) < DCGM_MAX_NUM_DEVICES):
-                if k:
-                    counts[GPU_INDEX] += k
+                if points:
+                    counts[GPU_INDEX] += len(points)
                 continue
-            host = (_str(m.get("Hostname")) or _str(m.get("hostname"))
-                    or host_of(_str(m.get("instance"))))
-            node = (node_label and _str(m.get(node_label))) or (host and names(host))
+            node = m.get(node_label) if node_label else None
+            if type(node) is not str or not node:  # else named by the operator: as is
+                node = m.get("Hostname") or m.get("hostname")
+                if type(node) is not str:
+                    node = None
+                node = node or host_of(_str(m.get("instance")))
+                node = node and (mapped.get(node) or mapped.setdefault(node, names(node)))
             if not node:
-                if k:
-                    counts["series: no node (no Hostname, hostname or instance label)"] += k
+                if points:
+                    counts["series: no node (no Hostname, hostname or instance label)"] += len(
+                        points)
                 continue
-            good = []
-            for p in points:
-                got = _point(p)
-                if isinstance(got, str):
-                    counts[f"series: {got}"] += 1
+            k = 0
+            for p in points:  # [unix seconds, "value"]; the numbers are checked below
+                if type(p) is list and len(p) == 2:
+                    times.append(p[0])
+                    values.append(p[1])
+                    k += 1
                 else:
-                    good.append(got)
-            k = len(good)
+                    counts["series: point not [time, value]"] += 1
             if not k:
                 continue
-            inst = _str(m.get("GPU_I_ID"))
-            nodes += [node] * k
-            gpus += [int(gpu)] * k
-            uuids += [_str(m.get("UUID")) or _str(m.get("uuid"))] * k
-            insts += [int(inst) if inst and inst.isascii() and inst.isdigit()
-                      and len(inst) <= 6 else -1] * k
-            profile = _str(m.get("GPU_I_PROFILE"))
-            profiles += [profile] * k
-            weights += [float(mig_slices(profile))] * k
-            slices += [float(gpu_slices(_str(m.get("modelName"))))] * k
-            fids += [fid] * k
-            ranks += [rank_of.get(m.get("__name__"), 0) if isinstance(m.get("__name__"), str)
-                      else 0] * k
-            for t, v in good:
-                times.append(t)
-                values.append(v)
+            name = m.get("__name__")
+            uuid = m.get("UUID") or m.get("uuid")
+            inst = m.get("GPU_I_ID")
+            if inst is None:
+                inst = -1
+            else:
+                inst = (int(inst) if type(inst) is str and inst.isascii() and inst.isdigit()
+                        and len(inst) <= 6 else -1)
+            meta.append((fid, rank_of.get(name, 0) if type(name) is str else 0, node, int(gpu),
+                         uuid if type(uuid) is str else None, inst,
+                         _str(m.get("GPU_I_PROFILE")) if inst >= 0 else None,
+                         _str(m.get("modelName")) if inst >= 0 else None))
+            per.append(k)
+    empty = SCHEMAS["samples"].empty_table(), SCHEMAS["mig_samples"].empty_table()
     if not values:
-        return SCHEMAS["samples"].empty_table(), SCHEMAS["mig_samples"].empty_table()
+        return empty
+    t_a, t_bad = _floats(times)
+    v_a, v_bad = _floats(values)
+    t_bad |= ~((t_a >= 0) & (t_a < _MAX_EPOCH_S))
+    v_bad &= ~t_bad
+    if t_bad.any():
+        counts["series: time not a Unix time"] += int(t_bad.sum())
+    if v_bad.any():
+        counts["series: value not a number"] += int(v_bad.sum())
+    good = ~(t_bad | v_bad)
+    if not good.any():
+        return empty
+    cols = list(zip(*meta, strict=True))
+    per_a = np.asarray(per, np.int64)
+
+    def spread(col, dtype):
+        return np.repeat(np.asarray(col, dtype=dtype), per_a)[good]
+
+    fids, ranks = spread(cols[0], np.int64), spread(cols[1], np.int64)
+    nodes, gpus, uuids = spread(cols[2], object), spread(cols[3], np.int64), spread(cols[4], object)
+    insts, profiles = spread(cols[5], np.int64), spread(cols[6], object)
+    mig = [i for i, x in enumerate(cols[5]) if x >= 0]
+    weight_s, slices_s = np.ones(len(meta)), np.full(len(meta), float(MIG_SLICES_DEFAULT))
+    for i in mig:
+        weight_s[i], slices_s[i] = mig_slices(cols[6][i]), gpu_slices(cols[7][i])
+    weights, slices = np.repeat(weight_s, per_a)[good], np.repeat(slices_s, per_a)[good]
+    times, values = t_a[good], v_a[good]
     t_codes, t_uniq = pd.factorize(np.asarray(times, np.float64))
     n_codes, n_uniq = pd.factorize(pd.Series(nodes, dtype=object))
-    gpu_a = np.asarray(gpus, np.int64)
+    gpu_a = gpus
     key = (t_codes.astype(np.int64) * len(n_uniq) + n_codes) * DCGM_MAX_NUM_DEVICES + gpu_a
     ukey, first, row = np.unique(key, return_index=True, return_inverse=True)
-    fid_a, inst_a = np.asarray(fids, np.int64), np.asarray(insts, np.int64)
+    fid_a, inst_a = fids, insts
     value_a = np.asarray(values, np.float64)
-    grid = fill_grid(len(ukey), row, fid_a, np.asarray(ranks, np.int64), value_a,
-                     inst=inst_a, weight=np.asarray(weights), slices=np.asarray(slices)[first],
-                     counts=counts)
+    grid = fill_grid(len(ukey), row, fid_a, ranks, value_a, inst=inst_a, weight=weights,
+                     slices=slices[first], counts=counts)
     seconds = t_uniq[t_codes[first]]
     ts = (seconds * 1e6).round().astype("datetime64[us]")
     node_col = list(n_uniq[n_codes[first]])
-    uuid_arr = np.asarray(uuids, dtype=object)[first]
-    samples = build_samples(ts, node_col, gpu_a[first], list(uuid_arr), grid, interval_s)
+    samples = build_samples(ts, node_col, gpu_a[first], list(uuids[first]), grid, interval_s)
     instances = instance_rows(ts, node_col, gpu_a[first], row, fid_a, inst_a, value_a,
-                              np.asarray(profiles, dtype=object))
+                              profiles)
     return samples, instances
 
 

@@ -321,3 +321,13 @@ def test_node_names_map_to_the_scheduler_names():
     r = parse_scrapes(texts, TS, names=names, nodes={"c:9400": "Given.Name"})
     # IP addresses keep their dots; a name the operator gave is used as is.
     assert sorted(r.samples["node"].to_pylist()) == ["10.0.0.7", "Given.Name", "gpu002"]
+
+
+def test_fractions_are_kept_where_the_column_holds_fractions():
+    """Prometheus recording rules average integer fields; only integer columns refuse."""
+    r, rows = one('DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="h"} 61.5\n'
+                  'DCGM_FI_DEV_MEM_COPY_UTIL{gpu="0",Hostname="h"} 13.5\n'
+                  'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="0",Hostname="h"} 0.5\n')
+    g = rows[("h", 0)]
+    assert g["temp_c"] == 61.5 and g["mem_util_pct"] == 13.5 and g["ecc_dbe_volatile"] is None
+    assert r.dropped == {"value: ecc_dbe_volatile not an integer": 1}
