@@ -223,3 +223,15 @@ def test_the_heat_map_has_a_row_per_node_and_outlines_the_straggler():
     assert (box.y0, box.y1) == (-0.5, 0.5)  # the row of node a
     empty = straggler_heatmap(cells.iloc[:0], None)
     assert "No telemetry" in empty.layout.annotations[0].text
+
+
+def test_the_weekly_report_shows_the_goodput_pages_straggler_cost(report, report_wh):
+    from warehouse.queries import stragglers as sq
+
+    slow = sq.lost_total(report_wh.reader(), start=report.start, end=report.end)
+    assert slow["episodes"] >= 1  # the simulated days hold stragglers
+    assert report.value("reliability.slow_gpu_hours_lost") == pytest.approx(
+        slow["gpu_hours_lost"])
+    labels = [row["label"] for row in report.rows["reliability"]]
+    assert "GPU-hours lost to slow members (stragglers)" in labels
+    assert any("stragglers" in line and "episodes" in line for line in report.summary)

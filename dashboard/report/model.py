@@ -60,6 +60,8 @@ KPIS = (
     Kpi("reliability", "infra_failures", "Infrastructure failures", fmt_int, -1),
     Kpi("reliability", "gpu_hours_lost", "GPU-hours lost to failures and restarts",
         fmt_gpu_hours, -1),
+    Kpi("reliability", "slow_gpu_hours_lost", "GPU-hours lost to slow members (stragglers)",
+        fmt_gpu_hours, -1),
     Kpi("reliability", "restarts", "Requeued runs", fmt_int),
     Kpi("reliability", "r_f_per_1000_node_days", "Failure rate (per 1,000 node-days)",
         lambda v: fmt_num(v, 2), -1),

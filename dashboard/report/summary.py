@@ -70,6 +70,10 @@ def reliability(r: Report) -> list[str]:
            f"infrastructure), losing {fmt_gpu_hours(x['gpu_hours_lost'])} to failures and "
            "restarts" + _trend(x["gpu_hours_lost"], p.get("gpu_hours_lost"),
                                unit_fmt=fmt_gpu_hours) + "."]
+    if x.get("straggler_episodes"):
+        out.append(f"Slow members of multi-node jobs (stragglers, "
+                   f"{fmt_int(x['straggler_episodes'])} episodes) cost another "
+                   f"{fmt_gpu_hours(x['slow_gpu_hours_lost'])}.")
     reasons = x["by_reason"]
     if len(reasons):
         top = reasons.iloc[0]

@@ -36,6 +36,7 @@ from warehouse.db import fill
 from warehouse.queries import energy as qe
 from warehouse.queries import failures as qf
 from warehouse.queries import goodput as qg
+from warehouse.queries import stragglers as qs
 from warehouse.queries import thermal as qt
 from warehouse.queries import utilisation as qu
 
@@ -285,11 +286,13 @@ def _reliability_section(reader: Callable, opts: Options, *, start: datetime, en
                             p_value=opts.lemon_p_value, gpus_per_node=gpus_per_node, **w)
     large = qg.large_jobs(reader(), now=now, opts=opts, min_gpus=large_job_gpus, **w)
     mttf = rate["mttf"].set_index("gpus")["mttf_h"]
+    slow = qs.lost_total(reader(), **w)  # stragglers (issue 15)
     return {
         "failures": int(len(fails)),
         "infra_failures": int(rate["failures"]),
         "gpu_hours_lost": float(lost["gpu_hours_lost"].sum()) if len(lost) else 0.0,
         "restarts": int(lost["restarts"].sum()) if len(lost) else 0,
+        "slow_gpu_hours_lost": slow["gpu_hours_lost"], "straggler_episodes": slow["episodes"],
         "r_f_per_1000_node_days": rate["r_f_per_1000_node_days"],
         "r_f_low": rate["r_f_low"], "r_f_high": rate["r_f_high"],
         "node_days": rate["node_days"],
