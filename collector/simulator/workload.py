@@ -16,11 +16,12 @@ import math
 import numpy as np
 
 from .config import SimConfig
+from .confounders import Confounders
 from .incidents import Incidents
 from .jobs import HOUR, TYPES, Job, JobFactory, Run, draw_fate
 from .topology import EVAL, TRAIN, Topology
 
-END, REPAIR, ELIGIBLE, ARRIVAL = 0, 1, 2, 3
+END, REPAIR, ELIGIBLE, ARRIVAL, DRAIN, BURST = 0, 1, 2, 3, 4, 5
 BF_MAX_JOBS = 100  # queued jobs a scheduling pass looks at (Slurm's bf_max_job_test)
 JOB_ID_BASE = 100000
 
@@ -84,6 +85,13 @@ class Workload:
         self._warm_start()
         for jt in self.rates:
             self._next_arrival(jt, 0.0)
+        self.confounders = Confounders(c, c.racks, day_offset_s)
+        for cf in self.confounders.items:  # (none unless config.confounders)
+            if cf.kind == "rack_drain":
+                nodes = np.flatnonzero(topo.node_rack == cf.rack)
+                self._push(cf.start_s, DRAIN, (tuple(int(n) for n in nodes), cf.end_s))
+            elif cf.kind == "load_burst":
+                self._push(cf.start_s, BURST, cf.magnitude)
 
     # --- arrivals -----------------------------------------------------------------
     def _rates(self) -> dict[str, float]:
@@ -135,11 +143,12 @@ class Workload:
         while "sft" in self.rates and held < 0.8 * self.c.sft_load * cap:
             held += self._submit("sft", 0.0, 0, 0.5).gpus
 
-    def _submit(self, jt: str, t: float, nodes: int = 0, done_frac: float = 0.0) -> Job:
+    def _submit(self, jt: str, t: float, nodes: int = 0, done_frac: float = 0.0,
+                rng: np.random.Generator | None = None) -> Job:
         """A new job of type ``jt`` at ``t`` (``done_frac``: up to this share of its work
         was done before the anchor, for jobs of the warm start)."""
         spec = TYPES[jt]
-        d = self.factory.draw(self.rng, jt, nodes)
+        d = self.factory.draw(rng or self.rng, jt, nodes)
         if done_frac:
             d["work_s"] = float(round(d["work_s"] * (1 - self.rng.uniform(0, done_frac))))
         seq = len(self.jobs)
@@ -171,6 +180,10 @@ class Workload:
                         dirty.add(int(self.topo.node_partition[node]))
                 elif kind == ELIGIBLE:
                     dirty.add(payload)
+                elif kind == DRAIN:
+                    dirty |= self._drain(*payload)
+                elif kind == BURST:
+                    dirty |= self._burst(now, payload)
                 elif isinstance(payload, tuple):  # the next job of a campaign
                     dirty.add(self._submit(payload[0], now, payload[1]).partition)
                 else:
@@ -180,6 +193,24 @@ class Workload:
             for part in sorted(dirty):
                 self._schedule(part, now)
         self.now = max(self.now, t)
+
+    def _drain(self, nodes: tuple[int, ...], until: float) -> set[int]:
+        """Nothing new starts on ``nodes`` until ``until`` (maintenance; confounders.py)."""
+        for node in nodes:
+            self.up[node] = False
+            self.down_until[node] = max(self.down_until[node], until)
+            self._push(until, REPAIR, node)
+        return set()
+
+    def _burst(self, now: float, share: float) -> set[int]:
+        """SFT and evaluation jobs asking for ``share`` of each partition's idle GPUs."""
+        rng = self.confounders.burst_rng
+        for part, jt in ((TRAIN, "sft"), (EVAL, "eval")):
+            idle = int(self.free_count[self.part_nodes[part]].sum())
+            asked = 0
+            while idle and asked < share * idle:
+                asked += self._submit(jt, now, rng=rng).gpus
+        return {TRAIN, EVAL}
 
     # --- scheduling ---------------------------------------------------------------
     def _fit(self, job: Job, avoid: np.ndarray | None = None):
@@ -191,7 +222,7 @@ class Workload:
             cand = nodes[ok & (self.free_count[nodes] == self.gpn)]
             if len(cand) < job.nodes:
                 return None
-            chosen = cand[: job.nodes]
+            chosen = self._along_tree(cand, job.nodes)
             gpus = (chosen[:, None] * self.gpn + np.arange(self.gpn)).ravel()
             return chosen, gpus
         fc = self.free_count[nodes]
@@ -202,6 +233,32 @@ class Workload:
         node = int(cand[np.argmin(fc[ok])])  # best fit keeps whole nodes free
         idx = np.flatnonzero(self.free[node])[: job.gpus]
         return np.array([node]), node * self.gpn + idx
+
+    def _along_tree(self, cand: np.ndarray, n: int) -> np.ndarray:
+        """``n`` of the free nodes ``cand`` placed along the network tree, as Slurm's
+        topology/tree plugin does on a best-effort basis: within one rack if one has
+        ``n`` free (the fullest such rack, best fit), else within one zone (the fullest
+        that fits), taking racks with the most free nodes first; else over the zones
+        with the most free nodes. Fragmentation follows from what is free, not chance
+        (issue 15)."""
+        rack = self.topo.node_rack[cand]
+        racks, per_rack = np.unique(rack, return_counts=True)
+        fits = per_rack >= n
+        if fits.any():
+            best = racks[fits][np.argmin(per_rack[fits])]
+            return cand[rack == best][:n]
+        zone = self.topo.rack_zone[rack]
+        zones, per_zone = np.unique(zone, return_counts=True)
+        fits = per_zone >= n
+        if fits.any():
+            keep = zone == zones[fits][np.argmin(per_zone[fits])]
+            cand, rack, zone = cand[keep], rack[keep], zone[keep]
+            racks, per_rack = np.unique(rack, return_counts=True)
+        rack_free = per_rack[np.searchsorted(racks, rack)]
+        zones, per_zone = np.unique(zone, return_counts=True)
+        zone_free = per_zone[np.searchsorted(zones, zone)]
+        order = np.lexsort((cand, rack, -rack_free, zone, -zone_free))
+        return cand[order][:n]
 
     def _reserve(self, job: Job, now: float) -> tuple[float, np.ndarray]:
         """The blocked head job's reservation: its earliest start judging by the end of
