@@ -23,7 +23,8 @@ def build_sources(config: Config, warehouse: Warehouse, *, now: datetime) -> lis
     """
     kinds = [k.strip() for k in config["collect.source"].split(",") if k.strip()]
     builders = {"simulator": _simulator, "nvml": _nvml, "dcgm": _dcgm,
-                "prometheus": _prometheus, "slurm": _slurm, "topology": _topology}
+                "prometheus": _prometheus, "slurm": _slurm, "topology": _topology,
+                "bmc": _bmc}
     unknown = [k for k in kinds if k not in builders]
     if unknown:  # config validates first
         raise ValueError(f"collect.source: {unknown} not supported")
@@ -89,6 +90,20 @@ def _slurm(config: Config, warehouse: Warehouse, now: datetime):
         overlap_s=s["sacct_overlap_min"] * 60, lookback_s=s["lookback_h"] * 3600,
         gpus_per_node=s["gpus_per_node"] or None, job_type_regex=s["job_type_regex"] or None,
     )
+
+
+def _bmc(config: Config, warehouse: Warehouse, now: datetime):
+    from collector.bmc_source import BmcSource, target_list
+
+    b = config.section("bmc")
+    spec = _require(config, "bmc.targets", "collect.source includes 'bmc'")
+    try:
+        targets = target_list(spec)
+    except ValueError as exc:
+        raise ConfigError(f"{config.source}: {exc}") from None
+    return BmcSource(targets, interval_s=b["interval_s"], timeout_s=b["timeout_s"],
+                     username=b["username"], password=b["password"], workers=b["workers"],
+                     ipmitool=b["ipmitool"], ca_file=b["ca_file"], verify_tls=b["verify_tls"])
 
 
 def _topology(config: Config, warehouse: Warehouse, now: datetime):

@@ -155,6 +155,16 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("detail", pa.string()),
         ]
     ),
+    # Node power read from the BMC (collector/bmc_source.py); facts, append-only.
+    "node_power": pa.schema(
+        [
+            ("ts", TS),
+            ("node", pa.string()),
+            ("total_power_w", pa.float64()),  # the node's input power, W
+            ("energy_j", pa.float64()),  # the BMC's cumulative energy counter, J
+            ("source", pa.string()),  # 'ipmi' or 'redfish'
+        ]
+    ),
 }
 
 KEYS: dict[str, tuple[str, ...]] = {
@@ -169,11 +179,12 @@ KEYS: dict[str, tuple[str, ...]] = {
     "allocations": ("job_id", "run_index", "node", "gpu_index"),
     "carbon": ("ts",),
     "checkpoints": ("ts", "job_id"),
+    "node_power": ("ts", "node"),
 }
 
 # Kinds whose rows are facts that never change (append, ignore repeats) versus state
 # that a later delivery updates (upsert: the newest delivery wins).
-APPEND_ONLY = frozenset({"samples", "mig_samples", "events", "checkpoints"})
+APPEND_ONLY = frozenset({"samples", "mig_samples", "events", "checkpoints", "node_power"})
 
 TABLES: dict[str, str] = {
     "racks": "racks",
@@ -187,6 +198,7 @@ TABLES: dict[str, str] = {
     "allocations": "allocations",
     "carbon": "carbon_intensity",
     "checkpoints": "checkpoints",
+    "node_power": "node_power",
 }
 
 

@@ -2,7 +2,7 @@
 
 from gpulens.settings.base import Setting, between, positive
 
-SOURCE_KINDS = ("simulator", "nvml", "dcgm", "prometheus", "slurm", "topology")
+SOURCE_KINDS = ("simulator", "nvml", "dcgm", "prometheus", "slurm", "topology", "bmc")
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("service.host", str, "127.0.0.1",
@@ -28,12 +28,13 @@ SETTINGS: tuple[Setting, ...] = (
             "0 (DuckDB's default, 80 % of RAM) or a number of MiB from 64 up, e.g. 1024"),
     Setting("collect.source", str, "simulator",
             "Where telemetry and scheduler state come from: one or more of simulator, "
-            "nvml, dcgm, prometheus, slurm, topology, separated by commas (e.g. "
+            "nvml, dcgm, prometheus, slurm, topology, bmc, separated by commas (e.g. "
             "'prometheus,slurm,topology'). Each runs on its own schedule and fails alone; "
             "see docs/collectors.md.",
             lambda v: bool(v.strip()) and all(
                 p.strip() in SOURCE_KINDS for p in v.split(",") if p.strip()),
-            "a comma-separated list of simulator, nvml, dcgm, prometheus, slurm, topology"),
+            "a comma-separated list of simulator, nvml, dcgm, prometheus, slurm, topology, "
+            "bmc"),
     Setting("collect.interval_s", float, 15.0, "Seconds between collection cycles.",
             between(1, 3600), "a number of seconds from 1 to 3600"),
     Setting("rollup.interval_s", float, 60.0, "Seconds between rollup runs.",

@@ -87,4 +87,23 @@ SETTINGS: tuple[Setting, ...] = (
             "their nodes as host lists. It wins over topology.slurm_conf."),
     Setting("topology.slurm_conf", str, "",
             "Slurm's topology.conf: each leaf switch is a rack, its parent switch a zone."),
+    Setting("bmc.targets", str, "",
+            "BMCs measuring node power: items node=ipmi://host[:port] (DCMI over lanplus) or "
+            "node=redfish://host[:port] (https; http:// for plain HTTP; #id picks a chassis), "
+            "separated by commas, or @path of a file of such items, one per line, re-read "
+            "every cycle."),
+    Setting("bmc.interval_s", float, 60.0, "Seconds between reads of the BMCs.",
+            between(5, 3600), "a number of seconds from 5 to 3600"),
+    Setting("bmc.timeout_s", float, 10.0, "Seconds one BMC may take to answer.",
+            between(1, 120), "a number of seconds from 1 to 120"),
+    Setting("bmc.workers", int, 16, "BMCs read at the same time.", between(1, 256),
+            "an integer from 1 to 256"),
+    Setting("bmc.username", str, "", "User for IPMI and Redfish."),
+    Setting("bmc.password", str, "",
+            "Password for IPMI and Redfish (set it through GPULENS_BMC_PASSWORD; ipmitool "
+            "gets it in its environment, never on its command line)."),
+    Setting("bmc.ipmitool", str, "ipmitool", "The ipmitool command (a path or a name on PATH)."),
+    Setting("bmc.ca_file", str, "", "CA bundle for Redfish's TLS (empty: the system's)."),
+    Setting("bmc.verify_tls", bool, True,
+            "Verify Redfish BMCs' TLS certificates (turn off only for testing)."),
 )

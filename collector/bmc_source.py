@@ -1,0 +1,197 @@
+"""Node power read from the BMCs on their own schedule (transport; parsing: collector/bmc.py).
+
+Each cycle reads every BMC in parallel, IPMI ones through ``ipmitool -I lanplus ... -E
+dcmi power reading`` (the password travels in the ``IPMI_PASSWORD`` environment variable
+of the child, never on its command line), Redfish ones over HTTP(S) with basic auth. It
+yields one ``node_power`` row per node that answered (``total_power_w`` W, ``energy_j``
+J where the BMC keeps a counter, ``source``). One BMC that fails or answers nonsense
+costs that node's row only: it is listed in ``targets_down`` (shown by /healthz), a
+refused answer is also counted in ``dropped``; the cycle and the other BMCs go on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+import pyarrow as pa
+import urllib3
+
+from collector import bmc
+from collector.sanitize import DropCounter
+from warehouse.clock import naive_utc
+from warehouse.schema import SCHEMAS
+
+__all__ = ["BmcSource", "read_ipmi", "RedfishReader"]
+
+REFUSED = "reading: refused by the parser"
+
+
+class TransportError(RuntimeError):
+    """The BMC could not be asked (timeout, connection refused, HTTP error, ipmitool
+    failed); the message never holds the password."""
+
+
+def read_ipmi(target: bmc.BmcTarget, *, username: str, password: str, timeout_s: float,
+              ipmitool: str = "ipmitool") -> bmc.PowerReading:
+    """One DCMI power reading over IPMI-over-LAN (lanplus)."""
+    host, _, port = target.address.rpartition(":") if target.address.count(":") == 1 \
+        else (target.address, "", "")
+    cmd = [ipmitool, "-I", "lanplus", "-H", host.strip("[]"), *(["-p", port] if port else []),
+           "-U", username, "-E", "dcmi", "power", "reading"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              env={**os.environ, "IPMI_PASSWORD": password}, check=False)
+    except subprocess.TimeoutExpired:
+        raise TransportError(f"ipmitool timed out after {timeout_s:g} s") from None
+    except OSError as exc:
+        raise TransportError(f"cannot run {ipmitool}: {exc.strerror}") from None
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+        raise TransportError(f"ipmitool exit {done.returncode}: {tail[0][:200]}")
+    return bmc.parse_dcmi(done.stdout)
+
+
+class RedfishReader:
+    """Reads a Redfish BMC's node power; remembers which document holds it per target."""
+
+    def __init__(self, *, username: str, password: str, timeout_s: float,
+                 ca_file: str = "", verify_tls: bool = True):
+        self._headers = {"Accept": "application/json", "User-Agent": "gpulens-bmc"}
+        if username or password:
+            token = base64.b64encode(f"{username}:{password}".encode()).decode()
+            self._headers["Authorization"] = f"Basic {token}"
+        kwargs = ({"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_file or None} if verify_tls
+                  else {"cert_reqs": "CERT_NONE"})
+        self._pool = urllib3.PoolManager(**kwargs)
+        self._timeout = urllib3.Timeout(total=timeout_s)
+        self._where: dict[str, tuple[str, Callable]] = {}  # target key -> (path, parser)
+        self._lock = threading.Lock()
+
+    def _get(self, target: bmc.BmcTarget, path: str):
+        url = f"{target.scheme}://{target.address}{path}"
+        try:
+            resp = self._pool.request("GET", url, headers=self._headers, retries=False,
+                                      timeout=self._timeout)
+        except urllib3.exceptions.HTTPError as exc:
+            raise TransportError(f"GET {path}: {type(exc).__name__}") from None
+        if resp.status != 200:
+            raise TransportError(f"GET {path}: HTTP {resp.status}")
+        try:
+            return json.loads(resp.data)
+        except (ValueError, RecursionError):
+            raise ValueError(f"Redfish {path}: not JSON: {bmc._show(resp.data[:200])}") from None
+
+    def _locate(self, target: bmc.BmcTarget) -> tuple[str, Callable]:
+        members = bmc.chassis_members(self._get(target, "/redfish/v1/Chassis"))
+        if target.chassis:
+            members = [m for m in members if m.rstrip("/").rsplit("/", 1)[-1] == target.chassis]
+        for path in members:
+            links = bmc.chassis_links(self._get(target, path))
+            for key, parse in (("environment_metrics", bmc.parse_environment_metrics),
+                               ("power", bmc.parse_power)):
+                if key in links:
+                    try:
+                        parse(self._get(target, links[key]))
+                    except ValueError:
+                        continue  # this document has no reading here; try the next
+                    return links[key], parse
+        raise ValueError(f"Redfish {target.key}: no chassis"
+                         f"{' ' + repr(target.chassis) if target.chassis else ''} "
+                         "reports power (EnvironmentMetrics or Power)")
+
+    def read(self, target: bmc.BmcTarget) -> bmc.PowerReading:
+        with self._lock:
+            where = self._where.get(target.key)
+        if where is None:
+            where = self._locate(target)
+            with self._lock:
+                self._where[target.key] = where
+        try:
+            return where[1](self._get(target, where[0]))
+        except Exception:
+            with self._lock:  # look again next cycle: the BMC may have been replaced
+                self._where.pop(target.key, None)
+            raise
+
+
+class BmcSource:
+    """The ``bmc`` source (collector/source.py): ``node_power`` rows from every BMC.
+
+    ``targets`` is the text of ``bmc.targets`` or a callable returning the current
+    targets (a file re-read each cycle)."""
+
+    name = "bmc"
+
+    def __init__(self, targets: Callable[[], list[bmc.BmcTarget]], *, interval_s: float,
+                 timeout_s: float, username: str, password: str, workers: int = 16,
+                 ipmitool: str = "ipmitool", ca_file: str = "", verify_tls: bool = True):
+        self.interval_s = interval_s
+        self._targets = targets
+        self._ipmi = {"username": username, "password": password, "timeout_s": timeout_s,
+                      "ipmitool": ipmitool}
+        self._redfish = RedfishReader(username=username, password=password,
+                                      timeout_s=timeout_s, ca_file=ca_file,
+                                      verify_tls=verify_tls)
+        self._workers = workers
+        self.dropped = DropCounter()
+        self.targets_down: dict[str, str] = {}
+        self.targets_total: int | None = None
+
+    def _read(self, target: bmc.BmcTarget) -> bmc.PowerReading:
+        if target.protocol == "ipmi":
+            return read_ipmi(target, **self._ipmi)
+        return self._redfish.read(target)
+
+    def _attempt(self, target: bmc.BmcTarget):
+        try:
+            return self._read(target), None
+        except ValueError as exc:
+            return None, (True, str(exc))
+        except TransportError as exc:
+            return None, (False, str(exc))
+        except Exception as exc:  # one BMC's surprise never costs the cycle
+            return None, (False, f"{type(exc).__name__}: {exc}")
+
+    def collect(self, ts: datetime) -> list[tuple[str, pa.Table]]:
+        """One reading per BMC at ``ts``; raises only when the target list is unreadable."""
+        targets = self._targets()
+        ts = naive_utc(ts)
+        with ThreadPoolExecutor(max(1, min(self._workers, len(targets) or 1))) as pool:
+            results = list(pool.map(self._attempt, targets))
+        rows, down, refused = [], {}, 0
+        for target, (reading, error) in zip(targets, results, strict=True):
+            if error is not None:
+                refused += error[0]
+                down[target.key] = error[1]
+                continue
+            rows.append({"ts": ts, "node": target.node, "total_power_w": reading.power_w,
+                         "energy_j": reading.energy_j, "source": target.protocol})
+        self.dropped.add({REFUSED: refused})
+        self.targets_down, self.targets_total = down, len(targets)
+        return [("node_power", pa.Table.from_pylist(rows, schema=SCHEMAS["node_power"]))]
+
+
+def target_list(spec: str) -> Callable[[], list[bmc.BmcTarget]]:
+    """The targets of ``bmc.targets``: the items themselves, or ``@path`` of a file of
+    such items (one per line), re-read every cycle. ValueError names the bad item."""
+    if spec.strip().startswith("@"):
+        path = spec.strip()[1:]
+
+        def from_file() -> list[bmc.BmcTarget]:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    text = fh.read()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(f"bmc.targets: cannot read {path}: {exc}") from None
+            return bmc.parse_targets(text, where=path)
+
+        return from_file
+    fixed = bmc.parse_targets(spec)
+    return lambda: fixed
