@@ -392,6 +392,9 @@ class Service:
         for thread in self._threads:
             thread.join(timeout=30)
         if self.server is not None:
+            # The handler threads finish the requests in flight first: a server closed
+            # under one makes it fail on the closed trigger (EBADF, a traceback).
+            self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
             self.server.close()
         for source in self.sources:
             if hasattr(source, "close"):
