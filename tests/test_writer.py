@@ -91,3 +91,25 @@ def test_a_failing_urgent_write_fails_its_future_only(writer):
     with pytest.raises(duckdb.CatalogException):
         bad.result(10)
     assert writer.submit(lambda con: con.execute("SELECT 42").fetchone()[0]).result(10) == 42
+
+
+def test_a_queue_full_of_maintenance_does_not_hold_a_live_batch_back():
+    con = duckdb.connect(":memory:")
+    w = Writer(con.cursor(), max_queue=2)
+    gate, log = threading.Event(), []
+    w.submit(lambda c: gate.wait(10))
+    bulk = [w.submit(lambda c, i=i: log.append(f"import {i}")) for i in range(2)]  # full
+    submitted = threading.Event()
+
+    def live():
+        w.submit(lambda c: log.append("live"), urgent=True)
+        submitted.set()
+
+    threading.Thread(target=live).start()
+    assert submitted.wait(10)  # not blocked behind the full queue
+    gate.set()
+    for f in bulk:
+        f.result(10)
+    w.close()
+    assert log == ["live", "import 0", "import 1"]
+    con.close()

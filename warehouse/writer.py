@@ -68,10 +68,13 @@ class Writer:
     def submit(self, fn: Callable[[duckdb.DuckDBPyConnection], Any], *,
                urgent: bool = False) -> Future:
         """Queue ``fn(con)`` for the writer thread. Blocks while the queue is full
-        (``max_queue`` items). ``urgent``: live collection, run before other work."""
+        (``max_queue`` items). ``urgent``: live collection, run before other work; only
+        urgent work counts against its bound, so a queue full of maintenance or bulk
+        imports never holds a live batch back."""
         fut: Future = Future()
         with self._cond:
-            while not self._closed and self.pending() >= self._max_queue:
+            while not self._closed and (len(self._urgent) if urgent else self.pending()) \
+                    >= self._max_queue:
                 self._cond.wait()
             if self._closed:
                 raise WriterClosed("the warehouse writer is closed; no more writes are accepted")
