@@ -115,6 +115,11 @@ def test_partial_buckets_are_labelled_not_drawn_as_a_collapse():
     (shade,) = fig.layout.shapes  # the 12:00 hour, half over
     assert pd.Timestamp(shade.x0) == pd.Timestamp("2026-11-18 12:00")
     assert [a.text for a in fig.layout.annotations] == ["partial"]
+    # the line stops at 11:00; the half-filled hour is a hollow marker, not a drop
+    allocated = next(tr for tr in fig.data if tr.name == "Allocated")
+    assert list(allocated.y) == [8.0, 8.0, None]
+    marker = next(tr for tr in fig.data if tr.name == "Allocated (partial)")
+    assert list(marker.y) == [4.0] and marker.marker.symbol == "circle-open"
     whole = utilisation_over_time(util, start=datetime(2026, 11, 18, 10),
                                   end=datetime(2026, 11, 18, 13))
     assert not whole.layout.shapes
@@ -122,6 +127,7 @@ def test_partial_buckets_are_labelled_not_drawn_as_a_collapse():
                            "gpu_kwh": 10.0, "other_kwh": 2.0, "carbon_kg": 1.0})
     fig = energy_over_time(energy, x="day", start=datetime(2026, 11, 16), end=NOW)
     assert [pd.Timestamp(s.x0).day for s in fig.layout.shapes] == [18]
+    assert list(fig.data[0].marker.opacity) == [1.0, 1.0, 0.35]  # the partial day pale
 
 
 def test_report_files_are_linked_from_the_reports_page():

@@ -184,3 +184,29 @@ def round_axis(values, *, ticks: int = 5) -> dict:
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
     return {"tick0": 0, "dtick": step, "range": [0, math.ceil(top / step) * step * 1.02]}
+
+
+def detach_partial(fig: go.Figure, partial: list) -> None:
+    """Lines stop at the whole buckets; a partial bucket's values (``partial``: bucket
+    starts from :func:`mark_partial`) become hollow markers of the line's colour, so a
+    half-filled hour reads as partial, not as a drop to a fraction. Bars in a partial
+    bucket are drawn pale."""
+    if not partial:
+        return
+    cut = {pd.Timestamp(t) for t in partial}
+    for trace in list(fig.data):
+        xs = [pd.Timestamp(x) for x in trace.x]
+        hit = [x in cut for x in xs]
+        if not any(hit):
+            continue
+        if trace.type == "bar":
+            trace.marker.opacity = [0.35 if h else 1.0 for h in hit]
+            continue
+        ys = list(trace.y)
+        fig.add_trace(go.Scatter(
+            x=[x for x, h in zip(xs, hit, strict=True) if h],
+            y=[y for y, h in zip(ys, hit, strict=True) if h], mode="markers",
+            name=f"{trace.name} (partial)", showlegend=False, yaxis=trace.yaxis,
+            marker={"symbol": "circle-open", "size": 8, "color": trace.line.color},
+            hovertemplate="%{y:,.1f} (partial bucket)"))
+        trace.y = [None if h else y for y, h in zip(ys, hit, strict=True)]

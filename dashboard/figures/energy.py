@@ -17,6 +17,7 @@ from dashboard.figures.base import (
     PALETTE,
     TIME_AXIS,
     chart_layout,
+    detach_partial,
     empty_figure,
     mark_partial,
     round_axis,
@@ -46,7 +47,7 @@ def energy_over_time(df: pd.DataFrame | None, *, x: str, start: datetime | None 
                               "side": "right", "showgrid": False,
                               **round_axis(df["carbon_kg"])})
     bucket = timedelta(days=1) if x == "day" else timedelta(hours=1)
-    mark_partial(fig, df[x], start=start, end=end, bucket=bucket)
+    detach_partial(fig, mark_partial(fig, df[x], start=start, end=end, bucket=bucket))
     return fig
 
 

@@ -16,6 +16,7 @@ from dashboard.figures.base import (
     GRID,
     PALETTE,
     chart_layout,
+    detach_partial,
     empty_figure,
     lines,
     mark_partial,
@@ -40,7 +41,7 @@ def utilisation_over_time(df: pd.DataFrame | None, *, start: datetime | None = N
     if df is not None and len(df):
         fig.update_traces(fill="tozeroy", fillcolor="rgba(230,159,0,0.15)",
                           selector={"name": "Utilised (GPU-equivalents)"})
-        mark_partial(fig, df["ts"], start=start, end=end, bucket=bucket)
+        detach_partial(fig, mark_partial(fig, df["ts"], start=start, end=end, bucket=bucket))
     return fig
 
 
