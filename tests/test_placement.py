@@ -106,3 +106,14 @@ def test_fleet_views_compose_the_pieces(wh):
     waits = pl.waits_while_scattered(wh.reader(), start=T, end=NOW, now=NOW, min_gpus=10)
     assert pl.waits_summary(waits) == {"waited": 1, "scattered": 1, "pending_h": 3.0,
                                        "scattered_h": 2.0}
+
+
+def test_weekly_report_figures_are_the_pages(wh):
+    from warehouse.queries import weekly
+
+    got = weekly.placement_figures(wh.reader, start=T, end=NOW, now=NOW, min_gpus=10)
+    # stranded at T..T+4 h: 6 each (22 - 16, 14 - 8, 14 - 8, 22 - 16, 30 - 24)
+    assert got == pytest.approx({"placement_score": 40 / 48, "misplaced_gpu_h": 16.0,
+                                 "multi_node_runs": 2, "misplaced_runs": 1,
+                                 "stranded_gpus": 6.0, "scattered_waits": 1,
+                                 "large_waits": 1})

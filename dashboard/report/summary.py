@@ -59,6 +59,12 @@ def fleet(r: Report) -> list[str]:
                             unit_fmt=_pct)
                    + f", and sat allocated but idle for "
                    f"{fmt_gpu_hours(f['idle_allocated_gpu_h'])}.")
+    if f.get("multi_node_runs"):  # placement along the network tree (issue 15)
+        out.append(f"{fmt_int(f['misplaced_runs'])} of {fmt_int(f['multi_node_runs'])} "
+                   "multi-node runs spanned more racks or zones than their size needed "
+                   f"({fmt_gpu_hours(f['misplaced_gpu_h'])}); "
+                   f"{fmt_int(f['scattered_waits'])} of {fmt_int(f['large_waits'])} large "
+                   "jobs that queued waited while enough GPUs were free but scattered.")
     return out
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from gpulens.settings import default
+from warehouse import placement
 from warehouse.analytics import Options
 from warehouse.db import fill
 from warehouse.queries import energy as qe
@@ -245,6 +246,7 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
     end = min(end, max(now, start))
     w = {"start": start, "end": end}
     fleet = _fleet_section(reader, opts, **w)
+    fleet.update(placement_figures(reader, now=now, min_gpus=large_job_gpus, **w))
     reliability = _reliability_section(reader, opts, now=now, top=top,
                                        large_job_gpus=large_job_gpus,
                                        gpus_per_node=gpus_per_node, **w)
@@ -253,6 +255,24 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
     return {"start": start, "end": end, "fleet": fleet, "reliability": reliability,
             "thermal": thermal, "energy": energy,
             "over_time": qu.allocated_vs_used(reader(), **w)}
+
+
+def placement_figures(reader: Callable, *, start: datetime, end: datetime, now: datetime,
+                      min_gpus: int) -> dict:
+    """The Placement page's figures for the week (warehouse/placement.py, issue 15): the
+    GPU-hour weighted placement score of multi-node runs, their GPU-hours spread over more
+    racks or zones than needed, the mean stranded GPUs (hourly), and the large jobs (at
+    least ``min_gpus`` GPUs) that waited while enough GPUs were free but scattered."""
+    w = {"start": start, "end": end, "now": now}
+    s = placement.placement_summary(placement.job_placement(reader(), **w))
+    frag = placement.fleet_fragmentation(reader(), **w)
+    waits = placement.waits_summary(placement.waits_while_scattered(reader(), min_gpus=min_gpus,
+                                                                    **w))
+    return {"placement_score": None if np.isnan(s["mean_score"]) else s["mean_score"],
+            "misplaced_gpu_h": s["misplaced_gpu_hours"], "multi_node_runs": s["runs"],
+            "misplaced_runs": s["misplaced_runs"],
+            "stranded_gpus": float(frag["stranded_gpus"].mean()) if len(frag) else None,
+            "scattered_waits": waits["scattered"], "large_waits": waits["waited"]}
 
 
 def _fleet_section(reader: Callable, opts: Options, *, start: datetime, end: datetime) -> dict:
