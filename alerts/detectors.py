@@ -17,6 +17,9 @@ compares values with ``threshold``. All work is vectorised over the GPUs.
   power changed by at most ``max_power_change_w`` and the GPU is at ``min_temp_c`` or
   above (a job starting heats a GPU fast; that is not an anomaly).
 - ``xid``: events of kind xid with a code in ``codes`` in the last ``window_s``, per node.
+- ``straggler``: per node, the minutes a straggler episode of a run of at least
+  ``min_gpus`` GPUs has lasted (warehouse/stragglers.py); an episode counts as ongoing
+  while its end is within ``open_s`` of now (the table is refreshed every few minutes).
 """
 
 from __future__ import annotations
@@ -167,3 +170,28 @@ DETECTORS: dict[str, Callable[[Rule, Window], list[Hit]]] = {
 def detect(rule: Rule, win: Window) -> list[Hit]:
     """The entities ``rule`` finds in ``win`` (value at or above ``rule.clear``)."""
     return DETECTORS[rule.kind](rule, win)
+def straggler(rule: Rule, win: Window) -> list[Hit]:
+    ep = win.stragglers
+    if ep is None or ep.empty:
+        return []
+    p = rule.params
+    now = np.datetime64(win.end, "us")
+    ep = ep[(ep["job_gpus"] >= p["min_gpus"])
+            & (ep["end_ts"].to_numpy("datetime64[us]")
+               >= now - np.timedelta64(int(p["open_s"] * 1e6), "us"))]
+    hits = []
+    for node, part in ep.groupby("node"):
+        rec = part.sort_values("start_ts").iloc[0]
+        minutes = (now - np.datetime64(rec["start_ts"], "us")) / np.timedelta64(60, "s")
+        if minutes >= rule.clear:
+            hits.append(Hit(rule.name, float(minutes), rec.get("rack"), str(node), None, {
+                "job_id": str(rec["job_id"]), "job_gpus": int(rec["job_gpus"]),
+                "gpus": [int(g) for g in rec["gpu_indices"]],
+                "slowdown": _r(rec["slowdown_frac"]),
+                "gpu_hours_per_hour": _r(rec["gpu_hours_per_hour"]),
+                "since": pd.Timestamp(rec["start_ts"]).isoformat(),
+            }))
+    return hits
+
+
+    "straggler": straggler,

@@ -85,7 +85,8 @@ def slack(doc: dict[str, Any]) -> dict[str, Any]:
     first = doc["alerts"][0]
     ctx = first["context"]
     hot = [f"{k.replace('_', ' ')} {v}" for k, v in ctx.items()
-           if k in ("temp_c", "temp_max_c", "above_peers_c", "above_baseline_c", "power_w")
+           if k in ("temp_c", "temp_max_c", "above_peers_c", "above_baseline_c", "power_w",
+                    "job_id", "job_gpus", "slowdown", "gpu_hours_per_hour")  # stragglers
            and v is not None]
     since = doc["opened_at"] if doc["kind"] != "resolved" else (
         f"{doc['opened_at']} until {doc['created_at']}")

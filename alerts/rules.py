@@ -49,6 +49,10 @@ DEFAULTS: tuple[Rule, ...] = (
          hold_s=0.0, resolve_hold_s=0.0, unit="events",
          summary="Critical XID errors on a node (fallen off the bus, uncorrectable ECC, ...)",
          params={"codes": CRITICAL_XIDS, "window_s": 1800.0}),
+    Rule("straggler", "straggler", "node", "warning", threshold=15.0, clear=1.0,
+         hold_s=0.0, resolve_hold_s=0.0, unit="min",
+         summary="A node slows a large multi-node job (straggler): the job runs at its pace",
+         params={"min_gpus": 64.0, "open_s": 600.0}),
 )
 
 RULE_FIELDS = ("severity", "threshold", "clear", "hold_s", "resolve_hold_s")

@@ -29,6 +29,7 @@ from gpulens.settings import default
 from warehouse import alerts_store as store
 from warehouse.clock import utcnow
 from warehouse.queries import alerts as q
+from warehouse.queries import stragglers as sq
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class AlertRuntime:
             q.window_samples(cur, now=now, span_s=self.window_s), q.gpu_inventory(cur),
             q.window_events(cur, now=now, span_s=events_span_s(self.rules, self.step_s)),
             now, self.window_s, self.step_s,
+            stragglers=sq.recent(cur, now=now),
         )
 
     def evaluate_once(self) -> Result | None:

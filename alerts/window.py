@@ -30,6 +30,8 @@ class Window:
     model: np.ndarray  # (n,) object
     series: dict[str, np.ndarray]  # column -> (n, T) float32
     events: pd.DataFrame = field(default_factory=pd.DataFrame)  # ts, node, gpu_index, code
+    # recent straggler episodes (warehouse/queries/stragglers.py: recent), issue 15
+    stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def n(self) -> int:
@@ -42,7 +44,8 @@ class Window:
 
 def build_window(samples: pd.DataFrame, gpus: pd.DataFrame, events: pd.DataFrame,
                  end: datetime, span_s: float, step_s: float,
-                 columns: tuple[str, ...] = COLUMNS) -> Window:
+                 columns: tuple[str, ...] = COLUMNS,
+                 stragglers: pd.DataFrame | None = None) -> Window:
     """Grid the long ``samples`` frame (ts, node, gpu_index, and COLUMNS) over
     ``(end - span_s, end]``. ``gpus`` (node, gpu_index, rack, model) gives each node's
     rack and each GPU's model (a row with a NULL gpu_index still gives its node's rack).
@@ -76,6 +79,7 @@ def build_window(samples: pd.DataFrame, gpus: pd.DataFrame, events: pd.DataFrame
         rack=keys["rack"].astype(object).where(keys["rack"].notna(), None).to_numpy(object),
         model=keys["model"].astype(object).fillna("unknown").to_numpy(object),
         series=series, events=events,
+        stragglers=pd.DataFrame() if stragglers is None else stragglers,
     )
 
 

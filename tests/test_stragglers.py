@@ -3,6 +3,7 @@ its cost worked by hand, and the alert rule on simulated data."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -149,13 +150,27 @@ def test_two_slow_nodes_at_once_cost_the_slowest_lag_once():
 
 # --- detection on the simulator's warehouse --------------------------------------------------
 @pytest.fixture(scope="module")
-def sim_wh(sim):
+def sim_db(sim, tmp_path_factory):
+    """A warehouse file of the simulator from 30 min before live start to 100 min after
+    (the live straggler runs from +2 min to about +85 min)."""
     from warehouse import Warehouse
 
-    w = Warehouse(":memory:")
-    sim.backfill(lambda k, t: w.ingest(k, t).result(), LIVE - 30 * MIN, LIVE + 40 * MIN,
+    path = tmp_path_factory.mktemp("stragglers") / "sim.duckdb"
+    w = Warehouse(str(path))
+    sim.backfill(lambda k, t: w.ingest(k, t).result(), LIVE - 30 * MIN, LIVE + 100 * MIN,
                  progress=False)
     w.rollup().result()
+    w.close()
+    return path
+
+
+@pytest.fixture
+def sim_wh(sim_db, tmp_path):
+    """A copy of ``sim_db`` for one test."""
+    from warehouse import Warehouse
+
+    shutil.copy(sim_db, tmp_path / "w.duckdb")
+    w = Warehouse(str(tmp_path / "w.duckdb"))
     yield w
     w.close()
 
@@ -170,7 +185,7 @@ def test_the_refresh_finds_the_simulated_straggler_and_a_second_refresh_changes_
     found = table[(table.job_id == truth.job_id) & (table.node == truth.node)]
     assert len(found) == 1
     row = found.iloc[0]
-    assert abs(row.start_ts - truth.start) <= MIN and row.end_ts == now
+    assert abs(row.start_ts - truth.start) <= MIN and row.end_ts == min(now, truth.end)
     assert row.slowdown_frac == pytest.approx(truth.magnitude, abs=0.03)
     if truth.gpu_index is not None:
         assert list(row.gpu_indices) == [truth.gpu_index]
@@ -235,3 +250,41 @@ def test_the_weekly_report_shows_the_goodput_pages_straggler_cost(report, report
     labels = [row["label"] for row in report.rows["reliability"]]
     assert "GPU-hours lost to slow members (stragglers)" in labels
     assert any("stragglers" in line and "episodes" in line for line in report.summary)
+
+
+
+# --- the alert rule -----------------------------------------------------------------------------
+def test_the_straggler_rule_fires_once_and_resolves_once_naming_job_size_node_and_cost(
+        sim, sim_wh):
+    from alerts.engine import evaluate
+    from alerts.rules import DEFAULTS
+    from alerts.window import Window
+    from warehouse.queries import stragglers as sq
+
+    rule = next(r for r in DEFAULTS if r.name == "straggler")
+    truth = [s for s in sim.stragglers(LIVE + 100 * MIN) if s.start >= LIVE][0]
+    state, sent = None, []
+    for m in range(0, 100, 5):  # the analytics refresh every 5 minutes, evaluations between
+        t = LIVE + m * MIN
+        sim_wh.write(lambda con, t=t: refresh_stragglers(con, t)).result()
+        for e in range(5):
+            now = t + e * MIN
+            win = Window(end=now, step_s=15.0, node=np.array([], object),
+                         gpu_index=np.array([], int), rack=np.array([], object),
+                         model=np.array([], object), series={"temp_c": np.zeros((0, 1))},
+                         stragglers=sq.recent(sim_wh.reader(), now=now))
+            res = evaluate([rule], win, now, state)
+            state = res.state
+            sent += [(now, n) for n in res.notifications]
+    mine = [(now, n) for now, n in sent if truth.node in n.group or any(
+        a.node == truth.node for a in n.alerts)]
+    assert [n.kind for _, n in mine] == ["firing", "resolved"]
+    (fired_at, fired), (resolved_at, _) = mine
+    # fires when the straggler has lasted 15 minutes (the table lags by up to 5 minutes)
+    assert timedelta(minutes=15) <= fired_at - truth.start <= timedelta(minutes=21)
+    # resolves within open_s (10 min) and a refresh after its end
+    assert timedelta(0) < resolved_at - truth.end <= timedelta(minutes=17)
+    alert = next(a for a in fired.alerts if a.node == truth.node)
+    assert alert.context["job_id"] == truth.job_id and alert.context["job_gpus"] >= 64
+    assert alert.context["gpu_hours_per_hour"] == pytest.approx(
+        alert.context["job_gpus"] * truth.magnitude, rel=0.15)

@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from warehouse.db import fill
+
 #: Each episode's share of ``[start, end)`` (0-1) as ``share``.
 _OVERLAP = """
 SELECT *, greatest(0, epoch(least(end_ts, $end::TIMESTAMP))
@@ -23,10 +25,10 @@ WHERE start_ts < $end AND end_ts > $start
   AND ($job_id::VARCHAR IS NULL OR job_id = $job_id)
 """
 
-_TOTAL_SQL = ("SELECT count(*), coalesce(sum(gpu_hours_lost * share), 0) FROM ("
-              + _OVERLAP + ")")
+_TOTAL_SQL = fill("SELECT count(*), coalesce(sum(gpu_hours_lost * share), 0) "
+                  "FROM ({overlap})", overlap=_OVERLAP)
 
-_EPISODES_SQL = """
+_EPISODES_SQL = fill("""
 SELECT job_id, run_index, node, start_ts, end_ts, minutes, gpu_indices, job_gpus,
        slowdown_frac, gpu_hours_lost * share AS gpu_hours_lost, clock_mhz, peer_clock_mhz,
        power_w, peer_power_w, thermal_s, power_brake_s,
@@ -35,10 +37,10 @@ SELECT job_id, run_index, node, start_ts, end_ts, minutes, gpu_indices, job_gpus
        coalesce((SELECT list(DISTINCT e.code ORDER BY e.code) FROM gpu_events e
                  WHERE e.kind = 'xid' AND e.node = s.node AND e.ts >= s.start_ts
                    AND e.ts < s.end_ts), []) AS xids
-FROM (""" + _OVERLAP + """) s
+FROM ({overlap}) s
 ORDER BY gpu_hours_lost DESC, start_ts
 LIMIT $limit
-"""
+""", overlap=_OVERLAP)
 
 #: A run's nodes over time: per bucket and node the SM clock of the node's slowest GPU
 #: held by the job (lowest minute mean), their mean power and the seconds they throttled.
@@ -95,3 +97,21 @@ def heatmap(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
                                     "bucket_s": bucket_s}).df()
     med = df.groupby("ts").clock_mhz.transform("median")
     return df.assign(clock_rel=df.clock_mhz / med.where(med > 0))
+
+
+_RECENT_SQL = """
+SELECT s.job_id, s.run_index, s.node, n.rack, s.start_ts, s.end_ts, s.gpu_indices,
+       s.job_gpus, s.slowdown_frac,
+       s.gpu_hours_lost / greatest((epoch(s.end_ts) - epoch(s.start_ts)) / 3600.0, 1 / 60.0)
+           AS gpu_hours_per_hour
+FROM stragglers s LEFT JOIN nodes n USING (node)
+WHERE s.end_ts > $since AND s.start_ts <= $now
+ORDER BY s.start_ts
+"""
+
+
+def recent(cur, *, now: datetime, span_s: float = 3600.0) -> pd.DataFrame:
+    """Straggler episodes that lasted into ``(now - span_s, now]``, with the node's rack
+    and their rate of loss (GPU-hours per hour): what the straggler alert rule reads."""
+    return cur.execute(_RECENT_SQL, {"since": now - timedelta(seconds=span_s),
+                                     "now": now}).df()
