@@ -38,13 +38,21 @@ class TransportError(RuntimeError):
     failed); the message never holds the password."""
 
 
+def _host_port(address: str) -> tuple[str, str]:
+    """``host:port``, ``host``, ``[v6]:port`` or ``[v6]`` -> (host, port or "")."""
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        return host, rest.lstrip(":")
+    host, _, port = address.partition(":")
+    return host, port
+
+
 def read_ipmi(target: bmc.BmcTarget, *, username: str, password: str, timeout_s: float,
-              ipmitool: str = "ipmitool") -> bmc.PowerReading:
-    """One DCMI power reading over IPMI-over-LAN (lanplus)."""
-    host, _, port = target.address.rpartition(":") if target.address.count(":") == 1 \
-        else (target.address, "", "")
-    cmd = [ipmitool, "-I", "lanplus", "-H", host.strip("[]"), *(["-p", port] if port else []),
-           "-U", username, "-E", "dcmi", "power", "reading"]
+              ipmitool: str = "ipmitool", cipher_suite: int = 17) -> bmc.PowerReading:
+    """One DCMI power reading over IPMI-over-LAN (lanplus, RMCP+ ``cipher_suite``)."""
+    host, port = _host_port(target.address)
+    cmd = [ipmitool, "-I", "lanplus", "-C", str(cipher_suite), "-H", host,
+           *(["-p", port] if port else []), "-U", username, "-E", "dcmi", "power", "reading"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "IPMI_PASSWORD": password}, check=False)
@@ -131,11 +139,12 @@ class BmcSource:
 
     def __init__(self, targets: Callable[[], list[bmc.BmcTarget]], *, interval_s: float,
                  timeout_s: float, username: str, password: str, workers: int = 16,
-                 ipmitool: str = "ipmitool", ca_file: str = "", verify_tls: bool = True):
+                 ipmitool: str = "ipmitool", cipher_suite: int = 17, ca_file: str = "",
+                 verify_tls: bool = True):
         self.interval_s = interval_s
         self._targets = targets
         self._ipmi = {"username": username, "password": password, "timeout_s": timeout_s,
-                      "ipmitool": ipmitool}
+                      "ipmitool": ipmitool, "cipher_suite": cipher_suite}
         self._redfish = RedfishReader(username=username, password=password,
                                       timeout_s=timeout_s, ca_file=ca_file,
                                       verify_tls=verify_tls)

@@ -103,7 +103,8 @@ def _bmc(config: Config, warehouse: Warehouse, now: datetime):
         raise ConfigError(f"{config.source}: {exc}") from None
     return BmcSource(targets, interval_s=b["interval_s"], timeout_s=b["timeout_s"],
                      username=b["username"], password=b["password"], workers=b["workers"],
-                     ipmitool=b["ipmitool"], ca_file=b["ca_file"], verify_tls=b["verify_tls"])
+                     ipmitool=b["ipmitool"], cipher_suite=b["ipmi_cipher_suite"],
+                     ca_file=b["ca_file"], verify_tls=b["verify_tls"])
 
 
 def _topology(config: Config, warehouse: Warehouse, now: datetime):

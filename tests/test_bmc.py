@@ -236,3 +236,12 @@ def test_the_service_builds_the_bmc_source_from_configuration(tmp_path):
             build_sources(bad, wh, now=T)
     finally:
         wh.close()
+
+
+def test_ipmi_addresses():
+    from collector.bmc_source import _host_port
+
+    assert _host_port("10.0.0.1:623") == ("10.0.0.1", "623")
+    assert _host_port("bmc1") == ("bmc1", "")
+    assert _host_port("[fe80::1]:6230") == ("fe80::1", "6230")
+    assert _host_port("[::1]") == ("::1", "")

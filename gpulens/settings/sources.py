@@ -103,6 +103,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Password for IPMI and Redfish (set it through GPULENS_BMC_PASSWORD; ipmitool "
             "gets it in its environment, never on its command line)."),
     Setting("bmc.ipmitool", str, "ipmitool", "The ipmitool command (a path or a name on PATH)."),
+    Setting("bmc.ipmi_cipher_suite", int, 17,
+            "RMCP+ cipher suite for IPMI over lanplus (ipmitool -C): 17 (HMAC-SHA256, "
+            "ipmitool's default) or 3 (HMAC-SHA1) for older BMCs.", between(0, 17),
+            "an integer from 0 to 17"),
     Setting("bmc.ca_file", str, "", "CA bundle for Redfish's TLS (empty: the system's)."),
     Setting("bmc.verify_tls", bool, True,
             "Verify Redfish BMCs' TLS certificates (turn off only for testing)."),
