@@ -2,8 +2,10 @@
 
 from datetime import timedelta
 
+import pandas as pd
 import pytest
 
+from dashboard.figures.energy import node_energy_method
 from tests.support.runs import STEP, H, T, add_job, ingest, run_refresh, samples
 from warehouse.analytics import Options
 from warehouse.queries import energy as qe
@@ -56,7 +58,8 @@ def test_power_integral_when_no_counter(wh):
 def test_energy_by_rack_with_node_overhead_and_measured_power(wh):
     ingest(wh, samples("n0", 0, T, 240, 600), samples("n1", 0, T, 240, 300))
     wh.write(lambda con: con.execute(
-        "INSERT INTO node_power VALUES (?, 'n1', 1000.0)", [T + timedelta(minutes=5)])).result()
+        "INSERT INTO node_power (ts, node, other_power_w) VALUES (?, 'n1', 1000.0)",
+        [T + timedelta(minutes=5)])).result()
     run_refresh(wh, now=T + 2 * H)
     opts = Options(node_overhead_w=1500.0, pue=1.3, fallback_g_per_kwh=400.0)
     df = qe.energy_by(wh.reader(), start=T, end=T + H, by="rack", opts=opts).set_index("rack")
@@ -67,6 +70,31 @@ def test_energy_by_rack_with_node_overhead_and_measured_power(wh):
     assert df.loc["r0", "carbon_kg"] == pytest.approx(2.1 * 1.3 * 400 / 1000)
     fleet = qe.energy_by(wh.reader(), start=T, end=T + H, by="fleet", opts=opts)
     assert fleet["it_kwh"].iloc[0] == pytest.approx(0.6 + 1.5 + 0.3 + 1.0)
+
+
+def test_node_energy_is_the_bmcs_where_it_measured_else_gpus_plus_overhead(wh):
+    # n0: no BMC (overhead); n1: the BMC reads 2,520 W then 2,480 W (mean 2,500 W) with
+    # one 600 W GPU; n2: the BMC reads less than the GPU draws (never a negative rest)
+    ingest(wh, *(samples(n, 0, T, 240, 600) for n in ("n0", "n1", "n2")))
+    bmc = pd.DataFrame({"ts": [T + timedelta(minutes=m) for m in (1, 31, 1)],
+                        "node": ["n1", "n1", "n2"], "total_power_w": [2520.0, 2480.0, 400.0],
+                        "source": "redfish"})
+    wh.ingest("node_power", bmc).result()
+    run_refresh(wh, now=T + 2 * H)
+    opts = Options(node_overhead_w=1500.0, pue=1.0, fallback_g_per_kwh=400.0)
+    df = qe.energy_by(wh.reader(), start=T, end=T + H, by="node", opts=opts).set_index("node")
+    assert df.loc["n0", "it_kwh"] == pytest.approx(0.6 + 1.5)  # GPU + configured overhead
+    assert df.loc["n1", "it_kwh"] == pytest.approx(2.5)  # what the BMC measured
+    assert df.loc["n1", "other_kwh"] == pytest.approx(2.5 - 0.6)
+    assert df.loc["n2", "other_kwh"] == 0.0 and df.loc["n2", "it_kwh"] == pytest.approx(0.6)
+    assert df["bmc_node_hours"].to_dict() == {"n0": 0, "n1": 1, "n2": 1}
+    fleet = qe.energy_by(wh.reader(), start=T, end=T + H, by="fleet", opts=opts)
+    assert (fleet["bmc_node_hours"].iloc[0], fleet["node_hours"].iloc[0]) == (2, 3)
+    # the Energy page says which applied
+    assert node_energy_method(fleet) == ("BMC-measured for 67 % of node-hours, else GPUs + "
+                                         "configured node overhead")
+    assert node_energy_method(df.loc[["n1"]]) == "measured by the nodes' BMCs"
+    assert node_energy_method(df.loc[["n0"]]).endswith("(no BMC readings)")
 
 
 def test_job_energy_follows_allocations(wh):

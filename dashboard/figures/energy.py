@@ -24,6 +24,20 @@ from dashboard.figures.base import (
 )
 
 
+def node_energy_method(df: pd.DataFrame | None) -> str:
+    """Which node energy the figures count (issue 21): the BMCs' measurement where they
+    measured the node-hour, else GPU energy + the configured node overhead."""
+    if df is None or len(df) == 0 or "bmc_node_hours" not in df:
+        return "GPUs + configured node overhead"
+    bmc, total = df["bmc_node_hours"].sum(), df["node_hours"].sum()
+    if bmc <= 0:
+        return "GPUs + configured node overhead (no BMC readings)"
+    if bmc >= total:
+        return "measured by the nodes' BMCs"
+    return (f"BMC-measured for {100 * bmc / total:.0f} % of node-hours, "
+            "else GPUs + configured node overhead")
+
+
 def energy_over_time(df: pd.DataFrame | None, *, x: str, start: datetime | None = None,
                      end: datetime | None = None) -> go.Figure:
     """GPU and other IT energy (stacked kWh) and emissions (kg, right axis) per ``x``

@@ -71,7 +71,7 @@ def totals(df) -> list[tuple[str, str, str]]:
     s = df[["gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg"]].sum()
     pue = s["facility_kwh"] / s["it_kwh"] if s["it_kwh"] else None
     return [
-        ("IT energy", fmt_num(s["it_kwh"], 0, "kWh"), "GPUs and the rest of the nodes"),
+        ("IT energy", fmt_num(s["it_kwh"], 0, "kWh"), fig.node_energy_method(df)),
         ("Facility energy", fmt_num(s["facility_kwh"], 0, "kWh"),
          f"IT x PUE {fmt_num(pue, 2)}"),
         ("Emissions", fmt_num(s["carbon_kg"] / 1000, 2, "t CO₂e"),

@@ -1,8 +1,11 @@
 """Energy and carbon per node, rack, partition, fleet, job run, job and user; idle energy.
 
 - Fleet/rack/node energy reads ``gpu_energy_1h`` (counter deltas, see
-  warehouse/energy.py) plus non-GPU node power: measured (``node_power``) where present,
-  else ``node_overhead_w`` for every node-hour with GPU data.
+  warehouse/energy.py) plus non-GPU node energy per node-hour: ``other_power_w`` where a
+  source knows it; else, where the BMC measured the node (``total_power_w``, issue 21),
+  the BMC's mean power x 1 h minus the GPUs' energy (never below 0), so the node-hour
+  counts what the BMC measured; else ``node_overhead_w`` x 1 h. ``bmc_node_hours`` of
+  ``node_hours`` says how much of a group the BMC covered (docs/analytics.md).
 - Job energy is the 1-minute tier (power integral) of the GPUs allocated to each run,
   prorated by the overlap of each minute with the allocation, plus the node's non-GPU
   power shared by GPU-seconds; idle energy splits the same GPU-seconds into unallocated,
@@ -43,13 +46,19 @@ WITH g AS (
     WHERE ts >= $start AND ts < $end GROUP BY ts, node
 ),
 measured AS (
-    SELECT date_trunc('hour', ts) AS ts, node, avg(other_power_w) AS w FROM node_power
+    SELECT date_trunc('hour', ts) AS ts, node, avg(other_power_w) AS w,
+           avg(total_power_w) AS bmc_w FROM node_power
     WHERE ts >= $start AND ts < $end GROUP BY ALL
 ),
 buckets AS (SELECT DISTINCT ts FROM g),
 {ctes},
 e AS (
-    SELECT g.ts, g.node, g.gpu_j, coalesce(m.w, $node_w) * 3600.0 AS other_j,
+    SELECT g.ts, g.node, g.gpu_j,
+           CASE WHEN m.w IS NOT NULL THEN m.w * 3600.0
+                WHEN m.bmc_w IS NOT NULL THEN greatest(m.bmc_w * 3600.0 - g.gpu_j, 0.0)
+                ELSE $node_w * 3600.0 END AS other_j,
+           CASE WHEN m.w IS NOT NULL THEN 'measured' WHEN m.bmc_w IS NOT NULL THEN 'bmc'
+                ELSE 'overhead' END AS node_source,
            p.pue, i.g_co2_per_kwh, i.intensity_source
     FROM g LEFT JOIN measured m USING (ts, node)
     JOIN pue_of p USING (ts) JOIN intensity i USING (ts)
@@ -59,7 +68,8 @@ SELECT {group} AS "{by}",
        sum(e.gpu_j + e.other_j) / 3.6e6 AS it_kwh,
        sum((e.gpu_j + e.other_j) * e.pue) / 3.6e6 AS facility_kwh,
        sum((e.gpu_j + e.other_j) * e.pue * e.g_co2_per_kwh) / 3.6e9 AS carbon_kg,
-       list(DISTINCT e.intensity_source) AS intensity_sources
+       list(DISTINCT e.intensity_source) AS intensity_sources,
+       count(*) AS node_hours, count(*) FILTER (e.node_source = 'bmc') AS bmc_node_hours
 FROM e LEFT JOIN nodes n USING (node)
 GROUP BY 1 ORDER BY 1
 """
