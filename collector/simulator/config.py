@@ -96,6 +96,7 @@ class SimConfig:
     cooling_ramp_min: float = 5.0  # minutes for the inlet to rise (and to fall back)
     cooling_hold_min: tuple[float, float] = (30.0, 60.0)  # plateau length range, minutes
     hot_gpu_factor: float = 1.5  # thermal resistance multiplier of the poorly cooled GPU
+    confounders: bool = False  # warm afternoons, load bursts, drained racks (confounders.py)
     # stragglers in multi-node runs (issue 15; see stragglers.py)
     first_straggler_after_min: float = 2.0  # first straggler this long after live start
     straggler_every_h: float = 6.0  # recurrence of stragglers, hours

@@ -197,6 +197,7 @@ class Telemetry:
         mem_used = np.where(busy, np.minimum(job["mem"] * topo.memory_mib
                                              * (1 + 0.004 * z[:, 3]), topo.memory_mib), 0.0)
         daily = 0.6 * np.sin(2 * np.pi * (t_s + self.day_offset_s) / 86400.0 - 2.0)
+        daily = daily + self.w.confounders.ambient_c(t_s)  # warm afternoons (off by default)
         temp = inlet + daily[:, None] + topo.thermal_r * power_w + 0.25 * z[:, 4]
         mem_temp = temp + topo.hbm_offset_c * (0.6 + 0.004 * util) + 0.3 * z[:, 5]
         braked = busy & job["over"] & (power_w >= topo.tdp_w)
