@@ -1,7 +1,7 @@
 """Scrape dcgm-exporter endpoints directly: concurrent HTTP, then the bulk parser.
 
 Transport only: :func:`fetch_all` GETs every target's ``/metrics`` concurrently from a
-thread pool over one urllib3 connection pool (keep-alive, gzip), each with a timeout;
+thread pool over one requests session (keep-alive, gzip), each with a timeout;
 the texts then go through :class:`collector.dcgm.DcgmCollector` (the vectorised parser)
 in one call. One bad thing costs one thing (issue 12): a bad line costs that line, a
 bad value that value (NULL), both counted per reason in ``source.dropped``; a target
@@ -22,16 +22,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pyarrow as pa
-import urllib3
+import requests
+from requests.adapters import HTTPAdapter
 
 from collector.dcgm import DcgmCollector
 from collector.file_sd import Target, TargetFile
 from collector.nodenames import NodeNames
 from collector.sanitize import DropCounter, sanitize_samples
+from gpulens.settings import default
 
 __all__ = ["DcgmScrapeSource", "Fetched", "TargetStatus", "fetch_all"]
 
 USER_AGENT = "gpulens-scraper"
+DEFAULT_TIMEOUT_S: float = default("dcgm.timeout_s")  # seconds
+DEFAULT_WORKERS: int = default("dcgm.workers")
 
 
 @dataclass(frozen=True)
@@ -55,37 +59,56 @@ class TargetStatus:
     duration_s: float | None = None  # seconds the last scrape took
 
 
-def _fetch(pool: urllib3.PoolManager, target: Target, timeout_s: float) -> Fetched:
+def session(workers: int = DEFAULT_WORKERS, ca_file: str | None = None) -> requests.Session:
+    """One keep-alive HTTP session for every scrape: its connection pools hold up to
+    ``max(16, workers)`` hosts, two connections each; no retries (a failed target waits
+    for the next cycle); TLS verified against ``ca_file`` or the system's CA bundle.
+    Exporters are reached directly: proxy variables and ~/.netrc of the environment are
+    ignored."""
+    s = requests.Session()
+    s.trust_env = False
+    adapter = HTTPAdapter(pool_connections=max(16, workers), pool_maxsize=2, max_retries=0)
+    s.mount("http://", adapter)
+    s.mount("https://", adapter)
+    s.verify = ca_file or True
+    s.headers.update({"User-Agent": USER_AGENT, "Accept": "text/plain;version=0.0.4",
+                      "Accept-Encoding": "gzip"})
+    return s
+
+
+def _reason(exc: requests.RequestException) -> str:
+    """``Kind: cause`` of a failed GET, without requests' wrapping ("Max retries ...")."""
+    cause = exc.args[0] if exc.args else exc
+    cause = getattr(cause, "reason", None) or cause
+    return f"{type(exc).__name__}: {cause}"
+
+
+def _fetch(http: requests.Session, target: Target, timeout_s: float) -> Fetched:
+    """GET one target; connecting and each read wait ``timeout_s`` seconds at most."""
     started = time.perf_counter()
     try:
-        resp = pool.request(
-            "GET", target.url, timeout=urllib3.Timeout(total=timeout_s), retries=False,
-            headers={"Accept-Encoding": "gzip", "User-Agent": USER_AGENT,
-                     "Accept": "text/plain;version=0.0.4"},
-        )
-    except urllib3.exceptions.HTTPError as exc:
-        reason = getattr(exc, "reason", None) or exc
-        return Fetched(target, None, f"{type(exc).__name__}: {reason}",
-                       time.perf_counter() - started)
+        resp = http.get(target.url, timeout=timeout_s)
+    except requests.RequestException as exc:
+        return Fetched(target, None, _reason(exc), time.perf_counter() - started)
     took = time.perf_counter() - started
-    if resp.status != 200:
-        return Fetched(target, None, f"HTTP {resp.status}", took)
-    return Fetched(target, resp.data.decode("utf-8", "replace"), None, took)
+    if resp.status_code != 200:
+        return Fetched(target, None, f"HTTP {resp.status_code}", took)
+    return Fetched(target, resp.content.decode("utf-8", "replace"), None, took)
 
 
 def fetch_all(
     targets: list[Target],
     *,
-    timeout_s: float = 5.0,
-    workers: int = 64,
-    pool: urllib3.PoolManager | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    workers: int = DEFAULT_WORKERS,
+    http: requests.Session | None = None,
 ) -> list[Fetched]:
     """GET every target concurrently; each finishes within ``timeout_s`` seconds."""
     if not targets:
         return []
-    pool = pool or urllib3.PoolManager(maxsize=2, cert_reqs="CERT_REQUIRED")
+    http = http or session(workers)
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as ex:
-        return list(ex.map(lambda t: _fetch(pool, t, timeout_s), targets))
+        return list(ex.map(lambda t: _fetch(http, t, timeout_s), targets))
 
 
 class DcgmScrapeSource:
@@ -95,9 +118,9 @@ class DcgmScrapeSource:
         self,
         targets: str,
         *,
-        interval_s: float = 15.0,
-        timeout_s: float = 5.0,
-        workers: int = 64,
+        interval_s: float = default("collect.interval_s"),
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        workers: int = DEFAULT_WORKERS,
         ca_file: str | None = None,
         name: str = "dcgm",
         names: NodeNames | None = None,
@@ -111,8 +134,7 @@ class DcgmScrapeSource:
         self.dcgm = DcgmCollector(interval_s, names)
         self.dropped = DropCounter()
         self.status: dict[str, TargetStatus] = {}
-        kw = {"ca_certs": ca_file} if ca_file else {}
-        self._pool = urllib3.PoolManager(num_pools=max(16, workers), maxsize=2, **kw)
+        self._http = session(workers, ca_file)
         self._now = now or (lambda: datetime.now(UTC).replace(tzinfo=None))
 
     def collect(self, ts: datetime) -> list[tuple[str, pa.Table]]:
@@ -121,7 +143,7 @@ class DcgmScrapeSource:
         if not targets:
             raise RuntimeError(f"{self.name}: no scrape targets configured")
         fetched = fetch_all(targets, timeout_s=self.timeout_s, workers=self.workers,
-                            pool=self._pool)
+                            http=self._http)
         texts = {f.target.key: f.text for f in fetched if f.text is not None}
         nodes = {f.target.key: f.target.node for f in fetched if f.target.node}
         result = self.dcgm.collect(texts, ts, nodes)
