@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from collector.nodenames import NodeNames, host_of
 from collector.promtext import label_values, parse_texts_lenient
+from gpulens.settings import default
 from warehouse.clock import naive_utc as _naive_utc
 from warehouse.schema import SCHEMAS
 
@@ -99,6 +100,10 @@ FIELDS: tuple[Field, ...] = (
           "Framebuffer memory used (in MiB)."),
     Field(("DCGM_FI_PROF_SM_ACTIVE",), "sm_active_pct", 100.0, "d", "gauge",
           "The ratio of cycles an SM has at least 1 warp assigned (in %)."),
+    Field(("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",), "tensor_active_pct", 100.0, "d", "gauge",
+          "Ratio of cycles the tensor (HMMA) pipe is active (in %)."),
+    Field(("DCGM_FI_PROF_DRAM_ACTIVE",), "dram_active_pct", 100.0, "d", "gauge",
+          "Ratio of cycles the device memory interface is active (in %)."),
     Field(("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"),
           "throttle_mask", 1.0, "i", "gauge", "Current clock event reasons (bitmask)."),
     Field(("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",), "ecc_sbe_volatile", 1.0, "i", "counter",
@@ -122,7 +127,8 @@ _COL = {f.column: j for j, f in enumerate(FIELDS)}
 # slices (the N of an "Ng.XXgb" profile) over the GPU's slices; other fields are the
 # GPU's own, repeated on every instance's series (the first is taken).
 _MIG_SUM = frozenset({"mem_used_mib"})
-_MIG_WEIGHTED = frozenset({"sm_active_pct", "gr_active_pct"})
+_MIG_WEIGHTED = frozenset({"sm_active_pct", "gr_active_pct", "tensor_active_pct",
+                           "dram_active_pct"})
 # Compute slices of a whole GPU in MIG mode (NVIDIA MIG user guide, "Supported
 # profiles"): 4 on an A30, 7 on A100, H100, H200 and later.
 MIG_SLICES_DEFAULT = 7
@@ -261,7 +267,7 @@ def _label_sets(labels: pa.Array) -> dict[str, object]:
 def parse_scrapes(
     texts: Mapping[str, str],
     ts: datetime,
-    interval_s: float = 15.0,
+    interval_s: float = default("collect.interval_s"),
     nodes: Mapping[str, str] | None = None,
     names: NodeNames | None = None,
 ) -> ScrapeResult:
@@ -458,7 +464,7 @@ def build_samples(
     gpu_index: np.ndarray,
     uuid: list[str | None],
     grid: np.ndarray,
-    interval_s: float = 15.0,
+    interval_s: float = default("collect.interval_s"),
 ) -> pa.Table:
     """Samples rows from a grid of :func:`fill_grid`: ``grid[row, j]`` is ``FIELDS[j]``.
 
@@ -507,6 +513,8 @@ def build_samples(
             "ecc_sbe_volatile": i64("ecc_sbe_volatile", pa.int64()),
             "ecc_dbe_volatile": i64("ecc_dbe_volatile", pa.int64()),
             "xid_last": i64("xid_last", pa.int32()),
+            "tensor_active_pct": f32("tensor_active_pct"),
+            "dram_active_pct": f32("dram_active_pct"),
         },
         schema=SCHEMAS["samples"],
     )
@@ -557,7 +565,8 @@ def xid_events(
 class DcgmCollector:
     """Stateful wrapper: parses scrapes and remembers each GPU's last XID between them."""
 
-    def __init__(self, interval_s: float = 15.0, names: NodeNames | None = None):
+    def __init__(self, interval_s: float = default("collect.interval_s"),
+                 names: NodeNames | None = None):
         self.interval_s = interval_s
         self.names = names or NodeNames()
         self.xid_state: dict[tuple[str, int], int] = {}

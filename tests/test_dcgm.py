@@ -331,3 +331,25 @@ def test_fractions_are_kept_where_the_column_holds_fractions():
     g = rows[("h", 0)]
     assert g["temp_c"] == 61.5 and g["mem_util_pct"] == 13.5 and g["ecc_dbe_volatile"] is None
     assert r.dropped == {"value: ecc_dbe_volatile not an integer": 1}
+
+
+# Tensor-pipe and DRAM activity (issue 15): values from a public dcgm-exporter page (a
+# Tesla T4, driver 590.48.01); a GPU without profiling fields has NULL, as does DCGM's
+# FP64 blank.
+_T4 = ('{gpu="0",UUID="GPU-6d5c0ac5-74d7-3130-46f1-e93ed57f469a",pci_bus_id="00000000:37:00.0",'
+       'device="nvidia0",modelName="Tesla T4",Hostname="cp-bm14r7",'
+       'DCGM_FI_DRIVER_VERSION="590.48.01"}')
+
+
+def test_tensor_and_dram_activity_are_percent_or_null():
+    text = (f"DCGM_FI_DEV_GPU_UTIL{_T4} 12\n"
+            f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{_T4} 0.005822\n"
+            f"DCGM_FI_PROF_DRAM_ACTIVE{_T4} 0.092781\n"
+            'DCGM_FI_DEV_GPU_UTIL{gpu="1",Hostname="cp-bm14r7"} 40\n'
+            'DCGM_FI_DEV_GPU_UTIL{gpu="2",Hostname="cp-bm14r7"} 40\n'
+            'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu="2",Hostname="cp-bm14r7"} 140737488355328.0\n')
+    rows = {r["gpu_index"]: r for r in parse_scrapes({"n": text}, TS).samples.to_pylist()}
+    assert rows[0]["tensor_active_pct"] == pytest.approx(0.5822, abs=1e-4)
+    assert rows[0]["dram_active_pct"] == pytest.approx(9.2781, abs=1e-4)
+    assert rows[1]["tensor_active_pct"] is None and rows[1]["dram_active_pct"] is None
+    assert rows[2]["tensor_active_pct"] is None  # DCGM_FP64_BLANK

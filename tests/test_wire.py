@@ -15,7 +15,7 @@ from collector.wire import render_dcgm, render_sacct, render_squeue
 from warehouse.schema import SCHEMAS
 
 TS = datetime(2026, 11, 2, 12, 0)
-FLOAT_TOL = {"sm_active_pct": 1e-3, "power_w": 1e-5, "energy_j": 1e-3}
+FLOAT_TOL = {"sm_active_pct": 1e-3, "tensor_active_pct": 1e-3, "dram_active_pct": 1e-3, "power_w": 1e-5, "energy_j": 1e-3}
 
 
 def samples(n_nodes: int = 6, seed: int = 1, nulls: bool = True) -> pa.Table:
@@ -37,10 +37,13 @@ def samples(n_nodes: int = 6, seed: int = 1, nulls: bool = True) -> pa.Table:
         "throttle_thermal": rng.random(n) < 0.2, "throttle_power": rng.random(n) < 0.2,
         "ecc_sbe_volatile": rng.integers(0, 9, n), "ecc_dbe_volatile": rng.integers(0, 2, n),
         "xid_last": rng.choice([0, 0, 13, 48, 79], n).astype(np.int32),
+        "tensor_active_pct": np.round(rng.random(n) * 60, 1).astype(np.float32),
+        "dram_active_pct": np.round(rng.random(n) * 80, 1).astype(np.float32),
     }
     t = pa.table(cols, schema=SCHEMAS["samples"])
     if nulls:  # knock out random cells, both throttle flags together
-        for name in ["util_pct", "sm_active_pct", "mem_temp_c", "energy_j", "xid_last"]:
+        for name in ["util_pct", "sm_active_pct", "mem_temp_c", "energy_j", "xid_last",
+                     "tensor_active_pct", "dram_active_pct"]:
             i = t.schema.get_field_index(name)
             mask = rng.random(n) < 0.2
             t = t.set_column(i, name, pa.array(t[name].to_numpy(), t.schema.field(name).type,

@@ -30,7 +30,8 @@ SELECT date_trunc('minute', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        sum(coalesce(power_w, 0) * coalesce(interval_s, 0)),
        avg(temp_c), min(temp_c), max(temp_c), max(mem_temp_c), avg(sm_clock_mhz),
        sum(CASE WHEN throttle_thermal THEN coalesce(interval_s, 0) ELSE 0 END),
-       sum(CASE WHEN throttle_power THEN coalesce(interval_s, 0) ELSE 0 END)
+       sum(CASE WHEN throttle_power THEN coalesce(interval_s, 0) ELSE 0 END),
+       avg(tensor_active_pct), avg(dram_active_pct)
 FROM gpu_samples WHERE ts >= $1 AND ts < $2
 GROUP BY ALL
 """
@@ -49,12 +50,13 @@ SELECT date_trunc('hour', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        {mem_used}, max(mem_used_mib_max), {power},
        max(power_w_max), sum(energy_j),
        {temp}, min(temp_c_min), max(temp_c_max), max(mem_temp_c_max),
-       {sm_clock}, sum(throttle_thermal_s), sum(throttle_power_s)
+       {sm_clock}, sum(throttle_thermal_s), sum(throttle_power_s), {tensor}, {dram}
 FROM gpu_samples_1m WHERE ts >= $1 AND ts < $2
 GROUP BY ALL
 """, util=_wavg("util_pct_avg"), sm_active=_wavg("sm_active_pct_avg"),
     mem_used=_wavg("mem_used_mib_avg"), power=_wavg("power_w_avg"), temp=_wavg("temp_c_avg"),
-    sm_clock=_wavg("sm_clock_mhz_avg"))
+    sm_clock=_wavg("sm_clock_mhz_avg"), tensor=_wavg("tensor_active_pct_avg"),
+    dram=_wavg("dram_active_pct_avg"))
 
 
 @dataclass(frozen=True)

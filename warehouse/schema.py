@@ -68,6 +68,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("ecc_sbe_volatile", pa.int64()),  # single-bit ECC errors since driver load
             ("ecc_dbe_volatile", pa.int64()),  # double-bit ECC errors since driver load
             ("xid_last", pa.int32()),  # last XID seen by the exporter, 0 = none
+            # DCGM_FI_PROF_PIPE_TENSOR_ACTIVE / _DRAM_ACTIVE x 100; NULL if absent
+            ("tensor_active_pct", pa.float32()),
+            ("dram_active_pct", pa.float32()),
         ]
     ),
     # One row per MIG GPU instance per scrape (the GPU's own row is in "samples").

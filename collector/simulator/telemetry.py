@@ -21,6 +21,11 @@ from .workload import Workload
 
 CELLS_PER_BLOCK = 400_000  # GPU-ticks computed at once (bounds memory)
 SM_FACTOR = np.array([0.0, 0.85, 0.78, 0.6, 0.45])  # sm_active / util by job type code
+# tensor-pipe activity / SM activity, and DRAM activity / util, by job type code: dense
+# bf16 training keeps the tensor pipe busiest (~50 %, near its MFU), evaluation
+# (decoding) is memory-bound, debug jobs barely touch the tensor cores
+TENSOR_FACTOR = np.array([0.0, 0.62, 0.5, 0.3, 0.15])
+DRAM_FACTOR = np.array([0.0, 0.35, 0.4, 0.6, 0.2])
 MEM_UTIL_FACTOR = np.array([0.0, 0.45, 0.4, 0.35, 0.3])
 NOISE_STREAM = 7
 
@@ -193,6 +198,8 @@ class Telemetry:
         code, pb = job["code"], job["pb"]
         util = self._util(code, job["level"], job["since"], job["period"], z)
         sm = np.clip(util * SM_FACTOR[code] * (1 + 0.03 * z[:, 2]), 0, 100)
+        tensor = np.clip(sm * TENSOR_FACTOR[code] * (1 + 0.05 * z[:, 2]), 0, 100)
+        dram = np.clip(util * DRAM_FACTOR[code] * (1 + 0.05 * z[:, 3]), 0, 100)
         mem_util = np.where(busy, np.clip(util * MEM_UTIL_FACTOR[code] + 2 * z[:, 3], 0, 100), 0)
         mem_used = np.where(busy, np.minimum(job["mem"] * topo.memory_mib
                                              * (1 + 0.004 * z[:, 3]), topo.memory_mib), 0.0)
@@ -208,7 +215,8 @@ class Telemetry:
         sbe = topo.sbe0 + np.floor(topo.sbe_per_h * t_s[:, None] / 3600.0).astype(np.int64)
         return {"util": util, "mem_util": mem_util, "sm": sm, "mem_used": mem_used,
                 "temp": temp, "mem_temp": mem_temp, "clock": clock, "hot": hot,
-                "braked": braked, "sbe": sbe, "dbe": dbe, "xid": xid}
+                "braked": braked, "sbe": sbe, "dbe": dbe, "xid": xid, "tensor": tensor,
+                "dram": dram}
 
     def _table(self, k0: int, k1: int, r: dict, power_w, energy) -> pa.Table:
         """The readings as a samples table (SCHEMAS["samples"]), rounded as exporters do."""
@@ -238,6 +246,8 @@ class Telemetry:
             pa.array(r["sbe"].reshape(n)),
             pa.array(r["dbe"].reshape(n)),
             pa.array(r["xid"].reshape(n)),
+            pa.array(f32(np.round(r["tensor"], 1))),
+            pa.array(f32(np.round(r["dram"], 1))),
         ]
         return pa.Table.from_arrays(cols, schema=SCHEMAS["samples"])
 

@@ -1,0 +1,61 @@
+"""Tensor-core activity per job and per user: a proxy of model FLOPs utilisation (issue 15).
+
+Acme (NSDI'24) saw GPU_UTIL's median at 97-99 % while SM activity was ~50 % or less:
+GPU_UTIL says a kernel ran, not how much of the GPU worked. DCGM's profiling fields say
+more: ``DCGM_FI_PROF_SM_ACTIVE`` (cycles with a warp on an SM), ``_PIPE_TENSOR_ACTIVE``
+(cycles the tensor pipe issued) and ``_DRAM_ACTIVE`` (cycles the memory interface moved
+data), stored x 100. Tensor activity approximates MFU for dense matmul-bound training; it
+is no FLOP count (precision, sparsity and the pipe's issue rate are not in it) and is NULL
+where the exporter lacks profiling.
+
+From the hour tier: each allocation's GPU-hours within each hour of ``[start, end)`` weight
+that GPU's hourly means; a mean skips hours without that field (``tensor_gpu_h`` says
+how many GPU-hours had it). Percent, GPU-hours.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pandas as pd
+
+from warehouse.db import fill
+
+GROUPS = {"job": "a.job_id", "user": "coalesce(j.user_name, '(unknown)')"}
+
+_SQL = """
+WITH parts AS (
+    SELECT {key} AS key, any_value(j.name) OVER (PARTITION BY a.job_id) AS name,
+           (epoch_us(least(h.ts + INTERVAL 1 HOUR, coalesce(a.end_ts, $end), $end))
+            - epoch_us(greatest(h.ts, a.start_ts, $start))) / 3.6e9 AS w,
+           h.util_pct_avg AS util, h.sm_active_pct_avg AS sm,
+           h.tensor_active_pct_avg AS tensor, h.dram_active_pct_avg AS dram
+    FROM allocations a
+    JOIN gpu_samples_1h h ON h.node = a.node AND h.gpu_index = a.gpu_index
+     AND h.ts < coalesce(a.end_ts, $end) AND h.ts + INTERVAL 1 HOUR > a.start_ts
+    LEFT JOIN jobs j ON j.job_id = a.job_id
+    WHERE h.ts >= $start - INTERVAL 1 HOUR AND h.ts < $end AND a.start_ts < $end
+)
+SELECT key AS {by}, any_value(name) AS name, sum(w) AS gpu_h,
+       sum(w * util) / nullif(sum(w) FILTER (WHERE util IS NOT NULL), 0) AS util_pct,
+       sum(w * sm) / nullif(sum(w) FILTER (WHERE sm IS NOT NULL), 0) AS sm_active_pct,
+       sum(w * tensor) / nullif(sum(w) FILTER (WHERE tensor IS NOT NULL), 0)
+           AS tensor_active_pct,
+       sum(w * dram) / nullif(sum(w) FILTER (WHERE dram IS NOT NULL), 0) AS dram_active_pct,
+       coalesce(sum(w) FILTER (WHERE tensor IS NOT NULL), 0) AS tensor_gpu_h
+FROM parts WHERE w > 0
+GROUP BY key
+ORDER BY gpu_h DESC
+LIMIT $limit
+"""
+
+
+def tensor_activity(cur, *, start: datetime, end: datetime, by: str = "job",
+                    limit: int = 200) -> pd.DataFrame:
+    """Per job (``by="job"``: job_id, name) or user (user_name) in ``[start, end)``:
+    gpu_h, util_pct, sm_active_pct, tensor_active_pct, dram_active_pct (GPU-hour weighted
+    means, percent; NULL without data), tensor_gpu_h; most GPU-hours first."""
+    if by not in GROUPS:
+        raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
+    sql = fill(_SQL, key=GROUPS[by], by="job_id" if by == "job" else "user_name")
+    return cur.execute(sql, {"start": start, "end": end, "limit": int(limit)}).df()
