@@ -45,6 +45,8 @@ UTIL_BY = "util-by"
 UTIL_BY_KEY = "util-by-key"  # radio: rack | partition | user | job_type
 UTIL_JOB_DIST = "util-job-dist"
 UTIL_IDLE = "util-idle"  # table of allocated-but-idle GPUs
+UTIL_TENSOR = "util-tensor"  # table: tensor-core activity per job or user
+UTIL_TENSOR_BY = "util-tensor-by"  # radio: job | user
 
 # -- thermal page (dashboard/pages/thermal.py) -----------------------------------------
 THERMAL_FLOOR = "thermal-floor"

@@ -55,3 +55,14 @@ def test_a_job_without_profiling_fields_has_null_activity(wh):
 def test_unknown_grouping_is_refused(wh):
     with pytest.raises(ValueError, match="by must be one of"):
         tensor.tensor_activity(wh.reader(), start=T, end=T + H, by="rack; DROP TABLE jobs")
+
+
+def test_the_page_table_follows_the_filters(wh):
+    _samples(wh, 0, range(60), lambda i: 40.0, 30.0)
+    wh.rollup().result()
+    add_job(wh, "A", [{"start": T, "end": T + H, "state": "COMPLETED", "nodes": ["n0"],
+                       "gpu_indices": [0]}], gpus=1)
+    cur = wh.reader()
+    assert len(tensor.tensor_activity(cur, start=T, end=T + H, rack="r0")) == 1  # n0 in r0
+    assert len(tensor.tensor_activity(cur, start=T, end=T + H, rack="r1")) == 0
+    assert len(tensor.tensor_activity(cur, start=T, end=T + H, partition="eval")) == 0

@@ -18,7 +18,7 @@ from dashboard.components import Column, job_href, num
 from dashboard.figures import utilization as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_time
-from warehouse.queries import utilisation
+from warehouse.queries import tensor, utilisation
 
 dash.register_page(
     __name__, path="/utilization", name="Utilisation", order=1,
@@ -37,6 +37,21 @@ IDLE_COLUMNS = (
     num("util_max_pct", f"Max util, {IDLE_MINUTES} min", 1, "%"),
     num("power_w", "Power", 0, "W"),
 )
+
+_ACTIVITY = (num("gpu_h", "GPU-hours", 1), num("util_pct", "GPU_UTIL", 1, "%"),
+             num("sm_active_pct", "SM active", 1, "%"),
+             num("tensor_active_pct", "Tensor active", 1, "%"),
+             num("dram_active_pct", "DRAM active", 1, "%"))
+TENSOR_COLUMNS = {
+    "job": (Column("job_id", "Job", href=job_href), Column("name", "Job name"), *_ACTIVITY),
+    "user": (Column("user_name", "User"), *_ACTIVITY),
+}
+TENSOR_CAVEAT = (
+    "GPU_UTIL says a kernel ran, not how much of the GPU worked (Acme saw it at 97-99 % "
+    "while SM activity was ~50 %). Tensor-pipe activity (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE) "
+    "is a proxy of model FLOPs utilisation for matmul-bound training, not a FLOP count: "
+    "precision, sparsity and kernels off the tensor cores are not in it. Empty where the "
+    "exporter has no profiling fields.")
 
 
 def layout(**query) -> html.Div:
@@ -59,6 +74,12 @@ def layout(**query) -> html.Div:
                 "Per-job utilisation", "GPU-hours of jobs by their mean utilisation.",
                 components.graph(ids.UTIL_JOB_DIST), wide=False),
         ),
+        components.panel(
+            "Tensor-core activity", TENSOR_CAVEAT,
+            html.Div(components.empty("Loading…"), id=ids.UTIL_TENSOR),
+            extra=dcc.RadioItems(
+                id=ids.UTIL_TENSOR_BY, value="job", inline=True, className="segmented",
+                options=[{"label": "Job", "value": "job"}, {"label": "User", "value": "user"}])),
         components.panel(
             "Allocated but idle now",
             f"GPUs held by a running job with utilisation below "
@@ -127,3 +148,20 @@ def update_idle(data, _n=None):
                             empty_message="No idle allocated GPU: every GPU held by a "
                             "running job has worked in the last 15 minutes (or none "
                             "reported a sample).")
+
+
+@callback(
+    Output(ids.UTIL_TENSOR, "children"),
+    Input(ids.FILTERS, "data"),
+    Input(ids.UTIL_TENSOR_BY, "value"),
+    Input(ids.refresh("utilization"), "n_intervals"),
+)
+def update_tensor(data, by="job", _n=None):
+    f = from_query(data)
+    by = by if by in TENSOR_COLUMNS else "job"
+    start, end = f.window(context.now())
+    df = tensor.tensor_activity(context.reader(), start=start, end=end, by=by,
+                                partition=f.partition, rack=f.rack, limit=100)
+    return components.table(df, TENSOR_COLUMNS[by], table_id=ids.UTIL_TENSOR + "-table",
+                            empty_message="No job held GPUs with hourly telemetry in this "
+                            "range.")

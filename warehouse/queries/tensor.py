@@ -35,6 +35,10 @@ WITH parts AS (
      AND h.ts < coalesce(a.end_ts, $end) AND h.ts + INTERVAL 1 HOUR > a.start_ts
     LEFT JOIN jobs j ON j.job_id = a.job_id
     WHERE h.ts >= $start - INTERVAL 1 HOUR AND h.ts < $end AND a.start_ts < $end
+      AND ($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL
+           OR a.node IN (SELECT node FROM nodes
+                         WHERE ($partition::VARCHAR IS NULL OR partition = $partition)
+                           AND ($rack::VARCHAR IS NULL OR rack = $rack)))
 )
 SELECT key AS {by}, any_value(name) AS name, sum(w) AS gpu_h,
        sum(w * util) / nullif(sum(w) FILTER (WHERE util IS NOT NULL), 0) AS util_pct,
@@ -51,11 +55,14 @@ LIMIT $limit
 
 
 def tensor_activity(cur, *, start: datetime, end: datetime, by: str = "job",
+                    partition: str | None = None, rack: str | None = None,
                     limit: int = 200) -> pd.DataFrame:
-    """Per job (``by="job"``: job_id, name) or user (user_name) in ``[start, end)``:
+    """Per job (``by="job"``: job_id, name) or user (user_name) in ``[start, end)``, on
+    the GPUs of ``partition`` and ``rack`` (None: all):
     gpu_h, util_pct, sm_active_pct, tensor_active_pct, dram_active_pct (GPU-hour weighted
     means, percent; NULL without data), tensor_gpu_h; most GPU-hours first."""
     if by not in GROUPS:
         raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
     sql = fill(_SQL, key=GROUPS[by], by="job_id" if by == "job" else "user_name")
-    return cur.execute(sql, {"start": start, "end": end, "limit": int(limit)}).df()
+    return cur.execute(sql, {"start": start, "end": end, "partition": partition,
+                             "rack": rack, "limit": int(limit)}).df()
