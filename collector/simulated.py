@@ -15,6 +15,7 @@ import pyarrow as pa
 from collector.dcgm import DcgmCollector
 from collector.sanitize import DropCounter
 from collector.simulator import Cluster, SimConfig
+from collector.simulator.bmc import node_power
 from collector.slurm import parse_sacct, parse_squeue
 
 
@@ -53,7 +54,8 @@ class SimulatedSource:
         squeue = parse_squeue(self.cluster.squeue_json(ts), ts)
         sacct = parse_sacct(self.cluster.sacct_json(ts, self._sacct_since))
         self._sacct_since = ts
-        batches = [("samples", scrape.samples), ("events", scrape.events)]
+        batches = [("samples", scrape.samples), ("events", scrape.events),
+                   ("node_power", node_power(scrape.samples, wire=True))]  # the BMCs
         for part in (sacct, squeue):  # squeue last: it is the newest view of running jobs
             batches += [("jobs", part.jobs), ("runs", part.runs), ("allocations", part.allocations)]
         return batches

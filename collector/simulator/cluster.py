@@ -18,6 +18,7 @@ import pyarrow as pa
 from warehouse.clock import naive_utc
 from warehouse.schema import SCHEMAS
 
+from .bmc import node_power
 from .config import SimConfig
 from .incidents import Incident, Incidents, seconds_to_datetime
 from .power import PowerModel
@@ -179,7 +180,9 @@ class Cluster:
             t = start
             while t < end:
                 e = min(t + chunk, end)
-                ingest("samples", self.samples(t, e))
+                samples = self.samples(t, e)
+                ingest("samples", samples)
+                ingest("node_power", node_power(samples))  # the BMCs (issue 21)
                 ingest("events", self.events(t, e))
                 ingest("carbon", self.carbon(t, e))
                 if "checkpoints" in SCHEMAS:  # a newer kind of the warehouse contract
