@@ -25,6 +25,7 @@ import urllib3
 
 from collector import bmc
 from collector.sanitize import DropCounter
+from gpulens.settings import default
 from warehouse.clock import naive_utc
 from warehouse.schema import SCHEMAS
 
@@ -138,8 +139,10 @@ class BmcSource:
     name = "bmc"
 
     def __init__(self, targets: Callable[[], list[bmc.BmcTarget]], *, interval_s: float,
-                 timeout_s: float, username: str, password: str, workers: int = 16,
-                 ipmitool: str = "ipmitool", cipher_suite: int = 17, ca_file: str = "",
+                 timeout_s: float, username: str, password: str,
+                 workers: int = default("bmc.workers"),
+                 ipmitool: str = default("bmc.ipmitool"),
+                 cipher_suite: int = default("bmc.ipmi_cipher_suite"), ca_file: str = "",
                  verify_tls: bool = True):
         self.interval_s = interval_s
         self._targets = targets

@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from collector.dcgm import THROTTLE_POWER, THROTTLE_THERMAL
 from collector.sanitize import DropCounter, sanitize_samples
+from gpulens.settings import default
 from warehouse.schema import SCHEMAS
 
 __all__ = ["GpuLost", "GpuSnapshot", "NvmlSource", "query", "samples_table"]
@@ -289,7 +290,8 @@ class NvmlSource:
 
     name = "nvml"
 
-    def __init__(self, node: str = "", interval_s: float = 15.0, nvml=None, now=None):
+    def __init__(self, node: str = "", interval_s: float = default("collect.interval_s"),
+                 nvml=None, now=None):
         self.node = node or socket.gethostname()
         self.interval_s = interval_s  # seconds between ticks
         self.reader = NvmlReader(nvml)

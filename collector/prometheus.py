@@ -46,6 +46,7 @@ from collector.dcgm import (
 )
 from collector.nodenames import NodeNames, host_of
 from collector.sanitize import DropCounter, sanitize_samples
+from gpulens.settings import default
 from warehouse.clock import naive_utc as _naive
 from warehouse.schema import SCHEMAS
 
@@ -105,7 +106,7 @@ def _floats(raw: list) -> tuple[np.ndarray, np.ndarray]:
 def parse_results(
     results: Sequence[list[dict[str, Any]]],
     *,
-    interval_s: float = 15.0,
+    interval_s: float = default("collect.interval_s"),
     node_label: str = "",
     names: NodeNames | None = None,
     counts: Counter | None = None,
@@ -119,7 +120,7 @@ def parse_results(
 def read_results(
     results: Sequence[list[dict[str, Any]]],
     *,
-    interval_s: float = 15.0,
+    interval_s: float = default("collect.interval_s"),
     node_label: str = "",
     names: NodeNames | None = None,
     counts: Counter | None = None,
@@ -282,7 +283,7 @@ class PrometheusSource:
         self,
         client,
         *,
-        interval_s: float = 15.0,
+        interval_s: float = default("collect.interval_s"),
         selector: str = "",
         node_label: str = "",
         names: NodeNames | None = None,
@@ -371,7 +372,7 @@ def connect(
     password: str = "",
     ca_file: str = "",
     verify_tls: bool = True,
-    timeout_s: float = 30.0,
+    timeout_s: float = default("prometheus.timeout_s"),
 ):
     """A ``PrometheusConnect`` with bearer or basic auth and TLS options.
 

@@ -42,6 +42,7 @@ from collector.jobcomp import JobcompReader
 from collector.sanitize import DropCounter
 from collector.slurm import SchedulerBatch, SlurmParseError, job_ids, parse_sacct, parse_squeue
 from collector.slurm_fields import Drops
+from gpulens.settings import default
 
 __all__ = ["CommandStatus", "SlurmCommandError", "SlurmSource", "run_command"]
 
@@ -139,7 +140,7 @@ class SlurmSource:
     def __init__(
         self,
         *,
-        interval_s: float = 30.0,
+        interval_s: float = default("slurm.interval_s"),
         squeue: str = "squeue",
         sacct: str = "sacct",
         jobcomp_file: str = "",

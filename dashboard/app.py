@@ -31,6 +31,7 @@ from dash import Input, Output, dcc, html
 
 from dashboard import auth, context, drilldown, filters, ids, web_security
 from dashboard.nav import nav_items
+from gpulens.settings import default
 from warehouse.analytics import Options
 from warehouse.clock import utcnow as utcnow_naive
 
@@ -57,7 +58,7 @@ def _forget_unclaimed_page_callbacks() -> None:
 def create_app(
     warehouse,
     *,
-    refresh_s: float = 15,
+    refresh_s: float = default("dashboard.refresh_s"),
     now: Callable[[], datetime] = utcnow_naive,
     title: str = "gpulens",
     auth_config: auth.AuthConfig | None = None,

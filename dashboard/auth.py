@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING
 
 from werkzeug.security import generate_password_hash
 
+from gpulens.settings import default
+
 if TYPE_CHECKING:
     from dashboard.login import SessionStore
 
@@ -123,7 +125,7 @@ class AuthConfig:
     trusted_user_header: str = ""
     secret_key: str = ""
     state_path: str = ""  # prefix of the files keeping the key and sessions; "": memory
-    session_hours: float = 12.0
+    session_hours: float = default("dashboard.session_hours")
     trusted_proxies: tuple = ()  # ipaddress networks
     auto_provision: bool = False
     operators: frozenset[str] = frozenset()

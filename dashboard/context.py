@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from gpulens.settings import default
 from warehouse.analytics import Options
 from warehouse.clock import utcnow as utcnow_naive
 
@@ -28,7 +29,7 @@ _context: Context | None = None
 
 
 def set_context(warehouse, now: Callable[[], datetime] = utcnow_naive, *,
-                refresh_s: float = 15.0, title: str = "gpulens",
+                refresh_s: float = default("dashboard.refresh_s"), title: str = "gpulens",
                 reports_dir: str | None = None, options: Options | None = None) -> None:
     """Point every page's callbacks at ``warehouse`` and the clock ``now``; ``options``:
     the configured analytics settings (``Options.from_settings(config)``; None: defaults)."""

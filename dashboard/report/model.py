@@ -25,6 +25,7 @@ from dashboard.formatting import (
     fmt_temp,
     missing,
 )
+from gpulens.settings import setting_field
 from warehouse.analytics import Options
 from warehouse.queries import weekly
 
@@ -33,10 +34,10 @@ from warehouse.queries import weekly
 class ReportOptions:
     """What shapes a report besides the data (gpulens/settings/reports.py)."""
 
-    timezone: str = "UTC"  # weeks run Monday 00:00 to Monday 00:00 here
-    large_job_gpus: int = 64  # "large jobs" for ETTR: at least this many GPUs
-    top: int = 5  # rows of the top-N tables
-    dashboard_url: str = "http://127.0.0.1:8050/"
+    timezone: str = setting_field("reports.timezone")  # weeks run Monday to Monday here
+    large_job_gpus: int = setting_field("reports.large_job_gpus")  # ETTR's large jobs
+    top: int = setting_field("reports.top")  # rows of the top-N tables
+    dashboard_url: str = setting_field("alerts.dashboard_url")
     analytics: Options = field(default_factory=Options)
 
 

@@ -26,6 +26,7 @@ from dashboard.figures import energy, failures, goodput, thermal, utilization
 from dashboard.formatting import fmt_gpu_hours, fmt_int, fmt_num, fmt_temp, missing
 from dashboard.report.model import SECTIONS, Report, compare_table
 from dashboard.report.pdf import html_to_pdf
+from gpulens.settings import default
 
 HERE = Path(__file__).resolve().parent
 WIDTH_PX = 700  # fits an A4 page with 15 mm margins
@@ -158,7 +159,8 @@ def _write(path: Path, data: str) -> None:
 
 
 def write_report(r: Report, out_dir: str | os.PathLike, *, pdf: bool = True,
-                 chromium: str = "chromium", pdf_timeout_s: float = 120.0) -> list[dict]:
+                 chromium: str = default("reports.chromium"),
+                 pdf_timeout_s: float = default("reports.pdf_timeout_s")) -> list[dict]:
     """Write the HTML (and PDF) into ``out_dir``; one dict per file for the reports table."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
