@@ -288,3 +288,21 @@ def test_the_straggler_rule_fires_once_and_resolves_once_naming_job_size_node_an
     assert alert.context["job_id"] == truth.job_id and alert.context["job_gpus"] >= 64
     assert alert.context["gpu_hours_per_hour"] == pytest.approx(
         alert.context["job_gpus"] * truth.magnitude, rel=0.15)
+
+
+def test_a_refresh_extends_an_open_episode_as_one_pass_would_have_found_it():
+    p = Params(min_lag=0.05, z=3.5, hold_min=5, gap_min=2)
+    # node b's GPU 3 lags 25 % for minutes 0-5 and 20 % for minutes 6-9
+    rows = [minute_rows(T0 + m * MIN, [1980.0] * 7 + [1485.0 if m < 6 else 1584.0],
+                        job_gpus=64) for m in range(10)]
+    flagged = flag_minutes(pd.concat(rows, ignore_index=True), p)
+    whole = episodes(flagged, p).iloc[0]
+    first = episodes(flagged[flagged.ts < T0 + 6 * MIN], p)
+    # the next refresh reads from minute 3 on (hold + gap before the last end)
+    later = episodes(flagged[flagged.ts >= T0 + 3 * MIN], p, seeds=first).iloc[0]
+    assert (later.start_ts, later.end_ts, later.minutes) == (T0, T0 + 10 * MIN, 10)
+    # 64 x (6 min x 0.25 + 4 min x 0.20) / 60 = 2.453 GPU-hours; mean lag 0.23
+    assert later.gpu_hours_lost == pytest.approx(64 * (6 * 0.25 + 4 * 0.20) / 60)
+    for col in ("gpu_hours_lost", "slowdown_frac", "clock_mhz", "thermal_s"):
+        assert later[col] == pytest.approx(whole[col])
+    assert later.slowdown_frac == pytest.approx(0.23)

@@ -38,7 +38,6 @@ MAD_SCALE = 1.4826  # MAD -> standard deviation of a normal distribution
 MINUTE = timedelta(minutes=1)
 LEDGER_KEY = "stragglers.computed_until"
 FIRST_DAYS = 8  # a first refresh looks this far back
-LOOKBACK = timedelta(hours=6)
 
 COLUMNS = ["job_id", "run_index", "node", "start_ts", "end_ts", "minutes", "gpu_indices",
            "job_gpus", "slowdown_frac", "gpu_hours_lost", "clock_mhz", "peer_clock_mhz",
@@ -104,8 +103,21 @@ def flag_minutes(df: pd.DataFrame, p: Params = Params()) -> pd.DataFrame:
     return out[c_low | work_low]
 
 
-def episodes(flagged: pd.DataFrame, p: Params = Params()) -> pd.DataFrame:
-    """Straggler episodes (columns :data:`COLUMNS`) from lagging GPU-minutes."""
+MEMBER = ["job_id", "run_index", "node"]
+_MEANS = ["slowdown_frac", "clock_mhz", "peer_clock_mhz", "power_w", "peer_power_w"]
+_SUMS = ["gpu_hours_lost", "thermal_s", "power_brake_s"]
+
+
+def episodes(flagged: pd.DataFrame, p: Params = Params(),
+             seeds: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Straggler episodes (columns :data:`COLUMNS`) from lagging GPU-minutes.
+
+    ``seeds``: episodes found before (columns :data:`COLUMNS`, at most one per member:
+    job, run and node). Lagging minutes of a member before its seed's end were counted
+    already and are dropped; a run of minutes starting within ``gap_min`` of the seed's
+    last minute extends the seed (whatever its length), and the result holds the seed
+    extended, its sums added and its means weighted by minutes."""
+    seeds = pd.DataFrame(columns=COLUMNS) if seeds is None else seeds
     if flagged.empty:
         return pd.DataFrame(columns=COLUMNS)
     f = flagged.sort_values(["job_id", "run_index", "node", "ts", "gpu_index"])
@@ -115,11 +127,21 @@ def episodes(flagged: pd.DataFrame, p: Params = Params()) -> pd.DataFrame:
         peer_power=("peer_power", "first"), thermal_s=("thermal_s", "sum"),
         power_brake_s=("power_brake_s", "sum"),
         gpus=("gpu_index", lambda s: sorted(int(v) for v in s))).reset_index()
+    seed = seeds.set_index(MEMBER)
+    key = pd.MultiIndex.from_frame(node_min[MEMBER])
+    seed_end = pd.Series(pd.to_datetime(seed["end_ts"].reindex(key).to_numpy()),
+                         index=node_min.index)
+    node_min = node_min[~(node_min.ts < seed_end)].copy()  # counted in the seed already
+    seed_end = seed_end[node_min.index]
+    if node_min.empty:
+        return pd.DataFrame(columns=COLUMNS)
     member = (node_min.job_id + ":" + node_min.run_index.astype(str) + ":" + node_min.node)
     gap = node_min.ts.diff() > p.gap_min * MINUTE
     node_min["episode"] = ((member != member.shift()) | gap).cumsum()
+    first = node_min.groupby("episode").ts.transform("min")
+    node_min["seeded"] = (first - (seed_end - MINUTE)) <= p.gap_min * MINUTE
     sizes = node_min.groupby("episode").ts.transform("size")
-    node_min = node_min[sizes >= p.hold_min].copy()
+    node_min = node_min[(sizes >= p.hold_min) | node_min.seeded].copy()
     if node_min.empty:
         return pd.DataFrame(columns=COLUMNS)
     # the run's slowdown in a minute is its slowest member's lag, charged to that member
@@ -135,9 +157,29 @@ def episodes(flagged: pd.DataFrame, p: Params = Params()) -> pd.DataFrame:
         gpu_hours_lost=("cost", "sum"), clock_mhz=("clock", "mean"),
         peer_clock_mhz=("peer_clock", "mean"), power_w=("power", "mean"),
         peer_power_w=("peer_power", "mean"), thermal_s=("thermal_s", "sum"),
-        power_brake_s=("power_brake_s", "sum"))
+        power_brake_s=("power_brake_s", "sum"), seeded=("seeded", "first"))
     e["end_ts"] = e.pop("last") + MINUTE
-    return e[COLUMNS].reset_index(drop=True)
+    e = e.reset_index(drop=True)
+    return _extend(e, seed)[COLUMNS].reset_index(drop=True)
+
+
+def _extend(e: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
+    """Episodes marked ``seeded`` merged into their seeds (indexed by member)."""
+    rows = []
+    for rec in e.to_dict("records"):
+        if rec.pop("seeded"):
+            old = seed.loc[(rec["job_id"], rec["run_index"], rec["node"])]
+            m0, m1 = float(old["minutes"]), float(rec["minutes"])
+            for c in _MEANS:
+                rec[c] = (old[c] * m0 + rec[c] * m1) / (m0 + m1)
+            for c in _SUMS:
+                rec[c] = old[c] + rec[c]
+            rec["minutes"] = int(m0 + m1)
+            rec["start_ts"] = old["start_ts"]
+            rec["gpu_indices"] = sorted({int(g) for g in old["gpu_indices"]}
+                                        | set(rec["gpu_indices"]))
+        rows.append(rec)
+    return pd.DataFrame(rows)
 
 
 def detect(cur, start: datetime, end: datetime, p: Params = Params()) -> pd.DataFrame:
@@ -146,25 +188,36 @@ def detect(cur, start: datetime, end: datetime, p: Params = Params()) -> pd.Data
     return episodes(flag_minutes(df, p), p)
 
 
+_SEEDS_SQL = """
+SELECT * FROM stragglers WHERE end_ts >= $since
+QUALIFY row_number() OVER (PARTITION BY job_id, run_index, node ORDER BY end_ts DESC) = 1
+"""
+
+
 def refresh_stragglers(con, now: datetime, p: Params = Params()) -> int:
-    """Recompute the ``stragglers`` table from ``cut`` up to the last whole minute before
-    ``now``: ``cut`` is the earliest start of an episode still open at the last refresh,
-    else that refresh's end less the hold and gap (a first refresh: ``FIRST_DAYS`` back).
-    Detection reads ``LOOKBACK`` before ``cut`` so an episode crossing it is seen whole.
-    Returns the episodes written."""
+    """Bring the ``stragglers`` table up to the last whole minute before ``now``.
+
+    It reads the minutes from ``cut`` (the last refresh's end less the hold and gap, so a
+    lag that was too short then is seen whole; a first refresh: ``FIRST_DAYS`` back) and
+    extends the episodes that were still open (:func:`episodes` with seeds), so each
+    refresh reads minutes, not the whole of a days-long episode. Returns the episodes
+    written (new or extended)."""
     end = now.replace(second=0, microsecond=0)
     done = meta.get(con, LEDGER_KEY)
     cut = (datetime.fromisoformat(done) if done else end - timedelta(days=FIRST_DAYS))
     cut -= (p.hold_min + p.gap_min) * MINUTE
-    open_ = con.execute("SELECT min(start_ts) FROM stragglers WHERE end_ts >= $s",
-                        {"s": cut}).fetchone()[0]
-    if open_ is not None:
-        cut = min(cut, open_)
     if end <= cut:
         return 0
-    found = detect(con, cut - LOOKBACK, end, p)
-    found = found[found.start_ts >= cut]
-    con.execute("DELETE FROM stragglers WHERE start_ts >= $s", {"s": cut})
+    seeds = con.execute(_SEEDS_SQL, {"since": cut - p.gap_min * MINUTE}).df()
+    df = con.execute(MINUTES_SQL, {"start": cut, "end": end}).df()
+    found = episodes(flag_minutes(df, p), p, seeds)
+    if len(found):
+        con.register("found_keys", found[MEMBER + ["start_ts"]])
+        try:
+            con.execute("DELETE FROM stragglers WHERE (job_id, run_index, node, start_ts) "
+                        "IN (SELECT (job_id, run_index, node, start_ts) FROM found_keys)")
+        finally:
+            con.unregister("found_keys")
     write(con, found)
     meta.put(con, LEDGER_KEY, end.isoformat())
     return len(found)
