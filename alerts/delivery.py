@@ -71,13 +71,13 @@ def deliver_due(warehouse, sinks: Mapping[str, Sink], *, now: datetime,
             warehouse.write(lambda con, r=row, a=attempts, w=wait, e=str(exc), d=dead:
                             store.mark_failed(con, r.notification_key, r.sink, attempts=a,
                                               next_attempt_at=now + timedelta(seconds=w),
-                                              error=e, dead=d)).result()
+                                              error=e, dead=d), urgent=True).result()
             log.warning("notification %s (%s) not delivered, attempt %d: %s; %s",
                         row.notification_key, row.kind, attempts, exc,
                         "giving up" if dead else f"next try in {wait:.0f} s")
             continue
         warehouse.write(lambda con, r=row, a=attempts: store.mark_delivered(
-            con, r.notification_key, r.sink, now, a)).result()
+            con, r.notification_key, r.sink, now, a), urgent=True).result()
         counts["delivered"] += 1
         log.info("notification %s (%s %s) delivered to %s", row.notification_key, row.kind,
                  row.group_key, row.sink)

@@ -86,7 +86,7 @@ class AlertRuntime:
             con, alerts=[alert_row(a) for a in result.upserts], dropped=result.dropped,
             groups=[(g.key, g.opened_at) for g in result.state.groups.values()],
             outbox=outbox,
-        )).result()
+        ), urgent=True).result()  # paging must not wait behind the analytics refresh
         for note in result.notifications:
             log.info("alert %s %s (%d alerts) queued for %s", note.group, note.kind,
                      len(note.alerts), ", ".join(self.sinks) or "no sink")

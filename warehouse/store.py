@@ -97,9 +97,11 @@ class Warehouse:
         futures = [self.ingest(kind, batch) for kind, batch in batches.items()]
         return sum(f.result() for f in futures)
 
-    def write(self, fn) -> Future:
-        """Run ``fn(con)`` on the writer thread (for maintenance work)."""
-        return self._writer.submit(fn)
+    def write(self, fn, *, urgent: bool = False) -> Future:
+        """Run ``fn(con)`` on the writer thread. ``urgent``: paging-path work (alert state,
+        the outbox) that must not wait behind a long maintenance job, run like a live
+        collection batch (see ``warehouse.writer``)."""
+        return self._writer.submit(fn, urgent=urgent)
 
     def rollup(self) -> Future:
         """Roll pending raw samples up into the 1-minute and 1-hour tiers."""
