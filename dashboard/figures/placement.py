@@ -46,8 +46,11 @@ def placement_scores(df: pd.DataFrame | None) -> go.Figure:
                            "racks %{customdata[0]} (fewest %{customdata[1]}), "
                            "zones %{customdata[2]} (fewest %{customdata[3]})<extra></extra>"),
         ))
+    lo, hi = float(df["gpus"].min()), float(df["gpus"].max())
+    ticks = [2 ** k for k in range(0, 21) if lo / 2 <= 2 ** k <= hi * 2]  # sizes: powers of 2
     fig.update_layout(**chart_layout(hovermode="closest", uirevision="placement-scores"),
-                      xaxis={**GRID, "title": {"text": "GPUs"}, "type": "log"},
+                      xaxis={**GRID, "title": {"text": "GPUs"}, "type": "log",
+                             "tickvals": ticks, "ticktext": [f"{g:,}" for g in ticks]},
                       yaxis={**GRID, "title": {"text": "Placement score"},
                              "range": [0, 1.05]})
     return fig

@@ -98,8 +98,9 @@ def frag_cards(frag, summary: dict) -> html.Div:
          f"free of {n('free_gpus')}; usual job {usual or '—'} GPUs"),
         ("Placement score", "—" if score != score else f"{score:.2f}",
          f"GPU-hour weighted, {summary['runs']:,} multi-node runs"),
-        ("Spread more than needed", f"{summary['misplaced_gpu_hours']:,.0f} GPU·h",
-         f"{summary['misplaced_runs']:,} runs"),
+        ("Spread too widely", f"{summary['misplaced_gpu_hours']:,.0f} GPU·h",
+         f"{summary['misplaced_runs']:,} run{'' if summary['misplaced_runs'] == 1 else 's'} "
+         "over more racks or zones than needed"),
     ])
 
 
