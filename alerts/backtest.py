@@ -160,8 +160,10 @@ def _slice(grid: Window, now: datetime, span_s: float, events: pd.DataFrame,
     present = grid.series[PRESENT][:, max(0, first):stop]
     rows = np.flatnonzero(~np.isnan(present).all(axis=1))
 
+    every_row = len(rows) == grid.n
+
     def cut(a: np.ndarray) -> np.ndarray:
-        part = a[rows, max(0, first):stop]
+        part = a[:, max(0, first):stop] if every_row else a[rows, max(0, first):stop]
         if first < 0:  # before the grid's start: no samples
             part = np.hstack([np.full((len(rows), -first), np.nan, np.float32), part])
         return part
@@ -170,10 +172,10 @@ def _slice(grid: Window, now: datetime, span_s: float, events: pd.DataFrame,
     if len(ev):
         since = now - timedelta(seconds=ev_span_s)
         ev = ev[(ev["ts"] > since) & (ev["ts"] <= now)].reset_index(drop=True)
-    return Window(end=now, step_s=grid.step_s, node=grid.node[rows],
-                  gpu_index=grid.gpu_index[rows], rack=grid.rack[rows],
-                  model=grid.model[rows], series={c: cut(grid.series[c]) for c in COLUMNS},
-                  events=ev)
+    pick = (lambda a: a) if every_row else (lambda a: a[rows])  # noqa: E731
+    return Window(end=now, step_s=grid.step_s, node=pick(grid.node),
+                  gpu_index=pick(grid.gpu_index), rack=pick(grid.rack), model=pick(grid.model),
+                  series={c: cut(grid.series[c]) for c in COLUMNS}, events=ev)
 
 
 # -- rules from settings and overrides ---------------------------------------------------
@@ -353,3 +355,42 @@ def run(warehouse, config, *, since: datetime, until: datetime,
 
 
 MAX_EVALUATIONS = 400_000  # about 70 days at 15 s
+
+
+def quality(r: Replay, incidents: Iterable, gpus: int, grace_s: float = INCIDENT_GRACE_S,
+            faults: Iterable = ()) -> dict:
+    """How good the rules were over a replay against known ``incidents``:
+
+    - ``recall``: share of incidents with at least one page (0-1);
+    - ``false_pages_per_week_per_1000_gpus``: pages none of whose alerts lies in an
+      incident (or in a known fault: ``faults`` with the same fields, e.g. the XIDs of
+      failed runs), per week of replay and per 1,000 GPUs;
+    - ``time_to_page_s``: from each paged rack incident's start to its first page;
+    - ``pages_per_rack_incident``: pages tied to each rack (cooling) incident.
+    """
+    incidents, faults = list(incidents), list(faults)
+    rows = incident_rows(r, incidents, grace_s)
+    known = incidents + faults
+    false = []
+    for n in r.pages:
+        tied = any(
+            matches(i, a.rack, a.node, a.gpu_index)
+            and max(i.start, r.start) - timedelta(seconds=grace_s) <= n.created_at
+            <= (i.end or r.end) + timedelta(seconds=grace_s)
+            for i in known for a in n.alerts)
+        if not tied:
+            false.append(n)
+    weeks = max((r.end - r.start).total_seconds() / (7 * 86400), 1e-9)
+    rack_rows = [x for x in rows if x["node"] is None]
+    return {
+        "incidents": len(rows),
+        "recall": sum(x["pages"] > 0 for x in rows) / len(rows) if rows else float("nan"),
+        "false_pages": len(false),
+        "false_pages_per_week_per_1000_gpus": len(false) / weeks / (gpus / 1000.0),
+        "time_to_page_s": sorted(x["time_to_page_s"] for x in rack_rows
+                                 if x["time_to_page_s"] is not None),
+        "pages_per_rack_incident": [x["pages"] for x in rack_rows],
+        "false": [{"rule": n.rule, "rack": n.rack, "created_at": _iso(n.created_at)}
+                  for n in false],
+        "rows": rows,
+    }

@@ -11,8 +11,8 @@ compares values with ``threshold``. All work is vectorised over the GPUs.
   within the rack (median/MAD) is at least ``min_z``.
 - ``rack_hot``: a rack's median load-adjusted temperature now (``smooth_s``) against
   (a) its own at the start of the window (first ``baseline_s``) and (b) the other racks
-  (counted when the robust z-score across racks is at least ``min_z`` and there are 4
-  racks or more); the value is the larger excess, in C.
+  of the same GPU model (counted when the robust z-score across them is at least
+  ``min_z`` and there are 4 such racks or more); the value is the larger excess, in C.
 - ``gpu_rate``: temperature rise over ``window_s`` in C per minute, counted only while
   power changed by at most ``max_power_change_w`` and the GPU is at ``min_temp_c`` or
   above (a job starting heats a GPU fast; that is not an anomaly).
@@ -32,7 +32,15 @@ import pandas as pd
 
 from alerts.model import Hit, Rule
 from alerts.rules import parse_codes
-from alerts.window import Window, group_median, latest, load_adjusted, mean, robust_z
+from alerts.window import (
+    Window,
+    fit_c_per_w,
+    group_median,
+    latest,
+    load_adjusted,
+    mean,
+    robust_z,
+)
 
 MIN_RACKS_FOR_PEERS = 4
 MIN_GPUS_FOR_PEERS = 4
@@ -63,10 +71,16 @@ def gpu_column(rule: Rule, win: Window) -> list[Hit]:
     return _gpu_hits(rule, win, value)
 
 
-def _adjusted(win: Window, first: int, stop: int) -> np.ndarray:
+def _adjusted(win: Window, first: int, stop: int, c_per_w: dict | None = None) -> np.ndarray:
     s = win.series
     return load_adjusted(mean(s["temp_c"], first, stop), mean(s["power_w"], first, stop),
-                         win.model)
+                         win.model, c_per_w)
+
+
+def _c_per_w(win: Window, first: int, stop: int) -> dict:
+    s = win.series
+    return fit_c_per_w(mean(s["temp_c"], first, stop), mean(s["power_w"], first, stop),
+                       win.model)
 
 
 def gpu_peers(rule: Rule, win: Window) -> list[Hit]:
@@ -91,9 +105,12 @@ def rack_hot(rule: Rule, win: Window) -> list[Hit]:
         return []
     names, codes = np.unique(win.rack[keep].astype(str), return_inverse=True)
     n = len(names)
-    now, gpus = group_median(_adjusted(win, width - win.cols(p["smooth_s"]), width)[keep],
-                             codes, n)
-    base, _ = group_median(_adjusted(win, 0, win.cols(p["baseline_s"]))[keep], codes, n)
+    # one heating coefficient for now and the baseline: fitted apart, a change of the fit
+    # (a failing rack ending) moved every rack's baseline excess (issue 22)
+    first = width - win.cols(p["smooth_s"])
+    k = _c_per_w(win, first, width)
+    now, gpus = group_median(_adjusted(win, first, width, k)[keep], codes, n)
+    base, _ = group_median(_adjusted(win, 0, win.cols(p["baseline_s"]), k)[keep], codes, n)
     temp = latest(win.series["temp_c"], win.cols(60.0))[keep].astype(np.float64)
     power = latest(win.series["power_w"], win.cols(60.0))[keep]
     temp_med, _ = group_median(temp, codes, n)
@@ -101,8 +118,13 @@ def rack_hot(rule: Rule, win: Window) -> list[Hit]:
     temp_max = np.full(n, -np.inf)
     np.fmax.at(temp_max, codes, np.nan_to_num(temp, nan=-np.inf))
     enough = np.flatnonzero(gpus >= MIN_GPUS_FOR_PEERS)
-    dev, z, _ = robust_z(now[enough])
-    peer = np.where((len(enough) >= MIN_RACKS_FOR_PEERS) & (z >= p["min_z"]), dev, 0.0)
+    # peers are racks of the same GPU model: models differ in their load-adjusted level
+    # (issue 22: A100 racks 4.5 C below H100 racks hid an H100 rack's failure)
+    head = np.full(n, len(codes))
+    np.minimum.at(head, codes, np.arange(len(codes)))
+    rack_model = win.model[keep][head].astype(str)
+    dev, z, peers = robust_z(now[enough], rack_model[enough])
+    peer = np.where((peers >= MIN_RACKS_FOR_PEERS) & (z >= p["min_z"]), dev, 0.0)
     own = now[enough] - base[enough]
     value = np.fmax(np.nan_to_num(peer, nan=0.0), own)
     hits = []
@@ -158,18 +180,6 @@ def xid(rule: Rule, win: Window) -> list[Hit]:
     return hits
 
 
-DETECTORS: dict[str, Callable[[Rule, Window], list[Hit]]] = {
-    "gpu_column": gpu_column,
-    "gpu_peers": gpu_peers,
-    "rack_hot": rack_hot,
-    "gpu_rate": gpu_rate,
-    "xid": xid,
-}
-
-
-def detect(rule: Rule, win: Window) -> list[Hit]:
-    """The entities ``rule`` finds in ``win`` (value at or above ``rule.clear``)."""
-    return DETECTORS[rule.kind](rule, win)
 def straggler(rule: Rule, win: Window) -> list[Hit]:
     ep = win.stragglers
     if ep is None or ep.empty:
@@ -194,4 +204,16 @@ def straggler(rule: Rule, win: Window) -> list[Hit]:
     return hits
 
 
+DETECTORS: dict[str, Callable[[Rule, Window], list[Hit]]] = {
+    "gpu_column": gpu_column,
+    "gpu_peers": gpu_peers,
+    "rack_hot": rack_hot,
+    "gpu_rate": gpu_rate,
+    "xid": xid,
     "straggler": straggler,
+}
+
+
+def detect(rule: Rule, win: Window) -> list[Hit]:
+    """The entities ``rule`` finds in ``win`` (value at or above ``rule.clear``)."""
+    return DETECTORS[rule.kind](rule, win)

@@ -36,11 +36,11 @@ DEFAULTS: tuple[Rule, ...] = (
          summary="GPU much hotter than its rack peers at similar power (fan or cooling "
                  "path of this GPU)",
          params={"min_z": 4.0, "smooth_s": 120.0}),
-    Rule("rack_cooling", "rack_hot", "rack", "critical", threshold=5.0, clear=2.5,
-         hold_s=60.0, resolve_hold_s=180.0, unit="C",
+    Rule("rack_cooling", "rack_hot", "rack", "critical", threshold=4.0, clear=2.0,
+         hold_s=30.0, resolve_hold_s=180.0, unit="C",
          summary="Rack running hotter than its own recent baseline or than the other "
                  "racks at similar load (cooling failure)",
-         params={"min_z": 3.0, "smooth_s": 120.0, "baseline_s": 180.0}),
+         params={"min_z": 1.5, "smooth_s": 60.0, "baseline_s": 180.0}),
     Rule("temp_rise", "gpu_rate", "gpu", "warning", threshold=4.0, clear=2.0,
          hold_s=30.0, resolve_hold_s=120.0, unit="C/min",
          summary="GPU temperature rising fast at steady power",

@@ -103,14 +103,28 @@ def mean(grid: np.ndarray, first: int, stop: int) -> np.ndarray:
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
-def load_adjusted(temp_c: np.ndarray, power_w: np.ndarray, model: np.ndarray) -> np.ndarray:
+def load_adjusted(temp_c: np.ndarray, power_w: np.ndarray, model: np.ndarray,
+                  c_per_w: dict | None = None) -> np.ndarray:
     """Temperature with the GPU's own heating removed, ``temp_c - k * power_w`` (C).
 
-    ``k`` (C per W) is fitted per GPU model across the fleet (least squares), so what is
-    left estimates the air the GPU breathes: comparable between GPUs at different load.
-    A fit needs 20 GPUs and a power spread of 50 W; otherwise ``DEFAULT_C_PER_W``.
+    ``k`` (C per W) is fitted per GPU model across the fleet (least squares, see
+    :func:`fit_c_per_w`) unless given in ``c_per_w`` (model -> k), so what is left
+    estimates the air the GPU breathes: comparable between GPUs at different load.
     """
+    c_per_w = c_per_w if c_per_w is not None else fit_c_per_w(temp_c, power_w, model)
     out = np.full(temp_c.shape, np.nan)
+    ok = np.isfinite(temp_c) & np.isfinite(power_w)
+    for m in np.unique(model):
+        sel = ok & (model == m)
+        out[sel] = temp_c[sel].astype(np.float64) - c_per_w.get(m, DEFAULT_C_PER_W) * power_w[sel]
+    return out
+
+
+def fit_c_per_w(temp_c: np.ndarray, power_w: np.ndarray, model: np.ndarray) -> dict:
+    """Die temperature rise per watt of each GPU model (C/W), fitted by least squares
+    across the fleet; a fit needs 20 GPUs and a power spread of 50 W, otherwise
+    ``DEFAULT_C_PER_W``."""
+    out = {}
     ok = np.isfinite(temp_c) & np.isfinite(power_w)
     for m in np.unique(model):
         sel = ok & (model == m)
@@ -118,7 +132,7 @@ def load_adjusted(temp_c: np.ndarray, power_w: np.ndarray, model: np.ndarray) ->
         k = DEFAULT_C_PER_W
         if len(p) >= 20 and p.std() >= 50.0:
             k = float(np.clip(np.cov(p, t, bias=True)[0, 1] / p.var(), 0.01, 0.3))
-        out[sel] = t - k * p
+        out[m] = k
     return out
 
 
