@@ -200,6 +200,8 @@ def test_counters_beyond_2_to_53_are_null_and_counted():
     ("DCGM_FI_DEV_POWER_USAGE", "140737488355343.000000"),
     ("DCGM_FI_DEV_POWER_USAGE", "1e300"),
     ("DCGM_FI_PROF_SM_ACTIVE", "140737488355330.0"),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "140737488355328.0"),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "1e300"),
     ("DCGM_FI_DEV_GPU_TEMP", "NaN"),
 ])
 def test_blank_families_are_null_not_numbers_not_dropped_rows(metric, value):
@@ -208,7 +210,8 @@ def test_blank_families_are_null_not_numbers_not_dropped_rows(metric, value):
     g = rows[("h", 0)]
     assert g["util_pct"] == 7  # the row stays
     assert all(g[c] is None for c in ("temp_c", "mem_temp_c", "ecc_sbe_volatile",
-                                      "energy_j", "power_w", "sm_active_pct"))
+                                      "energy_j", "power_w", "sm_active_pct",
+                                      "tensor_active_pct", "dram_active_pct"))
     assert r.dropped == {}  # a blank is "no value", not a refusal
 
 
