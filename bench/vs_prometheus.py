@@ -256,6 +256,8 @@ def run(args) -> int:
     print(f"data: {config.n_gpus:,} GPUs x {args.days} days every {args.interval:g} s = "
           f"{per_metric / 1e6:,.1f} M samples per metric; {len(METRICS)} metrics "
           f"({', '.join(m.removeprefix('DCGM_FI_DEV_') for m in METRICS)}) in both systems")
+    if args.workdir:  # mkdtemp needs its parent to exist
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="gpulens-vs-prom-", dir=args.workdir))
     prom = None
     wh = Warehouse(workdir / "gpulens.duckdb")

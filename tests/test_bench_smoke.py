@@ -15,9 +15,9 @@ def test_vs_prometheus_answers_agree(tmp_path, capsys):
     from bench import vs_prometheus
 
     rc = vs_prometheus.main(["--racks", "1", "--days", "1", "--interval", "60",
-                             "--repeat", "1", "--workdir", str(tmp_path)])
+                             "--repeat", "1", "--workdir", str(tmp_path / "new" / "dir")])
     out = capsys.readouterr().out
-    assert rc == 0, out
+    assert rc == 0, out  # a --workdir that did not exist is created (issue 17)
     assert out.count("agree? yes") == 5, out
     assert "Prometheus / gpulens" in out and "storage for the same data" in out
 
