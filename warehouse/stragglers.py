@@ -38,6 +38,7 @@ MAD_SCALE = 1.4826  # MAD -> standard deviation of a normal distribution
 MINUTE = timedelta(minutes=1)
 LEDGER_KEY = "stragglers.computed_until"
 FIRST_DAYS = 8  # a first refresh looks this far back
+SLICE = timedelta(hours=6)  # minutes read at once
 
 COLUMNS = ["job_id", "run_index", "node", "start_ts", "end_ts", "minutes", "gpu_indices",
            "job_gpus", "slowdown_frac", "gpu_hours_lost", "clock_mhz", "peer_clock_mhz",
@@ -206,21 +207,24 @@ def refresh_stragglers(con, now: datetime, p: Params = Params()) -> int:
     done = meta.get(con, LEDGER_KEY)
     cut = (datetime.fromisoformat(done) if done else end - timedelta(days=FIRST_DAYS))
     cut -= (p.hold_min + p.gap_min) * MINUTE
-    if end <= cut:
-        return 0
-    seeds = con.execute(_SEEDS_SQL, {"since": cut - p.gap_min * MINUTE}).df()
-    df = con.execute(MINUTES_SQL, {"start": cut, "end": end}).df()
-    found = episodes(flag_minutes(df, p), p, seeds)
-    if len(found):
-        con.register("found_keys", found[MEMBER + ["start_ts"]])
-        try:
-            con.execute("DELETE FROM stragglers WHERE (job_id, run_index, node, start_ts) "
-                        "IN (SELECT (job_id, run_index, node, start_ts) FROM found_keys)")
-        finally:
-            con.unregister("found_keys")
-    write(con, found)
+    written: set = set()
+    while cut < end:  # in slices, so a first refresh over days holds bounded memory
+        stop = min(end, cut + SLICE)
+        seeds = con.execute(_SEEDS_SQL, {"since": cut - p.gap_min * MINUTE}).df()
+        df = con.execute(MINUTES_SQL, {"start": cut, "end": stop}).df()
+        found = episodes(flag_minutes(df, p), p, seeds)
+        if len(found):
+            con.register("found_keys", found[MEMBER + ["start_ts"]])
+            try:
+                con.execute("DELETE FROM stragglers WHERE (job_id, run_index, node, start_ts)"
+                            " IN (SELECT (job_id, run_index, node, start_ts) FROM found_keys)")
+            finally:
+                con.unregister("found_keys")
+        write(con, found)
+        written |= set(found[MEMBER + ["start_ts"]].itertuples(index=False, name=None))
+        cut = stop
     meta.put(con, LEDGER_KEY, end.isoformat())
-    return len(found)
+    return len(written)
 
 
 def write(con, found: pd.DataFrame) -> None:
