@@ -163,7 +163,7 @@ def build(wh: Warehouse, days: int, minute_days: float, seed: int = 0) -> dict:
 
     def write(con):
         con.register("hour_df", hour_df)
-        con.execute("INSERT INTO gpu_samples_1h SELECT * FROM hour_df")
+        con.execute("INSERT INTO gpu_samples_1h BY NAME SELECT * FROM hour_df")
         con.execute("INSERT INTO gpu_energy_1h SELECT ts, node, gpu_index, energy_j, samples,"
                     " 0, 'rollup' FROM hour_df")
         con.unregister("hour_df")
@@ -175,7 +175,7 @@ def build(wh: Warehouse, days: int, minute_days: float, seed: int = 0) -> dict:
             if len(part):
                 m = _telemetry(part, nodes, busy_at(part), rng, 60.0)
                 con.register("m", m)
-                con.execute("INSERT INTO gpu_samples_1m SELECT * FROM m")
+                con.execute("INSERT INTO gpu_samples_1m BY NAME SELECT * FROM m")
                 con.unregister("m")
         raw_t = pd.date_range(NOW - timedelta(minutes=10), NOW - timedelta(seconds=15),
                               freq="15s")
