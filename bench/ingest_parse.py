@@ -60,6 +60,8 @@ def synthetic_samples(nodes: int, gpus: int = 8, seed: int = 0) -> pa.Table:
             "ecc_sbe_volatile": rng.integers(0, 3, n),
             "ecc_dbe_volatile": np.zeros(n, np.int64),
             "xid_last": np.zeros(n, np.int32),
+            "tensor_active_pct": (rng.random(n) * 60).astype(np.float32),
+            "dram_active_pct": (rng.random(n) * 60).astype(np.float32),
         },
         schema=SCHEMAS["samples"],
     )

@@ -45,6 +45,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "mem_util_pct": (0.0, 100.0),
     "sm_active_pct": (0.0, 100.0),
     "gr_active_pct": (0.0, 100.0),
+    "tensor_active_pct": (0.0, 100.0),
+    "dram_active_pct": (0.0, 100.0),
     "mem_used_mib": (0.0, 4_194_304.0),  # 4 TiB
     "power_w": (0.0, 5_000.0),  # a GB200 superchip is ~2.7 kW
     "energy_j": (0.0, 1e15),  # ~31 years at 1 kW

@@ -53,3 +53,15 @@ def test_clean_batch_is_returned_unchanged():
     t = rows({}, {})
     kept, counts = sanitize_samples(t, NOW)
     assert kept is t and counts == {}
+
+
+def test_tensor_and_dram_activity_outside_0_100_cost_that_value():
+    # a tensor ratio printed as percent (x 100 twice) or negative is no activity reading
+    t = rows({"tensor_active_pct": 5_000.0, "dram_active_pct": 30.0},
+             {"tensor_active_pct": 40.0, "dram_active_pct": -1.0})
+    kept, counts = sanitize_samples(t, NOW, counter=DropCounter())
+    got = kept.to_pylist()
+    assert got[0]["tensor_active_pct"] is None and got[0]["dram_active_pct"] == 30.0
+    assert got[1]["tensor_active_pct"] == 40.0 and got[1]["dram_active_pct"] is None
+    assert counts == {"value: tensor_active_pct above 100": 1,
+                      "value: dram_active_pct below 0": 1}
