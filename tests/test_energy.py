@@ -97,6 +97,20 @@ def test_node_energy_is_the_bmcs_where_it_measured_else_gpus_plus_overhead(wh):
     assert node_energy_method(df.loc[["n0"]]).endswith("(no BMC readings)")
 
 
+def test_job_energy_follows_the_counter_not_the_power_readings(wh):
+    # the counter runs at 300 W while the sampled power says 250 W (NVML's power is an
+    # average over a short window; on a real H100 its integral read 5 % low); a counter
+    # reset at sample 200 (0:50) costs only that step (power x interval)
+    ingest(wh, samples("n0", 0, T, 480, 300, resets={200}).assign(power_w=250.0))
+    add_job(wh, "C", [{"start": T + 0.5 * H, "end": T + 1.5 * H, "state": "COMPLETED",
+                       "nodes": ["n0"], "gpu_indices": [0]}], gpus=1)
+    opts = Options(node_overhead_w=0.0, pue=1.0, fallback_g_per_kwh=500.0)
+    for res in ("minute", None):
+        jobs = qe.job_energy(wh.reader(), start=T, end=T + 2 * H, opts=opts,
+                             resolution=res).set_index("job_id")
+        assert jobs.loc["C", "gpu_kwh"] == pytest.approx(0.3 - 15 * 50 / 3.6e6), res
+
+
 def test_job_energy_follows_allocations(wh):
     # GPU 0 of n0 at 400 W for 2 h; job X holds it from 0:30 to 1:30, job Y (user bob)
     # holds GPU 1 (100 W) for the 2 hours.

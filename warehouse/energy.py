@@ -19,12 +19,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from warehouse.db import transaction
-from warehouse.rollups import merge_ranges
+from warehouse.rollups import MAX_PLAUSIBLE_W, merge_ranges
 from warehouse.writer import yield_to_urgent
 
 HOUR = timedelta(hours=1)
 SLICE = timedelta(hours=24)  # hours recomputed per statement
-MAX_PLAUSIBLE_W = 3000.0  # a counter delta implying more than this per GPU is garbage
 
 _STALE_HOURS_SQL = """
 SELECT h.ts FROM (SELECT ts, sum(samples) AS n FROM gpu_samples_1h WHERE ts <= $now

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from gpulens.settings import setting_field
+from gpulens.settings import default, setting_field
 from warehouse.db import fill, transaction
 from warehouse.writer import yield_to_urgent
 
@@ -21,20 +21,40 @@ MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 SLICE = timedelta(hours=6)  # one transaction recomputes at most this much raw time
 
-_MINUTE_SQL = """
+MAX_PLAUSIBLE_W = 3000.0  # a counter delta implying more than this per GPU is garbage
+#: Longest gap (s) over which a counter delta is trusted (energy.max_counter_gap_s's default).
+COUNTER_GAP_S = default("energy.max_counter_gap_s")
+
+#: Energy of a sampling step (issue 21): the energy counter's delta from the previous
+#: sample where trustworthy (both present, not negative: a reset, gap at most
+#: COUNTER_GAP_S, below MAX_PLAUSIBLE_W), else power x interval; the same rule as
+#: warehouse/energy.py, so job energy from the minute tier follows the counter.
+_MINUTE_SQL = fill("""
 INSERT INTO gpu_samples_1m
+WITH s AS (
+    SELECT *, lag(ts) OVER w AS prev_ts, energy_j - lag(energy_j) OVER w AS delta_j
+    FROM gpu_samples WHERE ts >= $1 - INTERVAL {gap} SECOND AND ts < $2
+    WINDOW w AS (PARTITION BY node, gpu_index ORDER BY ts)
+),
+k AS (
+    SELECT *, CASE WHEN delta_j >= 0 AND gap_s <= {gap} AND delta_j <= gap_s * {max_w}
+                   THEN delta_j ELSE coalesce(power_w, 0) * coalesce(interval_s, 0)
+              END AS step_j
+    FROM (SELECT *, (epoch_us(ts) - epoch_us(prev_ts)) / 1e6 AS gap_s FROM s)
+    WHERE ts >= $1
+)
 SELECT date_trunc('minute', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        count(*), sum(coalesce(interval_s, 0)),
        avg(util_pct), max(util_pct), avg(sm_active_pct),
        avg(mem_used_mib), max(mem_used_mib), avg(power_w), max(power_w),
-       sum(coalesce(power_w, 0) * coalesce(interval_s, 0)),
+       sum(step_j),
        avg(temp_c), min(temp_c), max(temp_c), max(mem_temp_c), avg(sm_clock_mhz),
        sum(CASE WHEN throttle_thermal THEN coalesce(interval_s, 0) ELSE 0 END),
        sum(CASE WHEN throttle_power THEN coalesce(interval_s, 0) ELSE 0 END),
        avg(tensor_active_pct), avg(dram_active_pct)
-FROM gpu_samples WHERE ts >= $1 AND ts < $2
+FROM k
 GROUP BY ALL
-"""
+""", gap=float(COUNTER_GAP_S), max_w=MAX_PLAUSIBLE_W)
 
 
 def _wavg(col: str) -> str:
