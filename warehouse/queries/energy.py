@@ -6,7 +6,8 @@
   the BMC's mean power x 1 h minus the GPUs' energy (never below 0), so the node-hour
   counts what the BMC measured; else ``node_overhead_w`` x 1 h. ``bmc_node_hours`` of
   ``node_hours`` says how much of a group the BMC covered (docs/analytics.md).
-- Job energy is the 1-minute tier (power integral) of the GPUs allocated to each run,
+- Job energy is the 1-minute tier (energy counter deltas, else the power integral:
+  warehouse/rollups.py) of the GPUs allocated to each run,
   prorated by the overlap of each minute with the allocation, plus the node's non-GPU
   power shared by GPU-seconds; idle energy splits the same GPU-seconds into unallocated,
   allocated-but-idle and busy. Whole hours are read from ``gpu_usage_1h``, where the
