@@ -20,6 +20,7 @@ def test_defaults_without_a_file():
     cfg = load(None, env={})
     assert cfg["service.host"] == "127.0.0.1"
     assert cfg["service.port"] == 8050
+    assert cfg["cluster.name"] == "default"
 
 
 def test_file_values_and_environment_overrides(tmp_path):
@@ -37,6 +38,10 @@ def test_file_values_and_environment_overrides(tmp_path):
     ("[collect]\nsource = \"snmp\"\n", "collect.source = 'snmp' is out of range"),
     ("[retention]\nraw_days = true\n", "retention.raw_days = True is a bool"),
     ("[service\n", "not valid TOML"),
+    ("[cluster]\nname = \"rsc 1\"\n", "cluster.name = 'rsc 1' is out of range"),
+    ("[cluster]\nname = \"a/b\"\n", "cluster.name = 'a/b' is out of range"),
+    ("[cluster]\nname = \"..\"\n", "cluster.name = '..' is out of range"),
+    ("[cluster]\nname = \"\"\n", "cluster.name = '' is out of range"),
 ])
 def test_bad_configuration_names_key_value_and_expectation(tmp_path, text, message):
     p = write(tmp_path, text)
