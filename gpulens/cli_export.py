@@ -2,10 +2,11 @@
 
     gpulens export parquet --since 2026-11-01 [--until 2026-11-20] --out DIR [--db FILE]
 
-Writes hive-partitioned Parquet (``DIR/<table>/date=YYYY-MM-DD/part-0.parquet``, whole
-UTC days; see warehouse/export.py). It opens the database file itself: while
-``gpulens serve`` owns the file DuckDB refuses a second process, and this command says
-so (stop the service for the export, or export from a copy of the file).
+Writes hive-partitioned Parquet (``DIR/<table>/cluster=NAME/date=YYYY-MM-DD/*.parquet``,
+whole UTC days, NAME the ``cluster.name`` setting; see warehouse/export.py). It opens
+the database file itself: while ``gpulens serve`` owns the file DuckDB refuses a second
+process, and this command says so (stop the service for the export, or export from a
+copy of the file).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def export() -> None:
 @click.option("--until", default=None,
               help="End, exclusive (default: now); both ends widen to whole UTC days.")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False),
-              help="Output folder: DIR/<table>/date=YYYY-MM-DD/*.parquet.")
+              help="Output folder: DIR/<table>/cluster=NAME/date=YYYY-MM-DD/*.parquet.")
 @click.option("--table", "tables", multiple=True,
               help="Only these tables (repeatable; default: all).")
 @click.option("--db", help="Warehouse file (default: service.db of the configuration).")
@@ -75,7 +76,7 @@ def parquet(since, until, out, tables, db, config_path):
         ) from None
     try:
         result = export_parquet(wh.reader(), out, since=start, until=end,
-                                tables=list(tables) or None)
+                                tables=list(tables) or None, cluster=config["cluster.name"])
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     finally:

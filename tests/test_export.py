@@ -59,7 +59,8 @@ def test_cli_export_reads_back_with_duckdb(db, tmp_path):
                                       "2026-11-20", "--out", str(out), "--db", str(db)])
     assert res.exit_code == 0, res.output
     assert "gpu_samples" in res.output
-    days = sorted(p.name for p in (out / "gpu_samples").iterdir())
+    assert [p.name for p in (out / "gpu_samples").iterdir()] == ["cluster=default"]
+    days = sorted(p.name for p in (out / "gpu_samples" / "cluster=default").iterdir())
     assert days == ["date=2026-11-18", "date=2026-11-19"]
     for table, col in (("gpu_samples", "power_w"), ("gpu_samples_1m", "energy_j"),
                        ("gpu_samples_1h", "energy_j")):
@@ -70,7 +71,8 @@ def test_cli_export_reads_back_with_duckdb(db, tmp_path):
     # the hive partition column is the row's UTC day
     bad = _read(out, "gpu_samples", where="CAST(ts AS DATE) <> date")[0]
     assert bad == 0
-    assert (out / "nodes" / "nodes.parquet").exists()
+    assert (out / "nodes" / "cluster=default" / "nodes.parquet").exists()
+    assert _read(out, "nodes", "count(DISTINCT cluster), min(cluster)") == (1, "default")
     jobs = _read(out, "jobs")[0]
     assert jobs == _stored(db, "SELECT count(*) FROM jobs WHERE submit_ts >= "
                                "'2026-11-18' AND submit_ts < '2026-11-20'")[0] > 0
@@ -84,7 +86,34 @@ def test_export_again_replaces_days(db, tmp_path):
     assert again.days["gpu_samples"] == [END.date() - timedelta(days=1)]
     n = _read(out, "gpu_samples")[0]
     assert n == first.rows["gpu_samples"]  # replaced, not doubled
-    assert not list(out.glob(".staging-*"))
+    assert not list(out.glob(".staging-*")) and not list(out.glob(".trash-*"))
+
+
+def test_every_row_carries_its_cluster_and_clusters_share_a_lake(db, tmp_path):
+    out = tmp_path / "lake"
+    with Warehouse(db) as wh:
+        a = export_parquet(wh.reader(), out, since=START, until=END, cluster="rsc-1",
+                           tables=["gpu_samples_1h", "nodes"])
+        b = export_parquet(wh.reader(), out, since=START, until=END, cluster="eval.2",
+                           tables=["gpu_samples_1h", "nodes"])
+        again = export_parquet(wh.reader(), out, since=START, until=END, cluster="rsc-1",
+                               tables=["gpu_samples_1h"])
+    assert a.cluster == "rsc-1" and b.cluster == "eval.2"
+    per = dict(duckdb.connect().execute(
+        f"SELECT cluster, count(*) FROM read_parquet('{out}/gpu_samples_1h/**/*.parquet', "
+        "hive_partitioning = true) GROUP BY cluster").fetchall())
+    n = a.rows["gpu_samples_1h"]
+    assert per == {"rsc-1": n, "eval.2": n} and again.rows["gpu_samples_1h"] == n
+    assert _read(out, "nodes", "count(*)", "cluster IS NULL")[0] == 0
+    assert sorted(p.name for p in (out / "nodes").iterdir()) == [
+        "cluster=eval.2", "cluster=rsc-1"]
+
+
+@pytest.mark.parametrize("name", ["", "..", "a/b", "rsc 1", "x" * 65, "ü"])
+def test_bad_cluster_name_is_refused_before_writing(db, tmp_path, name):
+    with Warehouse(db) as wh, pytest.raises(ValueError, match="cluster name"):
+        export_parquet(wh.reader(), tmp_path / "lake", since=START, until=END, cluster=name)
+    assert not (tmp_path / "lake").exists()
 
 
 def test_unknown_table_is_refused(db, tmp_path):

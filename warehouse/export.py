@@ -1,12 +1,19 @@
 """Exports of the warehouse: hive-partitioned Parquet, and OpenMetrics text for promtool.
 
 Parquet (``gpulens export parquet``): every time-stamped table is written as
-``DIR/<table>/date=YYYY-MM-DD/part-<n>.parquet``, one folder per UTC day, which DuckDB
+``DIR/<table>/cluster=NAME/date=YYYY-MM-DD/part-<n>.parquet``, one folder per cluster
+(the ``cluster.name`` setting) and UTC day, which DuckDB
 (``read_parquet('DIR/gpu_samples/**/*.parquet', hive_partitioning = true)``), Spark and
-Trino read as a partitioned table; topology tables go whole to ``DIR/<table>/<table>.parquet``.
+Trino read as a partitioned table whose rows carry ``cluster`` and ``date`` columns;
+topology tables go whole to ``DIR/<table>/cluster=NAME/<table>.parquet``. Several
+clusters' services can write into one lake: each touches only its own ``cluster=``
+folders.
+
 The range is widened to whole days and each day's folder is replaced as a unit, so
 exporting a day again (it was still filling up, or jobs ended since) replaces it and a
-daily export job can simply run on the last two days.
+daily export job can simply run on the last two days. A day is written to a staging
+folder beside the tables and renamed into place (the old folder renamed aside first, then
+deleted): a reader sees the old day or the new one, never a half-written one.
 
 OpenMetrics (:func:`write_openmetrics`): raw samples as dcgm-exporter series with
 explicit timestamps, the input of ``promtool tsdb create-blocks-from openmetrics``
@@ -26,6 +33,8 @@ from pathlib import Path
 
 import duckdb
 
+from gpulens.settings import default
+from gpulens.settings.core import cluster_name_ok
 from warehouse.db import fill
 
 #: table -> the timestamp column its rows are partitioned by (UTC day).
@@ -67,6 +76,7 @@ class ExportResult:
     end: datetime
     rows: dict[str, int]  # table -> rows written
     days: dict[str, list[date]]  # table -> day partitions written (replaced)
+    cluster: str  # the cluster=NAME partition written
 
 
 def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -83,13 +93,27 @@ def _partition_sql(table: str, col: str, staging: Path) -> str:
                 col=col, table=table, path=_literal(staging))
 
 
+def _swap_in(new: Path, final: Path, trash: Path) -> None:
+    """Put the folder ``new`` at ``final``, replacing what is there with two renames
+    (the old folder goes aside to ``trash``, then is deleted)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        final.replace(trash)
+    new.replace(final)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
 def export_parquet(con: duckdb.DuckDBPyConnection, out: str | Path, *, since: datetime,
-                   until: datetime, tables: list[str] | None = None) -> ExportResult:
-    """Write ``[since, until)`` (widened to whole UTC days) under ``out``; see the module
-    docstring for the layout. ``tables`` restricts the export (default: all of them).
+                   until: datetime, tables: list[str] | None = None,
+                   cluster: str = default("cluster.name")) -> ExportResult:
+    """Write ``[since, until)`` (widened to whole UTC days) of cluster ``cluster`` under
+    ``out``; see the module docstring for the layout. ``tables`` restricts the export
+    (default: all of them). ValueError names an unknown table or a bad cluster name.
 
     Runs on any cursor (a read). Returns rows and day partitions written per table.
     """
+    if not cluster_name_ok(cluster):
+        raise ValueError(f"cluster name {cluster!r}: expected 1 to 64 of A-Z a-z 0-9 . _ -")
     start, end = day_range(since, until)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -102,13 +126,15 @@ def export_parquet(con: duckdb.DuckDBPyConnection, out: str | Path, *, since: da
     rows: dict[str, int] = {}
     days: dict[str, list[date]] = {}
     params = {"start": start, "end": end}
+    part_dir = f"cluster={cluster}"
+    trash = out / f".trash-{uuid.uuid4().hex[:8]}"
     for table in wanted:
         if table not in present:
             continue
         if table in WHOLE:
-            (out / table).mkdir(exist_ok=True)
-            target = out / table / f"{table}.parquet"
-            tmp = target.with_suffix(".parquet.tmp")
+            (out / table / part_dir).mkdir(parents=True, exist_ok=True)
+            target = out / table / part_dir / f"{table}.parquet"
+            tmp = out / f".{table}-{uuid.uuid4().hex[:8]}.parquet.tmp"
             n = con.execute(fill("COPY (SELECT * FROM {table}) TO {path} "
                                  "(FORMAT parquet, COMPRESSION zstd)",
                                  table=table, path=_literal(tmp))).fetchone()
@@ -123,14 +149,10 @@ def export_parquet(con: duckdb.DuckDBPyConnection, out: str | Path, *, since: da
             written = sorted(staging.glob("date=*")) if staging.exists() else []
             days[table] = [date.fromisoformat(p.name[5:]) for p in written]
             for part in written:  # replace each day's folder as a unit
-                final = out / table / part.name
-                final.parent.mkdir(exist_ok=True)
-                if final.exists():
-                    shutil.rmtree(final)
-                part.replace(final)
+                _swap_in(part, out / table / part_dir / part.name, trash)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return ExportResult(start, end, rows, days)
+    return ExportResult(start, end, rows, days, cluster)
 
 
 # --- OpenMetrics for promtool --------------------------------------------------------

@@ -9,13 +9,20 @@ SOURCE_KINDS = ("simulator", "nvml", "dcgm", "prometheus", "slurm", "topology", 
 #: a cluster name: a label value, a hive partition value and a path part alike
 CLUSTER_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
+
+def cluster_name_ok(value: object) -> bool:
+    """Whether ``value`` may name a cluster (see :data:`CLUSTER_NAME`; not . or ..)."""
+    return (isinstance(value, str) and CLUSTER_NAME.fullmatch(value) is not None
+            and value not in (".", ".."))
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("cluster.name", str, "default",
             "Name of the cluster this gpulens watches: exported Parquet rows "
             "(partition cluster=NAME), notifications (label and field cluster), weekly "
             "reports and the dashboard header carry it, so several clusters stay apart "
             "(docs/scaling.md).",
-            lambda v: CLUSTER_NAME.fullmatch(v) is not None and v not in (".", ".."),
+            cluster_name_ok,
             "1 to 64 of the characters A-Z a-z 0-9 . _ -, e.g. rsc-1", max_len=64),
     Setting("service.host", str, "127.0.0.1",
             "Address the web server binds. Keep 127.0.0.1 unless a reverse proxy or "
