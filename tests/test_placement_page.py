@@ -1,0 +1,60 @@
+"""The Placement page's callbacks called directly: on the hand-built cluster of
+tests/support/placement.py (numbers worked out in tests/test_placement.py) and on an
+empty warehouse, where every view says why it is empty."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from dashboard import context
+from dashboard.filters import from_query
+from tests.support.placement import NOW, seed_placement
+from warehouse import Warehouse
+from warehouse.analytics import Options
+
+
+@pytest.fixture(scope="module")
+def page():
+    from dashboard.app import create_app
+
+    with Warehouse(":memory:") as wh:
+        seed_placement(wh)
+        create_app(wh, refresh_s=5, now=lambda: NOW)
+        yield wh, sys.modules["dashboard.pages.placement"]
+
+
+def _text(component) -> str:
+    """All text under a Dash component."""
+    if isinstance(component, str | int | float):
+        return str(component)
+    if isinstance(component, list | tuple):
+        return " ".join(_text(c) for c in component)
+    children = getattr(component, "children", None)
+    return "" if children is None else _text(children)
+
+
+def test_callbacks_on_the_hand_built_cluster(page):
+    wh, p = page
+    context.set_context(wh, lambda: NOW, refresh_s=5, options=Options(large_job_gpus=10))
+    data = from_query({"range": "24h"}).to_store()
+    fig, updated = p.update_frag(data)
+    assert [t.name for t in fig.data][0] == "Free" and list(fig.data[0].y)[-1] == 30
+    scores, table, cards = p.update_jobs(data)
+    assert "0.83" in _text(cards) and "16 GPU·h" in _text(cards)
+    assert [list(t.text) for t in scores.data] == [["J1"], ["J2"]]  # tight, then spread
+    assert "1 of 1 large jobs" in _text(p.update_waits(data))
+
+
+def test_an_empty_warehouse_says_why(page):
+    _, p = page
+    with Warehouse(":memory:") as empty:
+        context.set_context(empty, lambda: NOW, refresh_s=5)
+        data = from_query({"range": "24h"}).to_store()
+        fig, _ = p.update_frag(data)
+        assert "No topology or no allocation" in fig.layout.annotations[0].text
+        scores, table, cards = p.update_jobs(data)
+        assert "No multi-node job" in scores.layout.annotations[0].text
+        assert "—" in _text(cards)
+        assert "No large job waited" in _text(p.update_waits(data))
