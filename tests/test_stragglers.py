@@ -11,16 +11,15 @@ import pandas as pd
 import pytest
 
 from collector.simulator import Cluster, SimConfig
+from tests.support.stragglers import ANCHOR, LIVE, MIN, seed
 from warehouse.stragglers import Params, episodes, flag_minutes, refresh_stragglers
-
-ANCHOR = datetime(2026, 11, 2)
-LIVE = ANCHOR + timedelta(days=1)
-MIN = timedelta(minutes=1)
 
 
 @pytest.fixture(scope="module")
 def sim() -> Cluster:
-    return Cluster(SimConfig(), ANCHOR, LIVE)
+    from tests.support.stragglers import cluster
+
+    return cluster()
 
 
 # --- the simulator's ground truth ----------------------------------------------------------
@@ -151,17 +150,8 @@ def test_two_slow_nodes_at_once_cost_the_slowest_lag_once():
 # --- detection on the simulator's warehouse --------------------------------------------------
 @pytest.fixture(scope="module")
 def sim_db(sim, tmp_path_factory):
-    """A warehouse file of the simulator from 30 min before live start to 100 min after
-    (the live straggler runs from +2 min to about +85 min)."""
-    from warehouse import Warehouse
-
-    path = tmp_path_factory.mktemp("stragglers") / "sim.duckdb"
-    w = Warehouse(str(path))
-    sim.backfill(lambda k, t: w.ingest(k, t).result(), LIVE - 30 * MIN, LIVE + 100 * MIN,
-                 progress=False)
-    w.rollup().result()
-    w.close()
-    return path
+    """The stragglers' test warehouse (tests/support/stragglers.py), once per module."""
+    return seed(tmp_path_factory.mktemp("stragglers") / "sim.duckdb", sim)
 
 
 @pytest.fixture

@@ -107,7 +107,8 @@ def slow_cards(slow: dict, failed: dict) -> html.Div:
     """Cards: GPU-hours lost to slow members beside those lost to failures."""
     return components.cards([
         ("Lost to slow members", f"{slow['gpu_hours_lost']:,.1f} GPU·h",
-         f"{slow['episodes']:,} straggler episodes in multi-node jobs"),
+         f"{slow['episodes']:,} straggler episode{'' if slow['episodes'] == 1 else 's'}"
+         " in multi-node jobs"),
         ("Lost to failures", f"{failed['gpu_hours_lost']:,.1f} GPU·h",
          f"{failed['failed_runs']:,} failed runs"),
     ])
