@@ -14,6 +14,7 @@ from gpulens.cli_alerts import alerts as alerts_group
 from gpulens.cli_export import export
 from gpulens.cli_import import import_
 from gpulens.cli_report import report
+from gpulens.cli_simulate import simulate
 from gpulens.config import ConfigError, load
 from gpulens.settings import default
 
@@ -158,6 +159,7 @@ cli.add_command(alerts_group)
 cli.add_command(import_)
 cli.add_command(export)
 cli.add_command(report)
+cli.add_command(simulate)
 
 
 def main(argv: list[str] | None = None) -> int:
