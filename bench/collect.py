@@ -60,6 +60,7 @@ def fleet(nodes: int, ts: datetime, seed: int = 0) -> pa.Table:
         "sm_clock_mhz": np.full(n, 1980.0), "throttle_thermal": util > 97,
         "throttle_power": util > 95, "ecc_sbe_volatile": np.zeros(n, np.int64),
         "ecc_dbe_volatile": np.zeros(n, np.int64), "xid_last": np.zeros(n, np.int32),
+        "tensor_active_pct": (util * 0.4).round(2), "dram_active_pct": (util * 0.3).round(2),
     }
     return pa.table(cols, schema=SCHEMAS["samples"])
 

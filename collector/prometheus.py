@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -103,6 +104,195 @@ def _floats(raw: list) -> tuple[np.ndarray, np.ndarray]:
     return out, bad
 
 
+class _Columns:
+    """What :func:`read_results` gathers, column by column: per accepted series
+    (``series``: fid, rank, node, gpu, uuid, instance, profile, model) and its point count
+    (``per``); per point its ``times`` and ``values`` as the answer wrote them."""
+
+    def __init__(self):
+        self.series: tuple[list, ...] = tuple([] for _ in range(8))
+        self.per: list[int] = []
+        self.times: list = []
+        self.values: list = []
+
+    def __len__(self) -> int:
+        return len(self.per)
+
+
+class _NodeOf:
+    """Node name of a series' labels, each exporter host mapped by ``names`` once."""
+
+    def __init__(self, names: NodeNames):
+        self.names = names
+        self.mapped: dict[str, str] = {}
+
+    def host(self, host: str | None) -> str | None:
+        if not host:
+            return None
+        out = self.mapped.get(host)
+        return out if out is not None else self.mapped.setdefault(host, self.names(host))
+
+    def __call__(self, m: dict, node_label: str) -> str | None:
+        node = m.get(node_label) if node_label else None
+        if type(node) is str and node:  # named by the operator: as is
+            return node
+        host = m.get("Hostname") or m.get("hostname")
+        return self.host(host if type(host) is str and host
+                         else host_of(_str(m.get("instance"))))
+
+
+def _gpu_ok(gpu: Any) -> bool:
+    """A ``gpu`` label naming a GPU index DCGM can have."""
+    return (type(gpu) is str and gpu.isascii() and gpu.isdigit() and len(gpu) <= 2
+            and int(gpu) < DCGM_MAX_NUM_DEVICES)
+
+
+def _instance(gi: Any) -> int:
+    """The MIG instance of a ``GPU_I_ID`` label; -1 for none (or an unreadable one)."""
+    if type(gi) is str and gi.isascii() and gi.isdigit() and len(gi) <= 6:
+        return int(gi)
+    return -1
+
+
+def _uuid(m: dict) -> str | None:
+    u = m.get("UUID") or m.get("uuid")
+    return u if type(u) is str else None
+
+
+def _series_meta(fid: int, m: dict, rank_of: dict, node: str, gpu: str) -> tuple:
+    name = m.get("__name__")
+    gi = m.get("GPU_I_ID")
+    inst = -1 if gi is None else _instance(gi)
+    return (fid, rank_of.get(name, 0) if type(name) is str else 0, node, int(gpu),
+            _uuid(m), inst, _str(m.get("GPU_I_PROFILE")) if inst >= 0 else None,
+            _str(m.get("modelName")) if inst >= 0 else None)
+
+
+def _read_each(fid: int, result: list, rank_of: dict, node_label: str, node_of: _NodeOf,
+               cols: _Columns, counts: Counter) -> None:
+    """Series by series, each checked: what is malformed is skipped and counted."""
+    for series in result:
+        m = series.get("metric") if type(series) is dict else None
+        if type(m) is not dict:
+            counts["series: not an object with a metric object"] += 1
+            continue
+        points = series.get("values")
+        if points is None and "value" in series:
+            points = [series["value"]]
+        if type(points) is not list:
+            counts["series: no value or values list"] += 1
+            continue
+        gpu = m.get("gpu")
+        if gpu is None:
+            continue  # not a GPU's series (NVSwitch, CPU)
+        if not _gpu_ok(gpu):
+            if points:
+                counts[GPU_INDEX] += len(points)
+            continue
+        node = node_of(m, node_label)
+        if not node:
+            if points:
+                counts["series: no node (no Hostname, hostname or instance label)"] += len(
+                    points)
+            continue
+        k = 0
+        for p in points:  # [unix seconds, "value"]; the numbers are checked in bulk
+            if type(p) is list and len(p) == 2:
+                cols.times.append(p[0])
+                cols.values.append(p[1])
+                k += 1
+            else:
+                counts["series: point not [time, value]"] += 1
+        if k:
+            for col, x in zip(cols.series, _series_meta(fid, m, rank_of, node, gpu),
+                              strict=True):
+                col.append(x)
+            cols.per.append(k)
+
+
+def _read_well_formed(fid: int, result: list, rank_of: dict, node_label: str,
+                      node_of: _NodeOf, cols: _Columns) -> bool:
+    """The fast path of :func:`_read_each`, for a field's answer shaped as Prometheus
+    writes it: each check runs over whole columns (types, the distinct ``gpu`` labels and
+    hosts once each). Adds exactly what :func:`_read_each` would add and returns True;
+    returns False, having added nothing, when any series would be skipped or counted."""
+    if not result:
+        return True
+    try:
+        if set(map(type, result)) != {dict}:
+            return False
+        metrics = [s["metric"] for s in result]
+        gpus = [m.get("gpu") for m in metrics]  # AttributeError: a metric not a dict
+        if set(map(type, metrics)) != {dict} or not all(
+                g is None or _gpu_ok(g) for g in set(gpus)):  # TypeError: unhashable
+            return False
+        ranges = [s.get("values") for s in result]
+        if ranges.count(None) == len(ranges):  # instant vectors: one point each
+            points = [s["value"] for s in result]  # KeyError: neither value nor values
+            per = [1] * len(points)
+        elif set(map(type, ranges)) == {list}:
+            per = list(map(len, ranges))
+            points = [p for r in ranges for p in r]
+        else:
+            return False
+        if points and (set(map(type, points)) != {list} or set(map(len, points)) != {2}):
+            return False
+    except (KeyError, TypeError, AttributeError):
+        return False
+    keep = [i for i, g in enumerate(gpus) if g is not None and per[i]]
+    if len(keep) < len(gpus):  # series of no GPU (NVSwitch, CPU) or without points
+        starts = np.concatenate(([0], np.cumsum(per)))
+        points = [p for i in keep for p in points[starts[i]:starts[i + 1]]]
+        metrics, gpus, per = ([xs[i] for i in keep] for xs in (metrics, gpus, per))
+    n = len(metrics)
+    nodes = _nodes(metrics, node_label, node_of)
+    if not all(nodes):
+        return False
+    names = [m.get("__name__") for m in metrics]
+    uuids = [m.get("UUID") or m.get("uuid") for m in metrics]
+    insts = [m.get("GPU_I_ID") for m in metrics]
+    try:
+        rank = {x: rank_of.get(x, 0) if type(x) is str else 0 for x in set(names)}
+    except TypeError:  # an unhashable __name__
+        return False
+    if not set(map(type, uuids)) <= {str}:
+        uuids = [u if type(u) is str else None for u in uuids]
+    if insts.count(None) == n:  # no MIG instances
+        insts, profiles, models = [-1] * n, [None] * n, [None] * n
+    else:
+        insts = [-1 if gi is None else _instance(gi) for gi in insts]
+        profiles = [_str(m.get("GPU_I_PROFILE")) if i >= 0 else None
+                    for m, i in zip(metrics, insts, strict=True)]
+        models = [_str(m.get("modelName")) if i >= 0 else None
+                  for m, i in zip(metrics, insts, strict=True)]
+    index = {g: int(g) for g in set(gpus)}
+    for col, xs in zip(cols.series, ([fid] * n, [rank[x] for x in names], nodes,
+                                     [index[g] for g in gpus], uuids, insts, profiles,
+                                     models), strict=True):
+        col.extend(xs)
+    cols.per.extend(per)
+    cols.times.extend(map(_first, points))
+    cols.values.extend(map(_second, points))
+    return True
+
+
+_first, _second = itemgetter(0), itemgetter(1)
+
+
+def _nodes(metrics: list[dict], node_label: str, node_of: _NodeOf) -> list[str | None]:
+    """Each series' node, as :class:`_NodeOf` names it; each distinct host mapped once."""
+    if node_label:
+        labelled = [m.get(node_label) for m in metrics]
+        if set(map(type, labelled)) == {str} and "" not in labelled:
+            return labelled
+    else:
+        hosts = [m.get("Hostname") or m.get("hostname") for m in metrics]
+        if set(map(type, hosts)) == {str} and "" not in hosts:
+            node = {h: node_of.host(h) for h in set(hosts)}
+            return [node[h] for h in hosts]
+    return [node_of(m, node_label) for m in metrics]
+
+
 def parse_results(
     results: Sequence[list[dict[str, Any]]],
     *,
@@ -151,72 +341,19 @@ def read_results(
             f"got {type(results).__name__}"
             + (f" of {len(results)}" if isinstance(results, list | tuple) else ""))
     rank_of = {n: r for f in FIELDS for r, n in enumerate(f.names)}
-    # Per accepted series: (fid, rank, node, gpu, uuid, instance, profile, model) and its
-    # point count; per accepted point: time and value. Spread to points with np.repeat.
-    meta: list[tuple] = []
-    per: list[int] = []
-    mapped: dict[str, str] = {}  # exporter host -> node name
-    times: list[float] = []
-    values: list[float] = []
+    # Columns per accepted series and per point (_Columns); spread to points with np.repeat.
+    # A field's answer shaped as Prometheus writes it is checked in bulk; any other is
+    # read series by series, each bad one skipped and counted (same rows, same counts).
+    gathered = _Columns()
+    node_of = _NodeOf(names)
     for fid, result in enumerate(results):
         if type(result) is not list:
             raise PrometheusResultError(
                 f"result {fid} ({FIELDS[fid].names[0]}): expected a list of series, got "
                 f"{type(result).__name__}")
-        for series in result:
-            m = series.get("metric") if type(series) is dict else None
-            if type(m) is not dict:
-                counts["series: not an object with a metric object"] += 1
-                continue
-            points = series.get("values")
-            if points is None and "value" in series:
-                points = [series["value"]]
-            if type(points) is not list:
-                counts["series: no value or values list"] += 1
-                continue
-            gpu = m.get("gpu")
-            if gpu is None:
-                continue  # not a GPU's series (NVSwitch, CPU)
-            if not (type(gpu) is str and gpu.isascii() and gpu.isdigit() and len(gpu) <= 2
-                    and int(gpu) < DCGM_MAX_NUM_DEVICES):
-                if points:
-                    counts[GPU_INDEX] += len(points)
-                continue
-            node = m.get(node_label) if node_label else None
-            if type(node) is not str or not node:  # else named by the operator: as is
-                node = m.get("Hostname") or m.get("hostname")
-                if type(node) is not str:
-                    node = None
-                node = node or host_of(_str(m.get("instance")))
-                node = node and (mapped.get(node) or mapped.setdefault(node, names(node)))
-            if not node:
-                if points:
-                    counts["series: no node (no Hostname, hostname or instance label)"] += len(
-                        points)
-                continue
-            k = 0
-            for p in points:  # [unix seconds, "value"]; the numbers are checked below
-                if type(p) is list and len(p) == 2:
-                    times.append(p[0])
-                    values.append(p[1])
-                    k += 1
-                else:
-                    counts["series: point not [time, value]"] += 1
-            if not k:
-                continue
-            name = m.get("__name__")
-            uuid = m.get("UUID") or m.get("uuid")
-            inst = m.get("GPU_I_ID")
-            if inst is None:
-                inst = -1
-            else:
-                inst = (int(inst) if type(inst) is str and inst.isascii() and inst.isdigit()
-                        and len(inst) <= 6 else -1)
-            meta.append((fid, rank_of.get(name, 0) if type(name) is str else 0, node, int(gpu),
-                         uuid if type(uuid) is str else None, inst,
-                         _str(m.get("GPU_I_PROFILE")) if inst >= 0 else None,
-                         _str(m.get("modelName")) if inst >= 0 else None))
-            per.append(k)
+        if not _read_well_formed(fid, result, rank_of, node_label, node_of, gathered):
+            _read_each(fid, result, rank_of, node_label, node_of, gathered, counts)
+    cols, per, times, values = gathered.series, gathered.per, gathered.times, gathered.values
     empty = SCHEMAS["samples"].empty_table(), SCHEMAS["mig_samples"].empty_table()
     if not values:
         return empty
@@ -231,7 +368,6 @@ def read_results(
     good = ~(t_bad | v_bad)
     if not good.any():
         return empty
-    cols = list(zip(*meta, strict=True))
     per_a = np.asarray(per, np.int64)
 
     def spread(col, dtype):
@@ -241,7 +377,7 @@ def read_results(
     nodes, gpus, uuids = spread(cols[2], object), spread(cols[3], np.int64), spread(cols[4], object)
     insts, profiles = spread(cols[5], np.int64), spread(cols[6], object)
     mig = [i for i, x in enumerate(cols[5]) if x >= 0]
-    weight_s, slices_s = np.ones(len(meta)), np.full(len(meta), float(MIG_SLICES_DEFAULT))
+    weight_s, slices_s = np.ones(len(per)), np.full(len(per), float(MIG_SLICES_DEFAULT))
     for i in mig:
         weight_s[i], slices_s[i] = mig_slices(cols[6][i]), gpu_slices(cols[7][i])
     weights, slices = np.repeat(weight_s, per_a)[good], np.repeat(slices_s, per_a)[good]

@@ -283,3 +283,63 @@ def test_points_far_from_now_are_refused_and_counted_by_the_source():
     assert b["samples"]["gpu_index"].to_pylist() == [0]
     assert src.dropped.as_dict() == {"row: timestamp not near now": 2,
                                      "series: time not a Unix time": 1}
+
+
+# The reader checks a well-formed field's answer in bulk and falls back to checking
+# series by series; both must give the same rows and the same counts.
+_gpu_label = st.sampled_from(["0", "3", "7", "31", "32", "x"])
+_host = st.sampled_from(["gpu001", "gpu002.cluster.example", ""])
+
+
+@st.composite
+def tidy_series(draw):
+    """A series as Prometheus writes it, now and then with one label out of line."""
+    metric = {"__name__": draw(st.sampled_from(["DCGM_FI_DEV_GPU_TEMP", "x"]))}
+    for key, value in (("gpu", _gpu_label), ("Hostname", _host), ("hostname", _host),
+                       ("instance", st.sampled_from(["gpu003:9400", "[::1]:9400", ""])),
+                       ("UUID", st.just("GPU-1")), ("GPU_I_ID", st.sampled_from(["3", "x"])),
+                       ("GPU_I_PROFILE", st.just("3g.40gb")), ("modelName", st.just("A100"))):
+        if draw(st.booleans()):
+            metric[key] = draw(value)
+    point = st.tuples(st.sampled_from([E0, E0 + 15, -1]),
+                      st.sampled_from(["1", "55.5", "NaN", "x", "1e400"])).map(list)
+    if draw(st.booleans()):
+        return {"metric": metric, "values": draw(st.lists(point, max_size=3))}
+    return {"metric": metric, "value": draw(point)}
+
+
+def _read_both_ways(results, **kw):
+    from unittest import mock
+
+    fast = Counter(), Counter()
+    got = read_results(results, counts=fast[0], **kw), fast[0]
+    with mock.patch("collector.prometheus._read_well_formed", lambda *a: False):
+        slow = read_results(results, counts=fast[1], **kw), fast[1]
+    return got, slow
+
+
+@pytest.mark.property
+@given(st.lists(st.lists(tidy_series(), max_size=4), max_size=3),
+       st.sampled_from(["", "node", "Hostname"]), st.booleans())
+def test_property_bulk_checks_read_as_series_by_series_checks(results, node_label, strip):
+    names = NodeNames(strip_domain=strip)
+    (fast, fast_counts), (slow, slow_counts) = _read_both_ways(
+        results, node_label=node_label, names=names)
+    assert fast[0].equals(slow[0]) and fast[1].equals(slow[1])
+    assert fast_counts == slow_counts
+
+
+def test_a_well_formed_answer_takes_the_bulk_path():
+    from collector import prometheus
+
+    clean = [{"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu=str(g)), "value": [E0, "40"]}
+             for g in range(8)] + [{"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP"},
+                                    "value": [E0, "1"]}]  # no gpu label: not a GPU's
+    cols = prometheus._Columns()
+    args = ({"DCGM_FI_DEV_GPU_TEMP": 0}, "", prometheus._NodeOf(NodeNames()), cols)
+    assert prometheus._read_well_formed(0, clean, *args)
+    assert len(cols) == 8 and cols.values == ["40"] * 8
+    bad = clean + [{"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu="70000"), "value": [E0, "1"]}]
+    cols2 = prometheus._Columns()
+    assert not prometheus._read_well_formed(0, bad, *args[:3], cols2)
+    assert not len(cols2) and not any(cols2.series) and not cols2.values  # read anew
