@@ -68,18 +68,24 @@ def fleet(r: Report) -> list[str]:
     return out
 
 
+def _stragglers(x: dict) -> list[str]:
+    """The GPU-hours slow members of multi-node jobs cost (issue 15), if any."""
+    if not x.get("straggler_episodes"):
+        return []
+    return [f"Slow members of multi-node jobs (stragglers, "
+            f"{fmt_int(x['straggler_episodes'])} episodes) cost "
+            f"{fmt_gpu_hours(x['slow_gpu_hours_lost'])} besides the failures."]
+
+
 def reliability(r: Report) -> list[str]:
     x, p = r.this["reliability"], _prev(r, "reliability")
     if not x["failures"]:
-        return ["No run failed this week."]
+        return ["No run failed this week."] + _stragglers(x)
     out = [f"{fmt_int(x['failures'])} runs failed ({fmt_int(x['infra_failures'])} from "
            f"infrastructure), losing {fmt_gpu_hours(x['gpu_hours_lost'])} to failures and "
            "restarts" + _trend(x["gpu_hours_lost"], p.get("gpu_hours_lost"),
                                unit_fmt=fmt_gpu_hours) + "."]
-    if x.get("straggler_episodes"):
-        out.append(f"Slow members of multi-node jobs (stragglers, "
-                   f"{fmt_int(x['straggler_episodes'])} episodes) cost another "
-                   f"{fmt_gpu_hours(x['slow_gpu_hours_lost'])}.")
+    out += _stragglers(x)
     reasons = x["by_reason"]
     if len(reasons):
         top = reasons.iloc[0]
