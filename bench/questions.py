@@ -4,8 +4,9 @@ Benchmark-only: no page asks these, so they live with the benchmarks, not in
 warehouse/queries/ (issue 14).
 
 Each is a parameterised query over the tier a dashboard would read for its range:
-the 1-hour rollups for days and weeks, the 1-minute rollups for the last hour, the raw
-samples for "now". ``[start, end)`` are naive UTC. Racks come from ``nodes``.
+the 1-hour rollups for days and weeks, the 1-minute rollups for the last hour, the
+writer's latest-sample table ``gpu_latest`` for "now". ``[start, end)`` are naive UTC.
+Racks come from ``nodes``.
 
 The PromQL that answers the same question is in each docstring (series labelled
 ``Hostname`` and ``rack``, as dcgm-exporter plus a relabel rule would label them).
@@ -16,6 +17,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pandas as pd
+
+from warehouse.queries import fleet
 
 _GPU_HOURS = """
 SELECT n.rack, time_bucket(INTERVAL 1 DAY, t.ts, $start::TIMESTAMP) AS day,
@@ -46,15 +49,12 @@ WHERE ts >= $start AND ts < $end AND util_pct_avg IS NOT NULL
 GROUP BY node ORDER BY node
 """
 
-_HOTTEST = """
+_HOTTEST = fleet.per_latest("""
 SELECT n.rack, l.node, l.gpu_index, l.ts, l.temp_c
-FROM (
-    SELECT node, gpu_index, arg_max(ts, ts) AS ts, arg_max(temp_c, ts) AS temp_c
-    FROM gpu_samples WHERE ts > $since AND ts <= $now GROUP BY node, gpu_index
-) l JOIN nodes n USING (node)
+FROM {latest_rows} l JOIN nodes n USING (node)
 WHERE l.temp_c IS NOT NULL
 ORDER BY l.temp_c DESC, l.node, l.gpu_index LIMIT $limit
-"""
+""")
 
 
 def gpu_hours_by_rack_day(cur, *, start: datetime, end: datetime) -> pd.DataFrame:
@@ -105,7 +105,7 @@ def hottest_gpus(cur, *, now: datetime, limit: int = 10,
     PromQL: ``topk(10, DCGM_FI_DEV_GPU_TEMP)``.
     """
     params = {"now": now, "since": now - timedelta(seconds=stale_after_s), "limit": limit}
-    return cur.execute(_HOTTEST, params).df()
+    return cur.execute(_HOTTEST[fleet.latest_source(cur, now)], params).df()
 
 
 #: tables :func:`storage` measures (names are formatted into the SQL: fixed ones only)

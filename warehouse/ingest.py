@@ -6,7 +6,8 @@ zone maps skip the rest of the table, so no in-memory index is needed on billion
 rows). Scheduler state and topology are upserted on their primary key: a later delivery
 updates the row, keeping stored values where the new delivery has NULL.
 Every samples batch also records its time range in ``rollup_pending`` in the same
-transaction, so the rollup job finds it even after a crash.
+transaction, so the rollup job finds it even after a crash, and upserts each GPU's newest
+row into ``gpu_latest`` (only when newer than the stored one), which "now" queries read.
 """
 
 from __future__ import annotations
@@ -64,6 +65,23 @@ def upsert_sql(kind: str) -> str:
 PENDING_SQL = "INSERT INTO rollup_pending VALUES ($1, $2)"
 
 
+def latest_sql() -> str:
+    """Upsert of the registered view ``batch``'s newest row per GPU into ``gpu_latest``,
+    replacing a stored row only when strictly newer (issue 17): a late, retried or
+    backfilled batch never moves a GPU's latest sample back, and a redelivered row of
+    the same timestamp keeps the first delivery, as the raw tier does."""
+    names = SCHEMAS["samples"].names
+    cols = ", ".join(_quote(c) for c in names)
+    updates = ", ".join(fill("{col} = excluded.{col}", col=_quote(c))
+                        for c in names if c not in ("node", "gpu_index"))
+    return fill(
+        "INSERT INTO gpu_latest ({cols}) SELECT {cols} FROM batch "
+        "QUALIFY row_number() OVER (PARTITION BY node, gpu_index ORDER BY ts DESC) = 1 "
+        "ON CONFLICT (node, gpu_index) DO UPDATE SET {updates} "
+        "WHERE excluded.ts > gpu_latest.ts",
+        cols=cols, updates=updates)
+
+
 def _last_per_key(kind: str, table: pa.Table) -> pa.Table:
     """Drop all but the last row of each key (an upsert may touch a row only once)."""
     keys = list(KEYS[kind])
@@ -91,6 +109,7 @@ def write_batch(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> i
                 con.execute(append_sql(kind), [lo.as_py(), hi.as_py()])
                 if kind == "samples":
                     con.execute(PENDING_SQL, [lo.as_py(), hi.as_py()])
+                    con.execute(latest_sql())
             else:
                 con.execute(upsert_sql(kind))
     finally:

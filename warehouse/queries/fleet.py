@@ -2,6 +2,8 @@
 
 - ``STALE_AFTER_S``: a GPU whose latest sample is older than this (seconds) counts as
   not reporting (eight scrapes at the default 15-s interval).
+- Each GPU's latest sample: read from the writer's ``gpu_latest`` table (one row per
+  GPU, :func:`latest_source`), not by scanning the raw tier (issue 17).
 - GPUs per node: read from the warehouse's ``nodes`` table, never assumed. A node the
   table does not know takes the fleet's most common count (:data:`NODE_GPUS_SQL`); only
   a warehouse with no topology at all falls back to :data:`FALLBACK_GPUS_PER_NODE`.
@@ -32,3 +34,27 @@ NODE_GPUS_SQL = fill("coalesce(n.gpus, {typical})", typical=TYPICAL_GPUS_SQL)
 def gpus_per_node(cur) -> int:
     """The fleet's most common number of GPUs per node (see module docstring)."""
     return int(cur.execute("SELECT " + TYPICAL_GPUS_SQL).fetchone()[0])
+
+
+#: FROM-items of each GPU's newest sample with ``ts`` in ``($since, $now]``, all columns
+#: of ``gpu_samples``: the writer's ``gpu_latest`` (one row per GPU, upserted only
+#: forward), and the raw-tier scan that answers for a ``$now`` in the past.
+LATEST_ROWS = {
+    "table": "(SELECT * FROM gpu_latest WHERE ts > $since AND ts <= $now)",
+    "raw": "(SELECT * FROM gpu_samples WHERE ts > $since AND ts <= $now"
+           " QUALIFY row_number() OVER (PARTITION BY node, gpu_index ORDER BY ts DESC) = 1)",
+}
+
+
+def per_latest(template: str) -> dict[str, str]:
+    """``template`` with its ``{latest_rows}`` marker filled by each of
+    :data:`LATEST_ROWS`, keyed like it; pick one with :func:`latest_source`."""
+    return {key: fill(template, latest_rows=rows) for key, rows in LATEST_ROWS.items()}
+
+
+def latest_source(cur, now) -> str:
+    """``"table"`` when no GPU's stored latest sample is after ``now`` (then the rows of
+    ``gpu_latest`` within the window are exactly the raw tier's newest rows), else
+    ``"raw"`` (a ``now`` in the past, or a GPU whose clock runs ahead)."""
+    ahead = cur.execute("SELECT max(ts) > $now FROM gpu_latest", {"now": now}).fetchone()[0]
+    return "raw" if ahead else "table"

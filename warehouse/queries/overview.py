@@ -1,9 +1,10 @@
 """Queries of the Overview page: headline figures and the rack floor map.
 
 "Latest samples" are each GPU's newest row of ``gpu_samples`` with ``ts`` in
-``(now - stale_after_s, now]``: a GPU whose collector has been silent for longer counts
-as not reporting, never as idle. "Allocated now" are the rows of ``allocations`` with
-``start_ts <= now`` and ``end_ts`` NULL or after ``now``. All times are naive UTC.
+``(now - stale_after_s, now]`` (read from ``gpu_latest``, :func:`fleet.latest_source`):
+a GPU whose collector has been silent for longer counts as not reporting, never as idle.
+"Allocated now" are the rows of ``allocations`` with ``start_ts <= now`` and ``end_ts``
+NULL or after ``now``. All times are naive UTC.
 """
 
 from __future__ import annotations
@@ -18,10 +19,7 @@ from warehouse.queries import fleet, goodput
 
 _LATEST = """
 latest AS (
-    SELECT node, gpu_index, ts, util_pct, power_w, temp_c
-    FROM gpu_samples
-    WHERE ts > $since AND ts <= $now
-    QUALIFY row_number() OVER (PARTITION BY node, gpu_index ORDER BY ts DESC) = 1
+    SELECT node, gpu_index, ts, util_pct, power_w, temp_c FROM {latest_rows} r
 )"""
 
 _ALLOCATED = """
@@ -30,7 +28,7 @@ allocated AS (
     WHERE start_ts <= $now AND (end_ts IS NULL OR end_ts > $now)
 )"""
 
-_HEADLINE_SQL = fill("""
+_HEADLINE_SQL = fleet.per_latest(fill("""
 WITH {latest}, {allocated}
 SELECT
     coalesce(nullif((SELECT count(*) FROM gpus), 0), (SELECT sum(gpus) FROM nodes), 0)
@@ -41,9 +39,9 @@ SELECT
         AS mean_util_allocated_pct,
     (SELECT sum(power_w) / 1000.0 FROM latest) AS power_kw,
     (SELECT max(ts) FROM latest) AS latest_sample_ts
-""", latest=_LATEST, allocated=_ALLOCATED)
+""", latest=_LATEST, allocated=_ALLOCATED))
 
-_FLOOR_SQL = fill("""
+_FLOOR_SQL = fleet.per_latest(fill("""
 WITH {latest},
 per_gpu AS (
     SELECT n.rack, l.node, l.gpu_index, l.temp_c, l.util_pct, l.power_w
@@ -71,7 +69,7 @@ SELECT r.rack, r.zone, r."row" AS "row", r.x, r.y,
        a.mean_util_pct, a.power_kw
 FROM racks r LEFT JOIN agg a USING (rack) LEFT JOIN hottest h USING (rack)
 ORDER BY r.rack
-""", latest=_LATEST)
+""", latest=_LATEST))
 
 
 def iso_week_start(now: datetime) -> datetime:
@@ -103,7 +101,8 @@ def headline(
     ``stale_after_s``.
     """
     row = cur.execute(
-        _HEADLINE_SQL, {"now": now, "since": _since(now, stale_after_s)}
+        _HEADLINE_SQL[fleet.latest_source(cur, now)],
+        {"now": now, "since": _since(now, stale_after_s)},
     ).fetchone()
     gpus, reporting, allocated, util, power_kw, latest_ts = row
     lost = goodput.lost_total(cur, start=week_start, end=now)
@@ -131,7 +130,7 @@ def rack_floor(cur, *, now: datetime,
     power_kw (kilowatts). Racks without a latest sample keep NULL figures.
     """
     params = {"now": now, "since": _since(now, stale_after_s)}
-    return cur.execute(_FLOOR_SQL, params).df()
+    return cur.execute(_FLOOR_SQL[fleet.latest_source(cur, now)], params).df()
 
 
 def _num(value) -> float | None:

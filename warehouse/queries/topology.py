@@ -1,6 +1,7 @@
 """Topology queries: filter choices and the drill-down racks -> nodes -> GPUs -> job.
 
-The drill-down reads each GPU's latest raw sample within ``stale_after_s`` of ``now``
+The drill-down reads each GPU's latest sample within ``stale_after_s`` of ``now``
+(``gpu_latest``, :func:`warehouse.queries.fleet.latest_source`)
 (a silent GPU keeps NULL figures, never zero) and the job allocated on it at ``now``.
 """
 
@@ -22,16 +23,14 @@ ORDER BY kind, value
 LIMIT $limit
 """
 
-_GPUS_NOW = """
+_GPUS_NOW = fleet.per_latest("""
 WITH latest AS (
     SELECT node, gpu_index, ts, util_pct, power_w, temp_c, mem_temp_c, mem_used_mib,
            sm_clock_mhz, throttle_thermal, throttle_power
-    FROM gpu_samples
-    WHERE ts > $since AND ts <= $now
-      AND node IN (SELECT node FROM nodes
+    FROM {latest_rows} r
+    WHERE node IN (SELECT node FROM nodes
                    WHERE ($rack::VARCHAR IS NULL OR rack = $rack)
                      AND ($node::VARCHAR IS NULL OR node = $node))
-    QUALIFY row_number() OVER (PARTITION BY node, gpu_index ORDER BY ts DESC) = 1
 ),
 installed AS (
     SELECT g.node, g.gpu_index, g.gpu_uuid, g.model, g.tdp_w, g.memory_mib
@@ -59,7 +58,7 @@ LEFT JOIN jobs j USING (job_id)
 WHERE ($rack::VARCHAR IS NULL OR n.rack = $rack) AND ($node::VARCHAR IS NULL OR i.node = $node)
 ORDER BY i.node, i.gpu_index
 LIMIT $limit
-"""
+""")
 
 
 def filter_options(cur, *, partition: str | None = None, limit: int = 5000) -> dict:
@@ -80,4 +79,4 @@ def gpus_now(cur, *, now: datetime, rack: str | None = None, node: str | None = 
     """
     params = {"now": now, "since": now - timedelta(seconds=stale_after_s), "rack": rack,
               "node": node, "limit": limit}
-    return cur.execute(_GPUS_NOW, params).df()
+    return cur.execute(_GPUS_NOW[fleet.latest_source(cur, now)], params).df()

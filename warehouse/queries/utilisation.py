@@ -166,11 +166,9 @@ SELECT job_id, name, user_name, job_type, state, gpus FROM jobs
 WHERE job_id IN (SELECT unnest($ids::VARCHAR[]))
 """
 
-_IDLE_NOW = fill("""
+_IDLE_NOW = fleet.per_latest(fill("""
 WITH latest AS (
-    SELECT node, gpu_index, ts, util_pct, power_w, mem_used_mib
-    FROM gpu_samples WHERE ts > $since AND ts <= $now
-    QUALIFY row_number() OVER (PARTITION BY node, gpu_index ORDER BY ts DESC) = 1
+    SELECT node, gpu_index, ts, util_pct, power_w, mem_used_mib FROM {latest_rows} r
 ),
 recent AS (
     SELECT node, gpu_index, max(util_pct_max) AS util_max_pct
@@ -187,7 +185,7 @@ FROM allocated a JOIN latest l USING (node, gpu_index) JOIN nodes n USING (node)
 LEFT JOIN recent r USING (node, gpu_index) LEFT JOIN jobs j USING (job_id)
 WHERE l.util_pct < $idle_pct AND coalesce(r.util_max_pct, 0) < $idle_pct AND {scope}
 ORDER BY a.start_ts, a.node, a.gpu_index LIMIT $limit
-""", scope=SCOPE)
+""", scope=SCOPE))
 
 _ENERGY = per_tier(fill("""
 SELECT sum(t.energy_j) / 3.6e6 AS energy_kwh
@@ -263,7 +261,7 @@ def idle_allocated_now(cur, *, now: datetime, partition: str | None = None,
         "recent_since": now - timedelta(minutes=recent_min), "idle_pct": float(idle_pct),
         "partition": partition, "rack": rack, "limit": limit,
     }
-    return cur.execute(_IDLE_NOW, params).df()
+    return cur.execute(_IDLE_NOW[fleet.latest_source(cur, now)], params).df()
 
 
 def fleet_energy_kwh(cur, *, start: datetime, end: datetime, partition: str | None = None,
