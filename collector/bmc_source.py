@@ -21,9 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import pyarrow as pa
-import urllib3
+import requests
 
 from collector import bmc
+from collector.http import session
 from collector.sanitize import DropCounter
 from gpulens.settings import default
 from warehouse.clock import naive_utc
@@ -72,30 +73,28 @@ class RedfishReader:
 
     def __init__(self, *, username: str, password: str, timeout_s: float,
                  ca_file: str = "", verify_tls: bool = True):
-        self._headers = {"Accept": "application/json", "User-Agent": "gpulens-bmc"}
+        headers = {"Accept": "application/json", "User-Agent": "gpulens-bmc"}
         if username or password:
             token = base64.b64encode(f"{username}:{password}".encode()).decode()
-            self._headers["Authorization"] = f"Basic {token}"
-        kwargs = ({"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_file or None} if verify_tls
-                  else {"cert_reqs": "CERT_NONE"})
-        self._pool = urllib3.PoolManager(**kwargs)
-        self._timeout = urllib3.Timeout(total=timeout_s)
+            headers["Authorization"] = f"Basic {token}"
+        self._http = session(ca_file=ca_file, verify_tls=verify_tls, headers=headers)
+        self._timeout = timeout_s
         self._where: dict[str, tuple[str, Callable]] = {}  # target key -> (path, parser)
         self._lock = threading.Lock()
 
     def _get(self, target: bmc.BmcTarget, path: str):
         url = f"{target.scheme}://{target.address}{path}"
         try:
-            resp = self._pool.request("GET", url, headers=self._headers, retries=False,
-                                      timeout=self._timeout)
-        except urllib3.exceptions.HTTPError as exc:
+            resp = self._http.get(url, timeout=self._timeout)
+        except requests.RequestException as exc:
             raise TransportError(f"GET {path}: {type(exc).__name__}") from None
-        if resp.status != 200:
-            raise TransportError(f"GET {path}: HTTP {resp.status}")
+        if resp.status_code != 200:
+            raise TransportError(f"GET {path}: HTTP {resp.status_code}")
         try:
-            return json.loads(resp.data)
+            return json.loads(resp.content)
         except (ValueError, RecursionError):
-            raise ValueError(f"Redfish {path}: not JSON: {bmc._show(resp.data[:200])}") from None
+            raise ValueError(
+                f"Redfish {path}: not JSON: {bmc._show(resp.content[:200])}") from None
 
     def _locate(self, target: bmc.BmcTarget) -> tuple[str, Callable]:
         members = bmc.chassis_members(self._get(target, "/redfish/v1/Chassis"))

@@ -1,7 +1,7 @@
 """Scrape dcgm-exporter endpoints directly: concurrent HTTP, then the bulk parser.
 
 Transport only: :func:`fetch_all` GETs every target's ``/metrics`` concurrently from a
-thread pool over one requests session (keep-alive, gzip), each with a timeout;
+thread pool over one requests session (collector/http.py), each with a timeout;
 the texts then go through :class:`collector.dcgm.DcgmCollector` (the vectorised parser)
 in one call. One bad thing costs one thing (issue 12): a bad line costs that line, a
 bad value that value (NULL), both counted per reason in ``source.dropped``; a target
@@ -23,17 +23,18 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import requests
-from requests.adapters import HTTPAdapter
 
 from collector.dcgm import DcgmCollector
 from collector.file_sd import Target, TargetFile
+from collector.http import session
 from collector.nodenames import NodeNames
 from collector.sanitize import DropCounter, sanitize_samples
 from gpulens.settings import default
 
 __all__ = ["DcgmScrapeSource", "Fetched", "TargetStatus", "fetch_all"]
 
-USER_AGENT = "gpulens-scraper"
+HEADERS = {"User-Agent": "gpulens-scraper", "Accept": "text/plain;version=0.0.4",
+           "Accept-Encoding": "gzip"}
 DEFAULT_TIMEOUT_S: float = default("dcgm.timeout_s")  # seconds
 DEFAULT_WORKERS: int = default("dcgm.workers")
 
@@ -57,23 +58,6 @@ class TargetStatus:
     last_success: datetime | None = None
     last_error: str | None = None
     duration_s: float | None = None  # seconds the last scrape took
-
-
-def session(workers: int = DEFAULT_WORKERS, ca_file: str | None = None) -> requests.Session:
-    """One keep-alive HTTP session for every scrape: its connection pools hold up to
-    ``max(16, workers)`` hosts, two connections each; no retries (a failed target waits
-    for the next cycle); TLS verified against ``ca_file`` or the system's CA bundle.
-    Exporters are reached directly: proxy variables and ~/.netrc of the environment are
-    ignored."""
-    s = requests.Session()
-    s.trust_env = False
-    adapter = HTTPAdapter(pool_connections=max(16, workers), pool_maxsize=2, max_retries=0)
-    s.mount("http://", adapter)
-    s.mount("https://", adapter)
-    s.verify = ca_file or True
-    s.headers.update({"User-Agent": USER_AGENT, "Accept": "text/plain;version=0.0.4",
-                      "Accept-Encoding": "gzip"})
-    return s
 
 
 def _reason(exc: requests.RequestException) -> str:
@@ -106,7 +90,7 @@ def fetch_all(
     """GET every target concurrently; each finishes within ``timeout_s`` seconds."""
     if not targets:
         return []
-    http = http or session(workers)
+    http = http or session(hosts=workers, headers=HEADERS)
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as ex:
         return list(ex.map(lambda t: _fetch(http, t, timeout_s), targets))
 
@@ -134,7 +118,7 @@ class DcgmScrapeSource:
         self.dcgm = DcgmCollector(interval_s, names)
         self.dropped = DropCounter()
         self.status: dict[str, TargetStatus] = {}
-        self._http = session(workers, ca_file)
+        self._http = session(hosts=workers, ca_file=ca_file, headers=HEADERS)
         self._now = now or (lambda: datetime.now(UTC).replace(tzinfo=None))
 
     def collect(self, ts: datetime) -> list[tuple[str, pa.Table]]:
