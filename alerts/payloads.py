@@ -4,6 +4,12 @@
 into the generic JSON document (docs/alerts.md shows one); ``slack`` and
 ``alertmanager`` render that document for their receivers. ``encode`` gives the exact
 bytes stored in the outbox and signed, so every retry sends identical bytes.
+
+Every body names its cluster (the ``cluster.name`` setting): the document's ``cluster``
+field, a line of the Slack message, a ``cluster`` label on Alertmanager alerts. The
+idempotency key stays a function of the alert group's episode alone, so two instances
+watching the same cluster send the same key; receivers shared by several clusters tell
+them apart by ``cluster`` (Alertmanager groups by labels).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from alerts.model import Alert, Notification
+from gpulens.settings import default
 
 VERSION = 1
 
@@ -65,14 +72,15 @@ def title(note: Notification) -> str:
 
 
 def document(note: Notification, *, summary: str, dashboard_url: str,
-             jobs: list[dict] | None = None) -> dict[str, Any]:
+             jobs: list[dict] | None = None,
+             cluster: str = default("cluster.name")) -> dict[str, Any]:
     """The generic JSON document of a notification (the webhook body)."""
     link = dashboard_url
     if note.rack:
         link = dashboard_url.rstrip("/") + "/thermal?" + urlencode({"rack": note.rack})
     return {
         "version": VERSION, "key": note.key, "kind": note.kind, "group": note.group,
-        "rule": note.rule, "severity": note.severity, "rack": note.rack,
+        "cluster": cluster, "rule": note.rule, "severity": note.severity, "rack": note.rack,
         "title": title(note), "summary": summary, "opened_at": iso(note.opened_at),
         "created_at": iso(note.created_at), "dashboard_url": link,
         "nodes": nodes_of(note), "jobs": jobs or [],
@@ -96,7 +104,8 @@ def slack(doc: dict[str, Any]) -> dict[str, Any]:
     lines = [
         f"*{doc['title']}*",
         doc["summary"],
-        f"*Where:* {doc['rack'] or first['entity']}   *Since:* {since}",
+        f"*Cluster:* {doc.get('cluster') or '-'}   *Where:* {doc['rack'] or first['entity']}"
+        f"   *Since:* {since}",
         f"*How hot:* {', '.join(hot) or '-'}",
         f"*Affected:* {', '.join(a['entity'] for a in doc['alerts'][:12])}",
         f"*Nodes:* {nodes or '-'}",
@@ -118,6 +127,8 @@ def alertmanager(doc: dict[str, Any], *, resolved_at: str | None = None) -> list
     for a in doc["alerts"]:
         labels = {"alertname": a["rule"], "severity": a["severity"], "scope": a["scope"],
                   "source": "gpulens"}
+        if doc.get("cluster"):
+            labels["cluster"] = doc["cluster"]
         for key in ("rack", "node"):
             if a[key]:
                 labels[key] = a[key]

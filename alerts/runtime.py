@@ -52,6 +52,7 @@ class AlertRuntime:
         self.resend_s: float = s["alertmanager_resend_s"]
         self.timeout_s: float = s["timeout_s"]
         self.dashboard_url: str = s["dashboard_url"]
+        self.cluster: str = config["cluster.name"]
         self.backoff = Backoff(s["retry_initial_s"], s["retry_max_s"], s["give_up_h"] * 3600)
         self._resent_at: datetime | None = None
 
@@ -100,7 +101,8 @@ class AlertRuntime:
             jobs = [{k: (int(v) if k == "gpus_here" else v) for k, v in r.items()}
                     for r in frame.to_dict("records")]
         return payloads.document(note, summary=self.summaries.get(note.rule, note.rule),
-                                 dashboard_url=self.dashboard_url, jobs=jobs)
+                                 dashboard_url=self.dashboard_url, jobs=jobs,
+                                 cluster=self.cluster)
 
     def _outbox(self, note: Notification, now: datetime) -> list[dict]:
         doc = self._document(note, now)
@@ -137,7 +139,7 @@ class AlertRuntime:
                                 severity=alerts[0].severity, rack=alerts[0].rack,
                                 opened_at=opened, created_at=now, alerts=tuple(alerts))
             doc = payloads.document(note, summary=self.summaries.get(note.rule, note.rule),
-                                    dashboard_url=self.dashboard_url)
+                                    dashboard_url=self.dashboard_url, cluster=self.cluster)
             items += payloads.alertmanager(doc)
         if not items:
             return 0
@@ -153,7 +155,7 @@ class AlertRuntime:
         """Send a test notification to one sink now (not through the outbox); returns
         the idempotency key. Raises KeyError for an unconfigured sink, DeliveryError."""
         return send_test(self.sinks[sink_name], self.dashboard_url, self.now(),
-                         timeout_s=self.timeout_s, send=self.send)
+                         timeout_s=self.timeout_s, send=self.send, cluster=self.cluster)
 
 
 def window_span_s(rules) -> float:
@@ -174,11 +176,13 @@ def fresh(win) -> bool:
     return win.n > 0 and bool(np.isfinite(latest(win.series["temp_c"], win.cols(60.0))).any())
 
 
-def test_document(dashboard_url: str, now: datetime) -> dict:
-    """A generic document that says it is a test (kind ``test``)."""
+def test_document(dashboard_url: str, now: datetime,
+                  cluster: str = default("cluster.name")) -> dict:
+    """A generic document that says it is a test (kind ``test``) from ``cluster``."""
     key = short_hash("test", now.isoformat())
     return {
         "version": payloads.VERSION, "key": key, "kind": "test", "group": "test/gpulens",
+        "cluster": cluster,
         "rule": "test", "severity": "info", "rack": None,
         "title": "[TEST] gpulens notification test",
         "summary": "A test notification from `gpulens alerts test`; nothing is wrong.",
@@ -197,9 +201,10 @@ def test_document(dashboard_url: str, now: datetime) -> dict:
 
 def send_test(sink, dashboard_url: str, now: datetime, *,
               timeout_s: float = default("alerts.timeout_s"),
-              send: Callable[..., int] = post) -> str:
-    """Send a test notification to ``sink``; returns its idempotency key."""
-    doc = test_document(dashboard_url, now)
+              send: Callable[..., int] = post,
+              cluster: str = default("cluster.name")) -> str:
+    """Send a test notification from ``cluster`` to ``sink``; returns its idempotency key."""
+    doc = test_document(dashboard_url, now, cluster)
     if sink.name == "alertmanager":  # resolved at once: routes, but pages nobody for long
         doc["kind"] = "resolved"
     send(sink, render(sink.name, doc), doc["key"], timeout_s=timeout_s)

@@ -64,6 +64,7 @@ def create_app(
     auth_config: auth.AuthConfig | None = None,
     reports_dir: str | None = None,
     options: Options | None = None,
+    cluster: str = default("cluster.name"),
 ) -> dash.Dash:
     """Build the Dash app reading ``warehouse``; live pages refresh every ``refresh_s`` s.
 
@@ -71,7 +72,8 @@ def create_app(
     ``auth_config`` (``AuthConfig.from_settings(config)``) turns on the login or the
     trusted proxy header; ``reports_dir`` is where weekly report files are listed from;
     ``options`` (``Options.from_settings(config)``) the analytics settings the pages use
-    (PUE, node overhead, carbon region, idle threshold, checkpoint interval, lemon test).
+    (PUE, node overhead, carbon region, idle threshold, checkpoint interval, lemon test);
+    ``cluster`` (the ``cluster.name`` setting) is named in the header.
     """
     context.set_context(warehouse, now, refresh_s=refresh_s, title=title,
                         reports_dir=reports_dir, options=options)
@@ -89,7 +91,7 @@ def create_app(
     web_security.install(app, auth_config)  # Host, Origin, CSRF, headers: before the login
     auth.install(app.server, auth_config)
     web_security.install_callback_check(app)
-    app.layout = _shell(title)
+    app.layout = _shell(title, cluster)
 
     @app.callback(Output(ids.NAV, "children"), Input(ids.URL, "pathname"),
                   Input(ids.URL, "search"))
@@ -117,16 +119,16 @@ def _user_badge() -> html.Div | None:
                     id=ids.USER, className="user")
 
 
-def _shell(title: str):
+def _shell(title: str, cluster: str):
     """The frame around every page, built per request (it shows the logged-in user)."""
 
     def layout():
-        return _frame(title, _user_badge())
+        return _frame(title, _user_badge(), cluster)
 
     return layout
 
 
-def _frame(title: str, user) -> html.Div:
+def _frame(title: str, user, cluster: str) -> html.Div:
     return html.Div(
         [
             # callback-nav: filters and drill-down rewrite the URL without a reload
@@ -138,6 +140,9 @@ def _frame(title: str, user) -> html.Div:
                             [html.Span(className="brand-mark"), html.Span(title)],
                             href="/", className="brand",
                         ),
+                        # which cluster this is, when several gpulens run (issue 18)
+                        html.Span(cluster, id=ids.CLUSTER, className="cluster",
+                                  title="cluster.name"),
                         html.Nav(nav_items(dash.page_registry), id=ids.NAV, className="nav"),
                         user,
                     ],

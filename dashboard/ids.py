@@ -34,6 +34,7 @@ FILTER_DAYS = "filter-days"  # DatePickerRange, shown with range "custom"
 FILTER_PARTITION = "filter-partition"
 FILTER_RACK = "filter-rack"
 USER = "shell-user"  # who is logged in, with a log-out link
+CLUSTER = "shell-cluster"  # the cluster.name setting, in the header
 FLOOR_METRIC = "floor-metric"  # radio: temp | util | power
 DRILL_CRUMBS = "drill-crumbs"  # breadcrumb: Fleet > rack > node
 DRILL_RACK = "drill-rack"  # dcc.Graph: the selected rack's nodes x GPUs

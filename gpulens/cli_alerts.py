@@ -181,14 +181,16 @@ def test(ctx, sink) -> None:
     from alerts.runtime import send_test, utcnow
     from alerts.sinks import DeliveryError, configured
 
-    cfg = load(ctx.obj["config"]).section("alerts")
+    config = load(ctx.obj["config"])
+    cfg = config.section("alerts")
     sinks = configured(cfg)
     if sink not in sinks:
         raise click.ClickException(
             f"sink {sink} has no URL: set alerts.{sink}_url in the configuration or "
             f"GPULENS_ALERTS_{sink.upper()}_URL")
     try:
-        key = send_test(sinks[sink], cfg["dashboard_url"], utcnow(), timeout_s=cfg["timeout_s"])
+        key = send_test(sinks[sink], cfg["dashboard_url"], utcnow(), timeout_s=cfg["timeout_s"],
+                        cluster=config["cluster.name"])
     except DeliveryError as exc:
         raise click.ClickException(f"test notification not delivered: {exc}") from None
     click.echo(f"test notification {key} delivered to {sink}")

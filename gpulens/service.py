@@ -121,6 +121,7 @@ class Service:
             auth_config=AuthConfig.from_settings(self.config),
             reports_dir=self.config["reports.dir"],
             options=analytics.Options.from_settings(self.config),
+            cluster=self.config["cluster.name"],
         )
         app.server.add_url_rule("/healthz", "healthz", self._healthz)
         exporter.install(app.server, self.warehouse.reader, now=self.now,

@@ -31,13 +31,15 @@ def test_alertmanager_routes_gpulens_alerts_to_its_receivers(tmp_path, alertmana
     # Alertmanager compares startsAt/endsAt with its own clock: play the incident in the
     # recent past so the resolution is already over when it arrives.
     start = datetime.now(UTC).replace(tzinfo=None, microsecond=0) - timedelta(hours=2)
-    inc = Incident(tmp_path / "w.duckdb", start=start, alertmanager_url=url)
+    inc = Incident(tmp_path / "w.duckdb", start=start, alertmanager_url=url,
+                   cluster_name="rsc-1")
     try:
         inc.run_until(24)
         firing = _wait_for(rx, "firing")
         [alert] = firing["alerts"]
         assert alert["labels"]["alertname"] == "rack_cooling"
         assert alert["labels"]["rack"] == "r2" and alert["labels"]["severity"] == "critical"
+        assert alert["labels"]["cluster"] == "rsc-1"  # issue 18
         assert "thermal?rack=r2" in alert["annotations"]["dashboard"]
         inc.run_until(45)
         resolved = _wait_for(rx, "resolved")

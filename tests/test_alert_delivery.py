@@ -122,12 +122,29 @@ def test_slack_and_webhook_each_get_their_own_body(tmp_path, receiver):
 
     unsigned = start_receiver()  # Slack does not check signatures
     inc = Incident(tmp_path / "w.duckdb", webhook_url=receiver.url, webhook_secret=SECRET,
-                   slack_url=unsigned.url.rstrip("/") + "/slack")
+                   slack_url=unsigned.url.rstrip("/") + "/slack", cluster_name="eval-2")
     inc.run_until(24)
     unsigned.stop()
+    assert receiver.bodies()[0]["cluster"] == "eval-2"  # issue 18
     slack = [r.body for r in unsigned.received if r.path == "/slack"]
     assert [b["kind"] for b in receiver.bodies()] == ["firing"]
     assert len(slack) == 1 and "rack_cooling in r2" in slack[0]["text"]
     text = slack[0]["blocks"][0]["text"]["text"]
     assert "*Nodes:* n20, n21" in text and "thermal?rack=r2" in text
+    assert "*Cluster:* eval-2" in text
     inc.wh.close()
+
+
+@pytest.mark.slow  # two simulated incidents of 24 minutes, tick by tick
+def test_two_instances_of_one_cluster_send_the_same_key(tmp_path, receiver):
+    """Issue 18: the idempotency key depends on the alert episode, not on the instance,
+    so a receiver fed by two gpulens watching the same cluster drops the second copy."""
+    bodies = []
+    for name in ("a", "b"):
+        inc = Incident(tmp_path / f"{name}.duckdb", webhook_url=receiver.url,
+                       webhook_secret=SECRET, cluster_name="rsc-1")
+        inc.run_until(24)
+        inc.wh.close()
+        bodies.append(receiver.bodies("firing"))
+    assert len(bodies[0]) == 1 and bodies[1] == bodies[0]  # the copy was not new
+    assert receiver.duplicates == 1 and bodies[0][0]["cluster"] == "rsc-1"

@@ -139,6 +139,14 @@ def test_html_is_self_contained_with_every_section(report):
     assert "<script" not in mail and "attached PDF" in mail
 
 
+def test_the_header_names_the_cluster(report):
+    """Issue 18: several clusters' reports side by side say whose they are."""
+    import re
+
+    html = render_html(report, charts=False)
+    assert re.search(r"<h1>gpulens weekly report \S+, cluster default</h1>", html)
+
+
 def test_names_from_jobs_are_text_not_markup(report):
     original = report.this["energy"]["top_jobs"]
     jobs = original.copy()
@@ -155,8 +163,9 @@ def test_report_config_section_is_read(tmp_path):
     from dashboard.report.generate import options, sinks
 
     cfg = report_config(tmp_path, reports__timezone="Europe/Berlin",
-                        reports__webhook_url="http://127.0.0.1:9/")
+                        reports__webhook_url="http://127.0.0.1:9/", cluster__name="rsc-1")
     assert options(cfg).timezone == "Europe/Berlin"
+    assert options(cfg).cluster == "rsc-1"
     assert set(sinks(cfg)) == {"report_webhook"}  # no SMTP host: no e-mail sink
 
 

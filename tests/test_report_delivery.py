@@ -120,6 +120,7 @@ def test_generated_report_is_mailed_and_posted(tmp_path, smtp):
     rx = start_receiver(secret="hook-secret")
     try:
         cfg = report_config(tmp_path, reports__pdf=False, reports__email_to="ops@example.org",
+                            cluster__name="eval-2",
                             reports__smtp_host="127.0.0.1", reports__smtp_port=ctl.port,
                             reports__smtp_security="none", reports__webhook_url=rx.url,
                             reports__webhook_secret="hook-secret")
@@ -130,12 +131,13 @@ def test_generated_report_is_mailed_and_posted(tmp_path, smtp):
         (got,) = rx.received
         body = got.body
         assert body["kind"] == "report" and body["week"] == WEEK
+        assert body["cluster"] == "eval-2" and body["title"].endswith("cluster eval-2")
         assert body["summary"] == out["summary"]
         assert body["headline"]["reliability.failures"] > 0
         assert body["dashboard_url"].endswith("/reports")
         assert got.headers["x-gpulens-signature"].startswith("sha256=")  # checked by rx
         (msg,) = inbox.messages
-        assert msg["Subject"] == f"gpulens weekly report {WEEK}"
+        assert msg["Subject"] == f"gpulens weekly report {WEEK}, cluster eval-2"
         assert out["summary"][1] in msg.get_body(("plain",)).get_content()
         (att,) = list(msg.iter_attachments())  # no PDF configured: the HTML file
         assert att.get_filename() == f"gpulens-report-{WEEK}.html"

@@ -38,6 +38,7 @@ def options(config) -> ReportOptions:
     s = config.section("reports")
     return ReportOptions(timezone=s["timezone"], large_job_gpus=s["large_job_gpus"],
                          top=s["top"], dashboard_url=config["alerts.dashboard_url"],
+                         cluster=config["cluster.name"],
                          analytics=Options.from_settings(config))
 
 
@@ -66,6 +67,7 @@ def link(report: Report) -> str:
 def webhook_document(report: Report, files: list[dict], key: str) -> dict:
     """The webhook's JSON: summary lines, headline numbers, a link, the file names."""
     return {"version": 1, "kind": "report", "key": key, "week": report.week,
+            "cluster": report.options.cluster,
             "previous_week": report.previous, "title": report.title,
             "start": payloads.iso(report.start), "end": payloads.iso(report.end),
             "generated_at": payloads.iso(report.generated_at),

@@ -38,6 +38,7 @@ class ReportOptions:
     large_job_gpus: int = setting_field("reports.large_job_gpus")  # ETTR's large jobs
     top: int = setting_field("reports.top")  # rows of the top-N tables
     dashboard_url: str = setting_field("alerts.dashboard_url")
+    cluster: str = setting_field("cluster.name")  # named in the title (issue 18)
     analytics: Options = field(default_factory=Options)
 
 
@@ -131,7 +132,7 @@ class Report:
 
     @property
     def title(self) -> str:
-        return f"gpulens weekly report {self.week}"
+        return f"gpulens weekly report {self.week}, cluster {self.options.cluster}"
 
     @property
     def stem(self) -> str:

@@ -91,9 +91,10 @@ class Cluster:
         })
 
 
-def alert_config(**overrides):
-    """Defaults with alert settings overridden (``webhook_url=...``)."""
+def alert_config(cluster_name: str | None = None, **overrides):
+    """Defaults with alert settings overridden (``webhook_url=...``), and cluster.name."""
     return load(None, env={}).with_overrides(
+        cluster__name=cluster_name,
         **{f"alerts__{k.replace('.', '__')}": v for k, v in overrides.items()})
 
 
