@@ -49,13 +49,14 @@ __all__ = ["CommandStatus", "SlurmCommandError", "SlurmSource", "run_command"]
 log = logging.getLogger(__name__)
 
 JOBS_PER_READ = 500  # job ids per ``sacct -j`` (keeps the command line short)
+COMMAND_TIMEOUT_S = 60.0  # seconds squeue or sacct may take, else the command failed
 
 
 class SlurmCommandError(RuntimeError):
     """A Slurm command failed; the message has its exit status and stderr."""
 
 
-def run_command(argv: Sequence[str], timeout_s: float = 60.0) -> str:
+def run_command(argv: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S) -> str:
     """Run a Slurm client command with ``TZ=UTC``; its stdout, or SlurmCommandError."""
     try:
         proc = subprocess.run(list(argv), capture_output=True, timeout=timeout_s,
@@ -141,15 +142,15 @@ class SlurmSource:
         self,
         *,
         interval_s: float = default("slurm.interval_s"),
-        squeue: str = "squeue",
-        sacct: str = "sacct",
+        squeue: str = default("slurm.squeue"),
+        sacct: str = default("slurm.sacct"),
         jobcomp_file: str = "",
-        jobcomp_tz: str = "UTC",
-        overlap_s: float = 600.0,
-        lookback_s: float = 86_400.0,
+        jobcomp_tz: str = default("slurm.jobcomp_tz"),
+        overlap_s: float = default("slurm.sacct_overlap_min") * 60,
+        lookback_s: float = default("slurm.lookback_h") * 3600,
         gpus_per_node: int | None = None,
         job_type_regex: str | None = None,
-        timeout_s: float = 60.0,
+        timeout_s: float = COMMAND_TIMEOUT_S,
         run: Callable[[Sequence[str]], str] | None = None,
     ):
         self.interval_s = interval_s  # seconds between cycles
