@@ -14,12 +14,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from gpulens.settings import default
+
 
 class PdfError(RuntimeError):
     """Chromium is missing or failed; the message says which and how."""
 
 
-def chromium_path(name: str = "chromium") -> str:
+def chromium_path(name: str = default("reports.chromium")) -> str:
     found = shutil.which(name)
     if not found:
         raise PdfError(f"{name} not found: install Debian's chromium package, set "
@@ -35,8 +37,9 @@ def command(chromium: str, html: Path, pdf: Path, profile: Path) -> list[str]:
             f"--user-data-dir={profile}", f"--print-to-pdf={pdf}", html.resolve().as_uri()]
 
 
-def html_to_pdf(html: str | os.PathLike, pdf: str | os.PathLike, *, chromium: str = "chromium",
-                timeout_s: float = 120.0) -> Path:
+def html_to_pdf(html: str | os.PathLike, pdf: str | os.PathLike, *,
+                chromium: str = default("reports.chromium"),
+                timeout_s: float = default("reports.pdf_timeout_s")) -> Path:
     """Render ``html`` (a file) into ``pdf``; returns the PDF's path."""
     exe = chromium_path(chromium)
     html, pdf = Path(html), Path(pdf)
