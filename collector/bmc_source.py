@@ -50,7 +50,8 @@ def _host_port(address: str) -> tuple[str, str]:
 
 
 def read_ipmi(target: bmc.BmcTarget, *, username: str, password: str, timeout_s: float,
-              ipmitool: str = "ipmitool", cipher_suite: int = 17) -> bmc.PowerReading:
+              ipmitool: str = default("bmc.ipmitool"),
+              cipher_suite: int = default("bmc.ipmi_cipher_suite")) -> bmc.PowerReading:
     """One DCMI power reading over IPMI-over-LAN (lanplus, RMCP+ ``cipher_suite``)."""
     host, port = _host_port(target.address)
     cmd = [ipmitool, "-I", "lanplus", "-C", str(cipher_suite), "-H", host,

@@ -130,13 +130,13 @@ class AuthConfig:
     auto_provision: bool = False
     operators: frozenset[str] = frozenset()
     viewers: frozenset[str] = frozenset()
-    default_role: str = "viewer"
+    default_role: str = default("dashboard.default_role")
     groups_header: str = ""
     operator_groups: frozenset[str] = frozenset()
     public_url: str = ""
     allowed_hosts: frozenset[str] = frozenset()
-    cookie_secure: str = "auto"  # auto | true | false
-    login_limits: str = "5 per minute; 20 per hour; 100 per day"
+    cookie_secure: str = default("dashboard.cookie_secure")  # auto | true | false
+    login_limits: str = default("dashboard.login_limits")
 
     @property
     def enabled(self) -> bool:
