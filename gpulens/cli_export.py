@@ -4,18 +4,24 @@
 
 Writes hive-partitioned Parquet (``DIR/<table>/cluster=NAME/date=YYYY-MM-DD/*.parquet``,
 whole UTC days, NAME the ``cluster.name`` setting; see warehouse/export.py). It opens
-the database file itself: while ``gpulens serve`` owns the file DuckDB refuses a second
-process, and this command says so (stop the service for the export, or export from a
-copy of the file).
+the database file itself when it can. While ``gpulens serve`` owns the file DuckDB
+refuses a second process; then the command asks that service to export (``--url``,
+POST /api/export, gpulens/export_api.py): the service writes the files, so ``--out``
+must be its ``lake.dir`` folder or inside it.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import click
+import requests
 
+from gpulens.service_client import ServiceClient, error_message
 from warehouse.clock import utcnow as _utcnow
+
+DEFAULT_URL = "http://127.0.0.1:8050"
 
 
 def _when(value: str | None, default: datetime | None = None) -> datetime | None:
@@ -51,7 +57,10 @@ def export() -> None:
 @click.option("--db", help="Warehouse file (default: service.db of the configuration).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="TOML configuration (service.db, warehouse.memory_limit_mb).")
-def parquet(since, until, out, tables, db, config_path):
+@click.option("--url", default=None,
+              help=f"The running service to ask when it holds the database (default "
+                   f"{DEFAULT_URL}).")
+def parquet(since, until, out, tables, db, config_path, url):
     """Write [since, until) as hive-partitioned Parquet, one folder per table and day.
 
     A day exported again replaces that day's folder, so a daily job can re-export the
@@ -69,11 +78,13 @@ def parquet(since, until, out, tables, db, config_path):
     try:
         wh = Warehouse(db, memory_limit_mb=config["warehouse.memory_limit_mb"])
     except WarehouseLocked as exc:
-        raise click.ClickException(
-            f"{exc} Exporting reads the file directly, so it needs the file free: stop "
-            "the service for the export, or copy the file (with its .wal) and pass the "
-            "copy as --db."
-        ) from None
+        url = url or DEFAULT_URL
+        body = {"since": start.isoformat(), "until": end.isoformat(),
+                "out": str(Path(out).resolve()), "tables": list(tables) or None}
+        answer = _remote(url, body, str(exc))
+        _report(datetime.fromisoformat(answer["start"]), datetime.fromisoformat(answer["end"]),
+                answer["rows"], answer["days"], f"{out} (written by the service at {url})")
+        return
     try:
         result = export_parquet(wh.reader(), out, since=start, until=end,
                                 tables=list(tables) or None, cluster=config["cluster.name"])
@@ -81,9 +92,29 @@ def parquet(since, until, out, tables, db, config_path):
         raise click.BadParameter(str(exc)) from None
     finally:
         wh.close()
-    click.echo(f"exported {result.start:%Y-%m-%d} .. {result.end - timedelta(days=1):%Y-%m-%d}"
-               f" (UTC days) to {out}")
-    for table, rows in result.rows.items():
-        days = result.days.get(table)
-        where = f"{len(days)} day(s)" if days is not None else "whole table"
-        click.echo(f"  {table:<18} {rows:>12,} rows  {where}")
+    _report(result.start, result.end, result.rows, result.days, out)
+
+
+def _remote(url: str, body: dict, locked: str) -> dict:
+    """The service's answer to the export ``body``; ClickException when none comes or it
+    refuses (``locked``: why the file could not be opened here)."""
+    try:
+        return ServiceClient(url).json("POST", "/api/export", body, timeout=3600)
+    except requests.HTTPError as exc:
+        raise click.ClickException(
+            f"{locked} The service at {url} refused the export: {error_message(exc)}"
+        ) from None
+    except requests.RequestException:
+        raise click.ClickException(
+            f"{locked} No service answered at {url} to export instead: pass its address "
+            "with --url, stop the service for the export, or copy the file (with its "
+            ".wal) and pass the copy as --db.") from None
+
+
+def _report(start: datetime, end: datetime, rows: dict, days: dict, where: str) -> None:
+    click.echo(f"exported {start:%Y-%m-%d} .. {end - timedelta(days=1):%Y-%m-%d}"
+               f" (UTC days) to {where}")
+    for table, n in rows.items():
+        parts = days.get(table)
+        what = f"{len(parts)} day(s)" if parts is not None else "whole table"
+        click.echo(f"  {table:<18} {n:>12,} rows  {what}")

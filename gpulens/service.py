@@ -131,6 +131,11 @@ class Service:
             self.warehouse, now=self.now, config=self.config, incidents=self._incidents))
         app.server.register_blueprint(reports_api.create_blueprint(
             lambda week, send: self.reports.run(week, send=send), self.config["reports.dir"]))
+        from gpulens import export_api  # `gpulens export parquet` while serving (issue 18)
+
+        app.server.register_blueprint(export_api.create_blueprint(
+            self.warehouse.reader, lake_dir=self.config["lake.dir"],
+            cluster=self.config["cluster.name"], now=self.now))
         host, port = self.config["service.host"], self.config["service.port"]
         try:
             self.server = waitress.create_server(

@@ -132,9 +132,11 @@ def test_locked_database_says_what_to_do(db, tmp_path):
     try:
         assert holder.stdout.readline().strip() == "open"
         res = CliRunner().invoke(export, ["parquet", "--since", "2026-11-18", "--out",
-                                          str(tmp_path / "x"), "--db", str(db)])
+                                          str(tmp_path / "x"), "--db", str(db),
+                                          "--url", "http://127.0.0.1:9"])  # no service
         assert res.exit_code != 0
         assert "open in another process" in res.output and "stop the service" in res.output
+        assert "No service answered at http://127.0.0.1:9" in res.output
     finally:
         holder.stdin.close()
         holder.wait(10)

@@ -24,6 +24,11 @@ SETTINGS: tuple[Setting, ...] = (
             "(docs/scaling.md).",
             cluster_name_ok,
             "1 to 64 of the characters A-Z a-z 0-9 . _ -, e.g. rsc-1", max_len=64),
+    Setting("lake.dir", str, "lake",
+            "Folder of the Parquet lake (DIR/<table>/cluster=NAME/date=DAY/) that the "
+            "running service writes when asked (POST /api/export; `gpulens export parquet` "
+            "while the service owns the database). The service writes nowhere else: an "
+            "export's folder must be this one or inside it."),
     Setting("service.host", str, "127.0.0.1",
             "Address the web server binds. Keep 127.0.0.1 unless a reverse proxy or "
             "firewall protects the dashboard."),

@@ -1,0 +1,110 @@
+"""HTTP API of the Parquet export, registered by the service (issue 18).
+
+    POST /api/export  {"since": "2026-11-18", "until": "2026-11-20", "out": "/srv/lake",
+                       "tables": ["gpu_samples_1h"]}  -> start, end, cluster, rows, days
+
+While ``gpulens serve`` owns the database no other process can open it, so
+``gpulens export parquet`` asks the service (gpulens/cli_export.py). The service reads
+through a reader cursor and writes with warehouse/export.py, which swaps each day's
+folder in whole. ``until`` (default: now) and ``tables`` (default: all) may be left out;
+``out`` (default: ``lake.dir``) must be the ``lake.dir`` folder or inside it, so the
+API writes nowhere else. A bad field answers 400 naming it. As every state-changing
+API request it needs the operator role, a same-origin ``Origin`` and the CSRF token
+(dashboard/auth.py, dashboard/web_security.py). One export runs at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, jsonify, request
+
+from warehouse.export import PARTITIONED, WHOLE, export_parquet
+
+MAX_TEXT = 4096  # characters of a path or time field
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    since: datetime  # naive UTC
+    until: datetime  # naive UTC, after since
+    out: Path  # resolved, inside the lake folder
+    tables: list[str] | None
+
+
+def _time(field: str, value: Any) -> datetime:
+    if not isinstance(value, str) or not value or len(value) > 64:
+        raise ValueError(f"{field}: expected an ISO date or time like 2026-11-18")
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{field}: {value!r} is not an ISO date or time") from None
+    t = t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+    if not 1970 <= t.year <= 9998:
+        raise ValueError(f"{field}: {value!r} is not between 1970 and 9998")
+    return t
+
+
+def parse_request(body: Any, now: datetime, lake: Path) -> ExportRequest:
+    """The export ``body`` asks for; ValueError naming the first bad field. ``lake`` is
+    the resolved ``lake.dir``; ``now`` (naive UTC) the default of ``until``."""
+    if not isinstance(body, dict):
+        raise ValueError("body: expected a JSON object")
+    unknown = sorted(set(body) - {"since", "until", "out", "tables"}, key=str)
+    if unknown:
+        raise ValueError(f"{unknown[0]}: unknown field; expected since, until, out, tables")
+    since = _time("since", body.get("since"))
+    until = now if body.get("until") is None else _time("until", body["until"])
+    if until <= since:
+        raise ValueError(f"until: {until} is not after since {since}")
+    out = body.get("out")
+    if out is None:
+        path = lake
+    elif not isinstance(out, str) or not out or len(out) > MAX_TEXT or "\x00" in out:
+        raise ValueError("out: expected a folder path")
+    else:
+        path = (lake / out).resolve()  # relative paths are inside the lake
+        if path != lake and lake not in path.parents:
+            raise ValueError(f"out: {out!r} is outside the lake folder {lake} (lake.dir)")
+    tables = body.get("tables")
+    if tables is not None:
+        if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
+            raise ValueError("tables: expected a list of table names")
+        bad = [t for t in tables if t not in PARTITIONED and t not in WHOLE]
+        if bad:
+            raise ValueError(f"tables: cannot export {bad[0][:64]!r}; expected some of "
+                             f"{', '.join([*PARTITIONED, *WHOLE])}")
+    return ExportRequest(since, until, path, tables or None)
+
+
+def create_blueprint(reader: Callable[[], Any], *, lake_dir: str, cluster: str,
+                     now: Callable[[], datetime]) -> Blueprint:
+    """``reader()`` gives the calling thread's warehouse cursor; ``now`` naive UTC."""
+    bp = Blueprint("export_api", __name__, url_prefix="/api/export")
+    lock = threading.Lock()
+
+    @bp.post("")
+    def run():
+        lake = Path(lake_dir).resolve()
+        try:
+            req = parse_request(request.get_json(silent=True), now(), lake)
+        except ValueError as exc:
+            return jsonify({"error": str(exc)}), 400
+        with lock:
+            try:
+                result = export_parquet(reader(), req.out, since=req.since, until=req.until,
+                                        tables=req.tables, cluster=cluster)
+            except Exception as exc:  # the CLI shows it; the service log has the traceback
+                return jsonify({"error": f"{type(exc).__name__}: {exc}"}), 500
+        return jsonify({
+            "start": result.start.isoformat(), "end": result.end.isoformat(),
+            "cluster": result.cluster, "out": str(req.out), "rows": result.rows,
+            "days": {t: [d.isoformat() for d in ds] for t, ds in result.days.items()},
+        })
+
+    return bp

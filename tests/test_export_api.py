@@ -1,0 +1,108 @@
+"""`gpulens export parquet` while the service runs (issue 18): the request parser of
+POST /api/export, and a real service in a subprocess asked by the CLI."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+import requests
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpulens.cli_export import export
+from gpulens.export_api import parse_request
+from tests.support.integration import ServiceProcess
+
+NOW = datetime(2026, 11, 20, 12)
+
+
+def test_a_request_is_read_with_its_defaults(tmp_path):
+    lake = tmp_path.resolve()
+    req = parse_request({"since": "2026-11-18"}, NOW, lake)
+    assert (req.since, req.until, req.out, req.tables) == (datetime(2026, 11, 18), NOW,
+                                                           lake, None)
+    req = parse_request({"since": "2026-11-18T01:00+01:00", "until": "2026-11-19",
+                         "out": "rsc", "tables": ["jobs"]}, NOW, lake)
+    assert (req.since, req.out, req.tables) == (datetime(2026, 11, 18), lake / "rsc", ["jobs"])
+    assert parse_request({"since": "2026-11-18", "out": str(lake / "a" / "b")}, NOW,
+                         lake).out == lake / "a" / "b"
+
+
+@pytest.mark.parametrize("body, message", [
+    ([], "body: expected a JSON object"),
+    ({}, "since: expected an ISO date"),
+    ({"since": "yesterday"}, "since: 'yesterday' is not an ISO date"),
+    ({"since": "2026-11-19", "until": "2026-11-18"}, "until: 2026-11-18 00:00:00 is not after"),
+    ({"since": "2026-11-18", "out": "/etc"}, "out: '/etc' is outside the lake folder"),
+    ({"since": "2026-11-18", "out": "../x"}, "out: '../x' is outside the lake folder"),
+    ({"since": "2026-11-18", "out": "a\x00b"}, "out: expected a folder path"),
+    ({"since": "2026-11-18", "tables": ["secrets"]}, "tables: cannot export 'secrets'"),
+    ({"since": "2026-11-18", "tables": "jobs"}, "tables: expected a list"),
+    ({"since": "2026-11-18", "drop": True}, "drop: unknown field"),
+])
+def test_a_bad_field_is_named(tmp_path, body, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        parse_request(body, NOW, tmp_path.resolve())
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                     lambda kids: st.lists(kids, max_size=3)
+                     | st.dictionaries(st.text(max_size=8), kids, max_size=3), max_leaves=8)
+_field = st.one_of(_json, st.text(max_size=40), st.dates().map(str),
+                   st.datetimes().map(datetime.isoformat))
+
+
+@given(st.one_of(_json, st.fixed_dictionaries({}, optional={
+    "since": _field, "until": _field, "out": _field,
+    "tables": st.one_of(_json, st.lists(st.sampled_from(["jobs", "nodes", "x"])))})))
+def test_any_body_is_a_request_inside_the_lake_or_a_value_error(body):
+    lake = Path("/srv/lake")
+    try:
+        req = parse_request(body, NOW, lake)
+    except ValueError as exc:
+        assert str(exc).split(":", 1)[0] in {"body", "since", "until", "out", "tables"} | set(
+            body if isinstance(body, dict) else ())
+        return
+    assert req.until > req.since and (req.out == lake or lake in req.out.parents)
+
+
+@pytest.mark.integration
+@pytest.mark.slow  # a demo service with six simulated hours
+def test_cli_exports_through_the_running_service(tmp_path, monkeypatch):
+    lake = tmp_path / "lake"
+    monkeypatch.setenv("GPULENS_LAKE_DIR", str(lake))
+    monkeypatch.setenv("GPULENS_CLUSTER_NAME", "sim-a")
+    db = tmp_path / "demo.duckdb"
+    svc = ServiceProcess(db, "--history-days", "0.25", "--racks", "1")
+    try:
+        deadline = time.monotonic() + 120
+        while requests.get(svc.url + "/healthz", timeout=5).json()["backfill"].get(
+                "state") != "done":
+            assert time.monotonic() < deadline, "the demo's history did not finish"
+            time.sleep(0.5)
+        args = ["parquet", "--since", "1d", "--db", str(db), "--url", svc.url]
+        res = CliRunner().invoke(export, [*args, "--out", str(lake / "daily")])
+        assert res.exit_code == 0, res.output
+        assert "written by the service at" in res.output and "gpu_samples" in res.output
+        con = duckdb.connect()
+        n, clusters = con.execute(
+            f"SELECT count(*), list(DISTINCT cluster) FROM read_parquet('{lake}/daily/"
+            "gpu_samples_1m/**/*.parquet', hive_partitioning = true)").fetchone()
+        assert n > 0 and clusters == ["sim-a"]
+        assert not list((lake / "daily").glob(".staging-*"))
+        # the service writes only inside lake.dir
+        res = CliRunner().invoke(export, [*args, "--out", str(tmp_path / "elsewhere")])
+        assert res.exit_code != 0 and "outside the lake folder" in res.output
+        assert not (tmp_path / "elsewhere").exists()
+        # as every state-changing API request: a foreign Origin is refused
+        bad = requests.post(svc.url + "/api/export", json={"since": "2026-11-01"},
+                            headers={"Origin": "http://evil.example"}, timeout=10)
+        assert bad.status_code == 403
+    finally:
+        code = svc.stop()
+    assert code == 0, "".join(svc.output)
