@@ -42,3 +42,15 @@ def test_profiles_declare_the_demo_default_and_meta_rate():
     # the demo is the default world: its profile and the setting's default agree
     assert PROFILES["demo"].settings[rate] == default(rate)
     assert 2.34 <= PROFILES["realistic"].settings[rate] <= 6.50  # Meta's published range
+
+
+def test_another_profile_on_the_same_warehouse_is_refused(tmp_path, capsys):
+    db = tmp_path / "sim.duckdb"
+    tiny = ["--days", "0.05", "--db", str(db), "--racks", "1", "--nodes-per-rack", "1"]
+    assert main(["simulate", "--profile", "demo", *tiny]) == 0
+    capsys.readouterr()
+    assert main(["simulate", "--profile", "realistic", *tiny]) == 2  # another world
+    err = capsys.readouterr().err
+    assert err.startswith("gpulens: error:") and "other simulator settings" in err
+    con = duckdb.connect(str(db), read_only=True)
+    assert dict(con.execute("SELECT key, value FROM meta").fetchall())[PROFILE_KEY] == "demo"
