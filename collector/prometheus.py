@@ -89,7 +89,8 @@ def _floats(raw: list) -> tuple[np.ndarray, np.ndarray]:
     item is no number (NaN there). One C-level conversion unless something is odd."""
     try:
         out = np.asarray(raw, dtype=object).astype(np.float64)
-        return out, np.zeros(len(out), bool)
+        if out.shape == (len(raw),):  # else items were lists numpy took as a dimension
+            return out, np.zeros(len(out), bool)
     except (TypeError, ValueError, OverflowError):
         pass
     out = np.full(len(raw), np.nan)

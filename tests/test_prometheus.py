@@ -253,6 +253,23 @@ def series(draw):
     return draw(st.one_of(st.just(out), _json))
 
 
+
+def test_points_whose_times_are_lists_cost_those_points():
+    """Found by the property test: ``[[], "1"]`` (and ``[[1], "1"]`` everywhere) made
+    numpy read the times as a 2-D array, and the reader crashed."""
+    for bad_time in ([], [E0]):
+        counts = Counter()
+        results = empty()
+        results[fid("temp_c")] = [
+            {"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu="0"), "value": [bad_time, "1"]}]
+        assert parse_results(results, counts=counts).num_rows == 0
+        assert counts == {"series: time not a Unix time": 1}
+        results[fid("temp_c")].append(
+            {"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu="1"), "value": [E0, "41"]})
+        table = parse_results(results, counts=counts)
+        assert table["gpu_index"].to_pylist() == [1] and table["temp_c"].to_pylist() == [41]
+
+
 @pytest.mark.property
 @given(st.one_of(
     st.lists(st.lists(series(), max_size=4), max_size=len(FIELDS)),
