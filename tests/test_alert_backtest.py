@@ -103,12 +103,12 @@ def _serve(app):
 
 def test_cli_backtest_through_the_running_service_and_on_the_file(tmp_path):
     inc = Incident(tmp_path / "w.duckdb")
-    inc.run_until(36, deliver=False)  # r2's cooling fails from +16 to +30 min
+    inc.run_until(42, deliver=False)  # r2's cooling fails from +16 to +30 min
     app = Flask("test")
     app.register_blueprint(create_blueprint(inc.wh, now=lambda: inc.now))
     server = _serve(app)
     url = f"http://127.0.0.1:{server.server_port}"
-    window = ["--since", T0.isoformat(), "--until", (T0 + timedelta(minutes=36)).isoformat()]
+    window = ["--since", T0.isoformat(), "--until", (T0 + timedelta(minutes=42)).isoformat()]
     try:
         out = CliRunner().invoke(alerts_cli, ["--url", url, "backtest", *window,
                                               "--out", str(tmp_path / "bt")])

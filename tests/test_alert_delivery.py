@@ -34,7 +34,8 @@ def test_rack_incident_fires_once_and_resolves_once_across_a_restart(tmp_path, r
     opened = firing["opened_at"]
     assert fired.isoformat() < opened[:-1] <= (fired + timedelta(minutes=5)).isoformat()
     assert firing["nodes"] == ["n20", "n21"] and "rack=r2" in firing["dashboard_url"]
-    assert firing["alerts"][0]["context"]["above_peers_c"] > 5
+    # the rack stands out from its peers already (rack_cooling fires from 4 C, issue 22)
+    assert firing["alerts"][0]["context"]["above_peers_c"] > 3
     inc.restart()  # mid-incident: the state is in the file
     inc.run_until(45)
     assert [b["kind"] for b in receiver.bodies()] == ["firing", "resolved"]

@@ -32,3 +32,15 @@ def test_scale_pipeline_runs(tmp_path, capsys):
     assert rc == 0, out
     assert "collection cycle, p95" in out and "dashboard callbacks" in out
     assert " error " not in out, out  # every page callback answered
+
+
+def test_alert_quality_prints_measured_target_met(capsys):
+    from bench import alert_quality
+
+    alert_quality.main(["--days", "0.05", "--sizes", "256"])
+    out = capsys.readouterr().out
+    assert "alert quality: 256 GPUs" in out, out
+    for name in ("recall", "false pages / week / 1,000 GPUs", "median time to page",
+                 "pages per rack incident"):
+        assert name in out, out
+    assert "measured" in out and "target" in out and "met" in out
