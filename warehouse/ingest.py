@@ -65,26 +65,41 @@ def upsert_sql(kind: str) -> str:
 PENDING_SQL = "INSERT INTO rollup_pending VALUES ($1, $2)"
 
 
+#: the key of ``gpu_latest``: one row per GPU
+LATEST_KEYS = ("node", "gpu_index")
+
+
 def latest_sql() -> str:
-    """Upsert of the registered view ``batch``'s newest row per GPU into ``gpu_latest``,
-    replacing a stored row only when strictly newer (issue 17): a late, retried or
-    backfilled batch never moves a GPU's latest sample back, and a redelivered row of
-    the same timestamp keeps the first delivery, as the raw tier does."""
+    """Upsert of the registered view ``newest`` (a samples batch's newest row per GPU,
+    :func:`_newest_per_gpu`) into ``gpu_latest``, replacing a stored row only when
+    strictly newer (issue 17): a late, retried or backfilled batch never moves a GPU's
+    latest sample back, and a redelivered row of the same timestamp keeps the first
+    delivery, as the raw tier does."""
     names = SCHEMAS["samples"].names
     cols = ", ".join(_quote(c) for c in names)
     updates = ", ".join(fill("{col} = excluded.{col}", col=_quote(c))
-                        for c in names if c not in ("node", "gpu_index"))
+                        for c in names if c not in LATEST_KEYS)
     return fill(
-        "INSERT INTO gpu_latest ({cols}) SELECT {cols} FROM batch "
-        "QUALIFY row_number() OVER (PARTITION BY node, gpu_index ORDER BY ts DESC) = 1 "
+        "INSERT INTO gpu_latest ({cols}) SELECT {cols} FROM newest "
         "ON CONFLICT (node, gpu_index) DO UPDATE SET {updates} "
         "WHERE excluded.ts > gpu_latest.ts",
         cols=cols, updates=updates)
 
 
+def _newest_per_gpu(table: pa.Table) -> pa.Table:
+    """Each GPU's newest row of a samples batch (of rows with the same newest ``ts``, the
+    last). A scrape has one row per GPU and comes back as it is; done here rather than by
+    a window in SQL, which cost the writer ~50 ms per 24,576-GPU scrape."""
+    return _last_per(list(LATEST_KEYS), table.sort_by("ts"))  # a stable sort
+
+
 def _last_per_key(kind: str, table: pa.Table) -> pa.Table:
     """Drop all but the last row of each key (an upsert may touch a row only once)."""
-    keys = list(KEYS[kind])
+    return _last_per(list(KEYS[kind]), table)
+
+
+def _last_per(keys: list[str], table: pa.Table) -> pa.Table:
+    """Drop all but the last row of each ``keys`` value."""
     if table.num_rows < 2:
         return table
     indexed = table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
@@ -109,9 +124,12 @@ def write_batch(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> i
                 con.execute(append_sql(kind), [lo.as_py(), hi.as_py()])
                 if kind == "samples":
                     con.execute(PENDING_SQL, [lo.as_py(), hi.as_py()])
+                    con.register("newest", _newest_per_gpu(table))
                     con.execute(latest_sql())
             else:
                 con.execute(upsert_sql(kind))
     finally:
         con.unregister("batch")
+        if kind == "samples":
+            con.unregister("newest")
     return table.num_rows
