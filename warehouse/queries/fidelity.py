@@ -32,9 +32,7 @@ FROM gpu_samples s JOIN gpus g USING (gpu_uuid)
 WHERE s.ts >= $start AND s.ts < $end AND g.tdp_w > 0
 """
 
-_FAILED_STATES = "('FAILED', 'NODE_FAIL', 'TIMEOUT', 'OUT_OF_MEMORY')"
-
-_JOBS_SQL = f"""
+_JOBS_SQL = """
 WITH gpu_time AS (
     SELECT r.job_id,
            sum(coalesce(r.gpus, 0) * greatest(0, epoch_us(least(coalesce(r.end_ts, $end), $end))
@@ -51,7 +49,8 @@ WITH gpu_time AS (
 SELECT count(*) AS ended_jobs,
        avg(CASE WHEN state = 'COMPLETED' THEN 1.0 ELSE 0.0 END) AS completed,
        avg(CASE WHEN state = 'CANCELLED' THEN 1.0 ELSE 0.0 END) AS cancelled,
-       avg(CASE WHEN state IN {_FAILED_STATES} THEN 1.0 ELSE 0.0 END) AS failed,
+       avg(CASE WHEN state IN ('FAILED', 'NODE_FAIL', 'TIMEOUT', 'OUT_OF_MEMORY')
+                THEN 1.0 ELSE 0.0 END) AS failed,
        sum(gpu_h) FILTER (WHERE state = 'CANCELLED') / nullif(sum(gpu_h), 0)
            AS cancelled_gpu_time,
        (SELECT sum(gpu_h) FILTER (WHERE j.job_type = 'pretrain') / nullif(sum(gpu_h), 0)
