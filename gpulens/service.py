@@ -130,7 +130,8 @@ class Service:
         app.server.register_blueprint(create_blueprint(
             self.warehouse, now=self.now, config=self.config, incidents=self._incidents))
         app.server.register_blueprint(reports_api.create_blueprint(
-            lambda week, send: self.reports.run(week, send=send), self.config["reports.dir"]))
+            lambda week, send: self.reports.run(week, send=send), self.config["reports.dir"],
+            now=self.now))
         from gpulens import export_api  # `gpulens export parquet` while serving (issue 18)
 
         app.server.register_blueprint(export_api.create_blueprint(
