@@ -301,10 +301,12 @@ def incident_rows(r: Replay, incidents: Iterable, grace_s: float = INCIDENT_GRAC
         rows.append({
             "kind": inc.kind, "rack": inc.rack, "node": inc.node, "gpu_index": inc.gpu_index,
             "start": _iso(inc.start), "end": _iso(inc.end),
+            # an incident under way when the replay starts is timed from that start
+            "timed_from": _iso(lo),
             "time_to_fire_s": None if first_fire is None
-            else (first_fire - inc.start).total_seconds(),
+            else (first_fire - lo).total_seconds(),
             "time_to_page_s": None if first_page is None
-            else (first_page - inc.start).total_seconds(),
+            else (first_page - lo).total_seconds(),
             "pages": len(paged), "rules": sorted({n.rule for n in paged}),
         })
     return rows

@@ -252,7 +252,7 @@ def backtest(ctx, since, until, rules_file, sets, every_s, out_dir, as_json) -> 
           False)
     if doc["incidents"]:
         click.echo("incidents:")
-        _show(doc["incidents"], ("kind", "rack", "node", "gpu_index", "start",
+        _show(doc["incidents"], ("kind", "rack", "node", "gpu_index", "start", "timed_from",
                                  "time_to_fire_s", "time_to_page_s", "pages"), False)
     if out_dir:
         click.echo(f"saved to {out_dir}")
