@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gpulens demo
 
+# The quick tests first, then those marked slow (the simulated incidents, real delivery).
 test: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -m slow --durations=20
 
 # The property-based tests (marker `property`) with many more examples than `make test`
 # runs (the hypothesis profile "fuzz" in tests/conftest.py). FUZZ_ARGS: more pytest options.
