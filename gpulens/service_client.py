@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+from dashboard.auth import STATE_CHANGING  # the methods the service checks, defined once
 
 
 class ServiceClient:
