@@ -158,6 +158,17 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("detail", pa.string()),
         ]
     ),
+    # Grid carbon intensity from a provider (collector/grid/, issue 21): the period
+    # starting at ts; a provider's later answer for the same ts replaces its earlier one.
+    "grid": pa.schema(
+        [
+            ("ts", TS),
+            ("region", pa.string()),  # the site's carbon.region
+            ("g_co2_per_kwh", pa.float64()),  # gCO2e per kWh
+            ("source", pa.string()),  # the provider: electricitymaps, watttime, ukgrid
+            ("fetched_at", TS),  # when gpulens asked
+        ]
+    ),
     # Node power read from the BMC (collector/bmc_source.py); facts, append-only.
     "node_power": pa.schema(
         [
@@ -183,6 +194,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "carbon": ("ts",),
     "checkpoints": ("ts", "job_id"),
     "node_power": ("ts", "node"),
+    "grid": ("ts", "region", "source"),
 }
 
 # Kinds whose rows are facts that never change (append, ignore repeats) versus state
@@ -202,6 +214,7 @@ TABLES: dict[str, str] = {
     "carbon": "carbon_intensity",
     "checkpoints": "checkpoints",
     "node_power": "node_power",
+    "grid": "grid_intensity",
 }
 
 
