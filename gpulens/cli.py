@@ -105,7 +105,23 @@ def demo(config_path, host, port, db, history_days, seed, racks) -> None:
         simulator__history_days=history_days, simulator__seed=seed, simulator__racks=racks,
         collect__source="simulator",
     )
-    _run_service(_pdf_or_html_only(config), before_start=_demo_receiver)
+    _run_service(_pdf_or_html_only(_demo_lake(config)), before_start=_demo_receiver)
+
+
+DEMO_LAKE_INTERVAL_MIN = 10.0  # the demo writes its lake on schedule (issue 18)
+
+
+def _demo_lake(config):
+    """Unless configured, the demo exports its lake every 10 minutes into ``lake`` beside
+    its database, so that several demos (the tests') keep apart."""
+    from pathlib import Path
+
+    overrides = {}
+    if config["lake.interval_min"] == default("lake.interval_min"):
+        overrides["lake__interval_min"] = DEMO_LAKE_INTERVAL_MIN
+    if config["lake.dir"] == default("lake.dir"):
+        overrides["lake__dir"] = str(Path(config["service.db"]).parent / "lake")
+    return config.with_overrides(**overrides)
 
 
 def _pdf_or_html_only(config):

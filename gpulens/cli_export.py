@@ -1,6 +1,7 @@
 """``gpulens export``: the warehouse as files other engines read.
 
     gpulens export parquet --since 2026-11-01 [--until 2026-11-20] --out DIR [--db FILE]
+    gpulens export lake [--db FILE] [--url URL]
 
 Writes hive-partitioned Parquet (``DIR/<table>/cluster=NAME/date=YYYY-MM-DD/*.parquet``,
 whole UTC days, NAME the ``cluster.name`` setting; see warehouse/export.py). It opens
@@ -8,6 +9,11 @@ the database file itself when it can. While ``gpulens serve`` owns the file Duck
 refuses a second process; then the command asks that service to export (``--url``,
 POST /api/export, gpulens/export_api.py): the service writes the files, so ``--out``
 must be its ``lake.dir`` folder or inside it.
+
+``gpulens export lake`` runs the service's scheduled lake export now (gpulens/lake_job.py:
+recent days, the days since the last run, lake retention, into ``lake.dir``), through the
+service when it holds the file. Both commands exit 1 when a (table, day) failed; the
+others are written.
 """
 
 from __future__ import annotations
@@ -82,8 +88,7 @@ def parquet(since, until, out, tables, db, config_path, url):
         body = {"since": start.isoformat(), "until": end.isoformat(),
                 "out": str(Path(out).resolve()), "tables": list(tables) or None}
         answer = _remote(url, body, str(exc))
-        _report(datetime.fromisoformat(answer["start"]), datetime.fromisoformat(answer["end"]),
-                answer["rows"], answer["days"], f"{out} (written by the service at {url})")
+        _report_answer(answer, f"{out} (written by the service at {url})")
         return
     try:
         result = export_parquet(wh.reader(), out, since=start, until=end,
@@ -92,7 +97,38 @@ def parquet(since, until, out, tables, db, config_path, url):
         raise click.BadParameter(str(exc)) from None
     finally:
         wh.close()
-    _report(result.start, result.end, result.rows, result.days, out)
+    _report(result.start, result.end, result.rows, result.days, out, result.errors)
+
+
+@export.command("lake")
+@click.option("--db", help="Warehouse file (default: service.db of the configuration).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="TOML configuration (lake.*, cluster.name, service.db).")
+@click.option("--url", default=None,
+              help=f"The running service to ask when it holds the database (default "
+                   f"{DEFAULT_URL}).")
+def lake(db, config_path, url):
+    """Run the scheduled lake export now: today and lake.reexport_days before it, the days
+    since the last run, then lake retention, into lake.dir."""
+    from gpulens.config import load
+    from gpulens.lake_job import LakeJob
+    from warehouse import Warehouse, WarehouseLocked
+
+    config = load(config_path)
+    try:
+        wh = Warehouse(db or config["service.db"],
+                       memory_limit_mb=config["warehouse.memory_limit_mb"])
+    except WarehouseLocked as exc:
+        url = url or DEFAULT_URL
+        answer = _remote(url, {}, str(exc))
+        _report_answer(answer, f"{answer['out']} (written by the service at {url})")
+        return
+    try:
+        result = LakeJob(wh, config, now=_utcnow).run()
+    finally:
+        wh.close()
+    _report(result.start, result.end, result.rows, result.days, config["lake.dir"],
+            result.errors)
 
 
 def _remote(url: str, body: dict, locked: str) -> dict:
@@ -111,10 +147,21 @@ def _remote(url: str, body: dict, locked: str) -> dict:
             ".wal) and pass the copy as --db.") from None
 
 
-def _report(start: datetime, end: datetime, rows: dict, days: dict, where: str) -> None:
+def _report_answer(answer: dict, where: str) -> None:
+    _report(datetime.fromisoformat(answer["start"]), datetime.fromisoformat(answer["end"]),
+            answer["rows"], answer["days"], where, answer.get("errors") or {})
+
+
+def _report(start: datetime, end: datetime, rows: dict, days: dict, where: str,
+            errors: dict) -> None:
+    """Print what was written; exit 1 (after printing) when some (table, day) failed."""
     click.echo(f"exported {start:%Y-%m-%d} .. {end - timedelta(days=1):%Y-%m-%d}"
                f" (UTC days) to {where}")
     for table, n in rows.items():
         parts = days.get(table)
         what = f"{len(parts)} day(s)" if parts is not None else "whole table"
         click.echo(f"  {table:<18} {n:>12,} rows  {what}")
+    for key, message in errors.items():
+        click.echo(f"  FAILED {key}: {message}", err=True)
+    if errors:
+        raise click.exceptions.Exit(1)

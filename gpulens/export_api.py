@@ -1,12 +1,17 @@
 """HTTP API of the Parquet export, registered by the service (issue 18).
 
     POST /api/export  {"since": "2026-11-18", "until": "2026-11-20", "out": "/srv/lake",
-                       "tables": ["gpu_samples_1h"]}  -> start, end, cluster, rows, days
+                       "tables": ["gpu_samples_1h"]}
+                      -> start, end, cluster, out, rows, days, errors
+    POST /api/export  {}  -> the same for the scheduled lake run, done now
 
 While ``gpulens serve`` owns the database no other process can open it, so
 ``gpulens export parquet`` asks the service (gpulens/cli_export.py). The service reads
 through a reader cursor and writes with warehouse/export.py, which swaps each day's
-folder in whole. ``until`` (default: now) and ``tables`` (default: all) may be left out;
+folder in whole, through the lake job (gpulens/lake_job.py): a body without ``since``
+runs its scheduled run (recent days, catch-up, retention) now; with ``since`` it exports
+that range. ``errors`` names each (table, day) that failed; the others are written.
+``until`` (default: now) and ``tables`` (default: all) may be left out;
 ``out`` (default: ``lake.dir``) must be the ``lake.dir`` folder or inside it, so the
 API writes nowhere else. A bad field answers 400 naming it. As every state-changing
 API request it needs the operator role, a same-origin ``Origin`` and the CSRF token
@@ -15,7 +20,7 @@ API request it needs the operator role, a same-origin ``Origin`` and the CSRF to
 
 from __future__ import annotations
 
-import threading
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,14 +29,16 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
-from warehouse.export import PARTITIONED, WHOLE, export_parquet
+from gpulens.lake_job import LakeJob
+from warehouse.export import PARTITIONED, WHOLE
 
+log = logging.getLogger(__name__)
 MAX_TEXT = 4096  # characters of a path or time field
 
 
 @dataclass(frozen=True)
 class ExportRequest:
-    since: datetime  # naive UTC
+    since: datetime | None  # naive UTC; None: the lake job's scheduled run
     until: datetime  # naive UTC, after since
     out: Path  # resolved, inside the lake folder
     tables: list[str] | None
@@ -58,6 +65,12 @@ def parse_request(body: Any, now: datetime, lake: Path) -> ExportRequest:
     unknown = sorted(set(body) - {"since", "until", "out", "tables"}, key=str)
     if unknown:
         raise ValueError(f"{unknown[0]}: unknown field; expected since, until, out, tables")
+    if body.get("since") is None:
+        given = sorted(k for k in ("until", "out", "tables") if body.get(k) is not None)
+        if given:
+            raise ValueError(f"since: needed with {given[0]} (without since the request "
+                             "runs the scheduled lake export: all tables into lake.dir)")
+        return ExportRequest(None, now, lake, None)
     since = _time("since", body.get("since"))
     until = now if body.get("until") is None else _time("until", body["until"])
     if until <= since:
@@ -82,29 +95,30 @@ def parse_request(body: Any, now: datetime, lake: Path) -> ExportRequest:
     return ExportRequest(since, until, path, tables or None)
 
 
-def create_blueprint(reader: Callable[[], Any], *, lake_dir: str, cluster: str,
-                     now: Callable[[], datetime]) -> Blueprint:
-    """``reader()`` gives the calling thread's warehouse cursor; ``now`` naive UTC."""
+def create_blueprint(lake: LakeJob, *, now: Callable[[], datetime]) -> Blueprint:
+    """``lake``: the service's lake job (its folder, cluster, lock); ``now`` naive UTC."""
     bp = Blueprint("export_api", __name__, url_prefix="/api/export")
-    lock = threading.Lock()
 
     @bp.post("")
     def run():
-        lake = Path(lake_dir).resolve()
+        folder = lake.dir.resolve()
         try:
-            req = parse_request(request.get_json(silent=True), now(), lake)
+            req = parse_request(request.get_json(silent=True), now(), folder)
         except ValueError as exc:
             return jsonify({"error": str(exc)}), 400
-        with lock:
-            try:
-                result = export_parquet(reader(), req.out, since=req.since, until=req.until,
-                                        tables=req.tables, cluster=cluster)
-            except Exception as exc:  # the CLI shows it; the service log has the traceback
-                return jsonify({"error": f"{type(exc).__name__}: {exc}"}), 500
+        try:
+            if req.since is None:
+                result = lake.run()
+            else:
+                result = lake.export(req.out, req.since, req.until, req.tables)
+        except Exception as exc:  # the CLI shows it; the service log has the traceback
+            log.exception("export on request failed")
+            return jsonify({"error": f"{type(exc).__name__}: {exc}"}), 500
         return jsonify({
             "start": result.start.isoformat(), "end": result.end.isoformat(),
             "cluster": result.cluster, "out": str(req.out), "rows": result.rows,
             "days": {t: [d.isoformat() for d in ds] for t, ds in result.days.items()},
+            "errors": result.errors,
         })
 
     return bp

@@ -29,6 +29,7 @@ from gpulens import __version__, exporter
 from gpulens.config import BY_NAME, Config
 from gpulens.health import Health
 from gpulens.history_progress import HistoryProgress
+from gpulens.lake_job import LakeJob
 from gpulens.sources import build_sources
 from warehouse import Retention, Warehouse, analytics, meta
 from warehouse.clock import utcnow
@@ -73,6 +74,7 @@ class Service:
         self.sources: list = []
         self.alerts = None  # alerts.runtime.AlertRuntime
         self.reports = None  # dashboard.report.schedule.ReportScheduler
+        self.lake: LakeJob | None = None  # the Parquet lake's job (issue 18)
         self.scheduler: BackgroundScheduler | None = None
         self.server = None
         self._threads: list[threading.Thread] = []
@@ -89,6 +91,8 @@ class Service:
             self.sources = build_sources(self.config, self.warehouse, now=self.now())
             self.alerts = AlertRuntime(self.warehouse, self.config, now=self.now)
             self.reports = ReportScheduler(self.warehouse, self.config, now=self.now)
+            self.lake = LakeJob(self.warehouse, self.config, now=self.now,
+                                busy=lambda: self.health.backfill.get("state") == "running")
             for source in self.sources:
                 if hasattr(source, "topology"):
                     self.warehouse.ingest_all(source.topology())
@@ -134,9 +138,7 @@ class Service:
             now=self.now))
         from gpulens import export_api  # `gpulens export parquet` while serving (issue 18)
 
-        app.server.register_blueprint(export_api.create_blueprint(
-            self.warehouse.reader, lake_dir=self.config["lake.dir"],
-            cluster=self.config["cluster.name"], now=self.now))
+        app.server.register_blueprint(export_api.create_blueprint(self.lake, now=self.now))
         host, port = self.config["service.host"], self.config["service.port"]
         try:
             self.server = waitress.create_server(
@@ -180,6 +182,7 @@ class Service:
             )
         self.reports.install(self.scheduler)
         self.reports.install_delivery(self.scheduler, self._guarded)
+        self.lake.install(self.scheduler, first + timedelta(seconds=30))
         self.scheduler.start()
 
     def _start_collection(self, source) -> None:
@@ -355,6 +358,7 @@ class Service:
             self.reports.catch_up()  # a weekly report missed while the service was down
             self.health.set_backfill(state="done")
             progress.done()
+            self.lake.run_scheduled()  # the history's days into the lake now, not later
         except InterruptedError:
             self.health.set_backfill(state="interrupted")
         except Exception as exc:
@@ -380,6 +384,7 @@ class Service:
         }
         status = 503 if report["status"] == "degraded" else 200
         return jsonify(report), status
+        report["lake"] = self.lake.status()
 
     # -- stop -------------------------------------------------------------------------
     def run_until_signalled(self) -> None:

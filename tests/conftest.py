@@ -59,6 +59,18 @@ def wh():
 
 
 @pytest.fixture(scope="module")
+def sim_days_db(tmp_path_factory):
+    """A warehouse file with two simulated days (2026-11-18 and 19) of one rack sampled
+    every 60 s, rolled up (tests/support/lake.py); one per module, for the lake tests."""
+    from datetime import datetime
+
+    from tests.support.lake import simulated_warehouse
+
+    return simulated_warehouse(tmp_path_factory.mktemp("wh") / "w.duckdb",
+                               datetime(2026, 11, 18), 2)
+
+
+@pytest.fixture(scope="module")
 def report_wh(tmp_path_factory):
     """A copy of the report test warehouse (tests/support/report.py), one per module."""
     from tests.support.report import seeded_copy

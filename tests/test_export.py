@@ -12,24 +12,18 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from collector.simulator import Cluster, SimConfig
 from gpulens.cli_export import export
 from warehouse import Warehouse
-from warehouse.export import day_range, export_parquet, write_openmetrics
+from warehouse.export import day_range, export_parquet, sweep_trash, write_openmetrics
 
 START = datetime(2026, 11, 18)
 END = START + timedelta(days=2)
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    """A warehouse file with two simulated days of 60-s samples, rolled up."""
-    path = tmp_path_factory.mktemp("wh") / "w.duckdb"
-    cluster = Cluster(SimConfig(racks=1, interval_s=60.0), anchor=START)
-    with Warehouse(path) as wh:
-        cluster.backfill(lambda k, t: wh.ingest(k, t).result(), START, END, progress=False)
-        wh.rollup().result()
-    return path
+def db(sim_days_db):
+    """A warehouse file with two simulated days (START, END) of 60-s samples, rolled up."""
+    return sim_days_db
 
 
 def _read(out, table: str, select: str = "count(*)", where: str = "true") -> tuple:
@@ -86,7 +80,9 @@ def test_export_again_replaces_days(db, tmp_path):
     assert again.days["gpu_samples"] == [END.date() - timedelta(days=1)]
     n = _read(out, "gpu_samples")[0]
     assert n == first.rows["gpu_samples"]  # replaced, not doubled
-    assert not list(out.glob(".staging-*")) and not list(out.glob(".trash-*"))
+    assert not list(out.glob(".staging-*"))
+    assert len(list(out.glob(".trash-*"))) == 1  # the replaced day, kept for its readers
+    assert sweep_trash(out, grace_s=0) == 1 and not list(out.glob(".trash-*"))
 
 
 def test_every_row_carries_its_cluster_and_clusters_share_a_lake(db, tmp_path):

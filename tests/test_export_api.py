@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpulens.cli_export import export
-from gpulens.export_api import parse_request
+from gpulens.export_api import ExportRequest, parse_request
 from tests.support.integration import ServiceProcess
 
 NOW = datetime(2026, 11, 20, 12)
@@ -31,11 +31,15 @@ def test_a_request_is_read_with_its_defaults(tmp_path):
     assert (req.since, req.out, req.tables) == (datetime(2026, 11, 18), lake / "rsc", ["jobs"])
     assert parse_request({"since": "2026-11-18", "out": str(lake / "a" / "b")}, NOW,
                          lake).out == lake / "a" / "b"
+    # no since: the lake job's scheduled run, all tables into the lake folder
+    assert parse_request({}, NOW, lake) == ExportRequest(None, NOW, lake, None)
 
 
 @pytest.mark.parametrize("body, message", [
     ([], "body: expected a JSON object"),
-    ({}, "since: expected an ISO date"),
+    ({"until": "2026-11-19"}, "since: needed with until"),
+    ({"since": None, "tables": ["jobs"]}, "since: needed with tables"),
+    ({"since": 7}, "since: expected an ISO date"),
     ({"since": "yesterday"}, "since: 'yesterday' is not an ISO date"),
     ({"since": "2026-11-19", "until": "2026-11-18"}, "until: 2026-11-18 00:00:00 is not after"),
     ({"since": "2026-11-18", "out": "/etc"}, "out: '/etc' is outside the lake folder"),
@@ -68,6 +72,9 @@ def test_any_body_is_a_request_inside_the_lake_or_a_value_error(body):
         assert str(exc).split(":", 1)[0] in {"body", "since", "until", "out", "tables"} | set(
             body if isinstance(body, dict) else ())
         return
+    if req.since is None:  # the scheduled run: everything into the lake folder
+        assert (req.out, req.tables) == (lake, None)
+        return
     assert req.until > req.since and (req.out == lake or lake in req.out.parents)
 
 
@@ -85,6 +92,19 @@ def test_cli_exports_through_the_running_service(tmp_path, monkeypatch):
                 "state") != "done":
             assert time.monotonic() < deadline, "the demo's history did not finish"
             time.sleep(0.5)
+        # the demo exports its lake on schedule: once right after its history
+        while (lake_state := requests.get(svc.url + "/healthz", timeout=5).json()["lake"])[
+                "last_run"] is None:
+            assert time.monotonic() < deadline, f"no scheduled lake export: {lake_state}"
+            time.sleep(0.5)
+        assert lake_state["interval_min"] == 10.0 and not lake_state["failing"], lake_state
+        assert lake_state["last_run"]["kind"] == "scheduled"
+        assert lake_state["last_run"]["days_written"] > 0
+        assert list((lake / "gpu_samples_1m" / "cluster=sim-a").glob("date=*/part-0.parquet"))
+        # and on request, through the service that holds the file
+        res = CliRunner().invoke(export, ["lake", "--db", str(db), "--url", svc.url])
+        assert res.exit_code == 0, res.output
+        assert f"{lake} (written by the service at {svc.url})" in res.output
         args = ["parquet", "--since", "1d", "--db", str(db), "--url", svc.url]
         res = CliRunner().invoke(export, [*args, "--out", str(lake / "daily")])
         assert res.exit_code == 0, res.output

@@ -26,9 +26,26 @@ SETTINGS: tuple[Setting, ...] = (
             "1 to 64 of the characters A-Z a-z 0-9 . _ -, e.g. rsc-1", max_len=64),
     Setting("lake.dir", str, "lake",
             "Folder of the Parquet lake (DIR/<table>/cluster=NAME/date=DAY/) that the "
-            "running service writes when asked (POST /api/export; `gpulens export parquet` "
-            "while the service owns the database). The service writes nowhere else: an "
-            "export's folder must be this one or inside it."),
+            "running service writes on schedule (lake.interval_min) and when asked (POST "
+            "/api/export; `gpulens export parquet` or `gpulens export lake` while the "
+            "service owns the database). The service writes nowhere else: an export's "
+            "folder must be this one or inside it."),
+    Setting("lake.interval_min", float, 0.0,
+            "Minutes between the service's scheduled lake exports into lake.dir (the "
+            "recent days again, the days since the last run, then lake retention; "
+            "docs/scaling.md). 0: none, only on request. `gpulens demo` uses 10 unless "
+            "this is set.", between(0, 10080), "0 or a number of minutes up to 10080"),
+    Setting("lake.reexport_days", int, 2,
+            "UTC days before today that every scheduled lake export writes again (today "
+            "always): their rows still change after midnight, as sacct records arrive up "
+            "to slurm.lookback_h (24 h) late and the hourly rollup and the failure "
+            "classification run after the day ends. Jobs, runs and allocations still open "
+            "or ended within them are written again with their submit or start day.",
+            between(0, 366), "an integer number of days from 0 to 366"),
+    Setting("lake.retention_days", int, 0,
+            "Days of this cluster's lake partitions kept: each scheduled export deletes "
+            "the day folders older than this (whole days, never today). 0: kept forever.",
+            between(0, 36600), "0 (keep forever) or a whole number of days"),
     Setting("service.host", str, "127.0.0.1",
             "Address the web server binds. Keep 127.0.0.1 unless a reverse proxy or "
             "firewall protects the dashboard."),
