@@ -22,6 +22,7 @@ path. What is refused, and how it is counted, is listed in docs/collectors.md.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -45,11 +46,16 @@ from collector.dcgm import (
     mig_slices,
     xid_events,
 )
+from collector.federate import NO_NODE, FederateUnsupported, parse_federate, row_times
+from collector.federate import federate_via as _federate_via
+from collector.federate import pull as _federate_pull
 from collector.nodenames import NodeNames, host_of
 from collector.sanitize import DropCounter, sanitize_samples
 from gpulens.settings import default
 from warehouse.clock import naive_utc as _naive
 from warehouse.schema import SCHEMAS
+
+log = logging.getLogger(__name__)
 
 __all__ = ["PrometheusResultError", "PrometheusSource", "field_queries", "parse_results",
            "read_results"]
@@ -193,8 +199,7 @@ def _read_each(fid: int, result: list, rank_of: dict, node_label: str, node_of: 
         node = node_of(m, node_label)
         if not node:
             if points:
-                counts["series: no node (no Hostname, hostname or instance label)"] += len(
-                    points)
+                counts[NO_NODE] += len(points)
             continue
         k = 0
         for p in points:  # [unix seconds, "value"]; the numbers are checked in bulk
@@ -412,6 +417,12 @@ class PrometheusSource:
     ``custom_query(query, params)`` and ``custom_query_range(query, start_time,
     end_time, step)``). ``resume_from`` is the newest stored sample time (naive UTC),
     where catch-up starts after a restart.
+
+    ``pull`` says how a cycle without a gap reads: ``"federate"`` GETs ``/federate``
+    (:mod:`collector.federate`; ``federate(selector) -> text`` is the transport, by
+    default over ``client``'s session), ``"query"`` asks one instant query per field.
+    A server without ``/federate`` (Thanos, Mimir) turns the source to ``"query"`` for
+    good, logged once. A gap is always filled with range queries.
     """
 
     name = "prometheus"
@@ -428,8 +439,16 @@ class PrometheusSource:
         max_catchup_s: float = 86_400.0,
         chunk_s: float = 900.0,
         now: Callable[[], datetime] | None = None,
+        pull: str = default("prometheus.pull"),
+        federate: Callable[[str], str] | None = None,
+        federate_workers: int = default("prometheus.federate_workers"),
     ):
+        if pull not in ("federate", "query"):
+            raise ValueError(f"pull must be 'federate' or 'query', not {pull!r}")
         self.client = client
+        self.pull = pull
+        self.federate = federate or (_federate_via(client) if pull == "federate" else None)
+        self.federate_workers = federate_workers
         self.interval_s = interval_s  # seconds between cycles and between range steps
         self.queries = field_queries(selector)
         self.node_label = node_label
@@ -475,19 +494,47 @@ class PrometheusSource:
             return []
         start, end = win
         counts: Counter = Counter()
-        samples, instances = read_results(
-            self.fetch(start, end), interval_s=self.interval_s, node_label=self.node_label,
-            names=self.names, counts=counts)
+        live = end - start < timedelta(seconds=self.interval_s)
+        federated = live and self.pull == "federate" and self._federate(end, counts)
+        if federated:
+            samples, instances = federated
+        else:
+            samples, instances = read_results(
+                self.fetch(start, end), interval_s=self.interval_s,
+                node_label=self.node_label, names=self.names, counts=counts)
         self.dropped.add(counts)
         now = self._now()
         samples, _ = sanitize_samples(samples, now, counter=self.dropped,
                                       max_age_s=self.max_catchup_s + 3600)
         instances, _ = sanitize_samples(instances, now, counter=self.dropped,
                                         max_age_s=self.max_catchup_s + 3600)
-        events = self._xid_events(samples)
+        events = self._xid_events(samples) if not federated else self._xid_pulled(samples, end)
         self.cursor = end
         self.caught_up = end >= _naive(ts)
         return [("samples", samples), ("mig_samples", instances), ("events", events)]
+
+    def _federate(self, pulled: datetime, counts: Counter) -> tuple[pa.Table, pa.Table] | None:
+        """Samples and MIG rows of one ``/federate`` pull; None where the server has no
+        ``/federate`` (the source turns to queries, logged once)."""
+        try:
+            lines = _federate_pull(self.federate, self.queries,
+                                   workers=self.federate_workers, counts=counts)
+        except FederateUnsupported as exc:
+            log.warning("prometheus: %s; reading with queries from now on", exc)
+            self.pull = "query"
+            return None
+        return parse_federate(lines, pulled, interval_s=self.interval_s,
+                              node_label=self.node_label, names=self.names, counts=counts)
+
+    def _xid_pulled(self, samples: pa.Table, pulled: datetime) -> pa.Table:
+        """XID events of a pull (one row per GPU, each at its own sample time)."""
+        events, self.xid_state = xid_events(self.xid_state, samples, pulled)
+        if events.num_rows:
+            when = row_times(samples)
+            ts = [when[(n, g)] for n, g in zip(events["node"].to_pylist(),
+                                               events["gpu_index"].to_pylist(), strict=True)]
+            events = events.set_column(0, "ts", pa.array(ts, pa.timestamp("us")))
+        return events
 
     def _xid_events(self, samples: pa.Table) -> pa.Table:
         """XID events from the last-XID gauge, tick by tick in time order."""

@@ -19,7 +19,8 @@ class SimulatorMismatch(RuntimeError):
 def build_sources(config: Config, warehouse: Warehouse, *, now: datetime) -> list:
     """The configured sources (see collector/source.py), ready to collect from ``now`` on.
 
-    ``collect.source`` lists them, comma-separated; each runs on its own schedule.
+    ``collect.source`` lists them, comma-separated; each runs on its own schedule. The
+    grid-intensity source runs besides when ``grid.providers`` names one.
     """
     kinds = [k.strip() for k in config["collect.source"].split(",") if k.strip()]
     builders = {"simulator": _simulator, "nvml": _nvml, "dcgm": _dcgm,
@@ -28,7 +29,10 @@ def build_sources(config: Config, warehouse: Warehouse, *, now: datetime) -> lis
     unknown = [k for k in kinds if k not in builders]
     if unknown:  # config validates first
         raise ValueError(f"collect.source: {unknown} not supported")
-    return [builders[k](config, warehouse, now) for k in dict.fromkeys(kinds)]
+    sources = [builders[k](config, warehouse, now) for k in dict.fromkeys(kinds)]
+    if config["grid.providers"].strip():  # grid intensity runs beside any telemetry source
+        sources.append(_grid(config, warehouse, now))
+    return sources
 
 
 def _require(config: Config, name: str, why: str) -> str:
@@ -77,6 +81,7 @@ def _prometheus(config: Config, warehouse: Warehouse, now: datetime):
         node_label=p["node_label"], names=_node_names(config),
         resume_from=meta.latest_sample_ts(warehouse.reader()),
         max_catchup_s=p["max_catchup_h"] * 3600, chunk_s=p["chunk_min"] * 60,
+        pull=p["pull"], federate_workers=p["federate_workers"],
     )
 
 
@@ -107,6 +112,17 @@ def _bmc(config: Config, warehouse: Warehouse, now: datetime):
                      ca_file=b["ca_file"], verify_tls=b["verify_tls"])
 
 
+def _grid(config: Config, warehouse: Warehouse, now: datetime):
+    from collector.grid.source import GridSource, build_providers
+
+    try:
+        providers = build_providers(config.section("grid"), region=config["carbon.region"])
+    except ValueError as exc:
+        raise ConfigError(f"{config.source}: {exc}") from None
+    return GridSource(providers, region=config["carbon.region"],
+                      interval_s=config["grid.interval_s"])
+
+
 def _topology(config: Config, warehouse: Warehouse, now: datetime):
     from collector.topology import TopologySource
 
@@ -128,14 +144,16 @@ def _simulator(config: Config, warehouse: Warehouse, now: datetime):
         gpus_per_node=sim["gpus_per_node"], seed=sim["seed"], interval_s=interval,
         infra_failures_per_1000_node_days=sim["infra_failures_per_1000_node_days"],
         checkpoint_interval_h=sim["checkpoint_interval_h"],
-        restart_overhead_min=sim["restart_overhead_min"],
+        restart_overhead_min=sim["restart_overhead_min"], profile=sim["profile"],
     )
     epoch = datetime(1970, 1, 1)
     live_start = now - (now - epoch) % timedelta(seconds=interval)
     # The simulated world keeps its start time in the warehouse, so a restarted service
     # continues the same world instead of inventing a new one.
-    world = json.dumps({k: v for k, v in sim.items() if k != "history_days"} | {
-        "interval_s": interval}, sort_keys=True)
+    # (the demo profile is the world of warehouses made before profiles existed)
+    world = json.dumps({k: v for k, v in sim.items() if k != "history_days"
+                        and (k, v) != ("profile", "demo")} | {"interval_s": interval},
+                       sort_keys=True)
     cur = warehouse.reader()
     stored, stored_world = meta.get(cur, ANCHOR_KEY), meta.get(cur, WORLD_KEY)
     if stored is None:
@@ -145,6 +163,7 @@ def _simulator(config: Config, warehouse: Warehouse, now: datetime):
         def remember(con):
             meta.put(con, ANCHOR_KEY, anchor.isoformat())
             meta.put(con, WORLD_KEY, world)
+            meta.put(con, meta.SIMULATOR_PROFILE_KEY, sim["profile"])
 
         warehouse.write(remember).result()
     elif stored_world != world:

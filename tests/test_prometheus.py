@@ -108,7 +108,8 @@ class FakeClient:
 def test_catch_up_after_an_outage_in_chunks():
     client = FakeClient()
     src = PrometheusSource(client, interval_s=15, resume_from=T0, chunk_s=300,
-                           max_catchup_s=3600, now=lambda: T0 + timedelta(hours=1))
+                           max_catchup_s=3600, now=lambda: T0 + timedelta(hours=1),
+                           pull="query")
     assert src.window(T0) is None  # nothing new
     assert src.window(T0 + timedelta(seconds=15)) == (T0 + timedelta(seconds=15),) * 2
     client.down = True
@@ -295,7 +296,7 @@ def test_points_far_from_now_are_refused_and_counted_by_the_source():
             return [{"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu=str(g)), "value": [t, "50"]}
                     for g, t in ((0, E0), (1, E0 + 86400 * 365), (2, 1e10), (3, 1e12))]
 
-    src = PrometheusSource(Client(), now=lambda: T0)
+    src = PrometheusSource(Client(), now=lambda: T0, pull="query")
     b = dict(src.collect(T0))
     assert b["samples"]["gpu_index"].to_pylist() == [0]
     assert src.dropped.as_dict() == {"row: timestamp not near now": 2,

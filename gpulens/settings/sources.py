@@ -55,6 +55,15 @@ SETTINGS: tuple[Setting, ...] = (
             "Verify Prometheus's TLS certificate (turn off only for testing)."),
     Setting("prometheus.timeout_s", float, 30.0, "Seconds one query may take.",
             between(1, 600), "a number of seconds from 1 to 600"),
+    Setting("prometheus.pull", str, "federate",
+            "How each cycle reads the newest samples: federate (GET /federate, the "
+            "exposition text; Prometheus and VictoriaMetrics) or query (one instant query "
+            "per field; Thanos and Mimir have no /federate, and a 404 there switches to "
+            "query by itself). Catch-up after a gap always uses range queries.",
+            lambda v: v in ("federate", "query"), "federate or query"),
+    Setting("prometheus.federate_workers", int, 4,
+            "Concurrent /federate requests (one per DCGM field), each parsed as it "
+            "arrives.", between(1, 64), "an integer from 1 to 64"),
     Setting("prometheus.max_catchup_h", float, 24.0,
             "After an outage, hours of history read back from Prometheus at most (keep it "
             "within Prometheus's retention).", between(0, 8760), "hours from 0 to 8760"),

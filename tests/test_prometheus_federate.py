@@ -1,0 +1,273 @@
+"""The /federate pull (issue 17): a real Prometheus 2.42 answer, the same rows as the query
+API, bad lines costing only themselves, and the source's choice between federate, query
+and catch-up."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from collector.dcgm import FIELDS, GPU_INDEX
+from collector.federate import (
+    AHEAD,
+    BAD_TIME,
+    NO_NODE,
+    FederateUnsupported,
+    parse_federate,
+    pull,
+)
+from collector.prometheus import PrometheusSource, field_queries, read_results
+from collector.promtext import label_values, parse_labels, parse_texts
+from collector.wire import render_dcgm
+from tests.support.victoria import with_targets
+from warehouse.schema import SCHEMAS
+
+FIXTURE = Path(__file__).parent / "fixtures" / "prometheus" / "federate-2.42.txt"
+T0 = datetime(2026, 11, 2, 12, 0)
+MS0 = 1793620800000  # T0 in Unix ms
+VALUES = [c for c in SCHEMAS["samples"].names if c not in ("ts", "interval_s")]
+
+
+def read(text: str, pulled: datetime = T0, **kw) -> tuple[pa.Table, Counter]:
+    counts: Counter = Counter()
+    samples, _ = parse_federate(pull(lambda s: text, ["all"], counts=counts), pulled,
+                                counts=counts, **kw)
+    return samples, counts
+
+
+def as_query_results(text: str) -> list[list[dict]]:
+    """The query API's answer (one ``data.result`` per field) holding ``text``'s samples."""
+    rows = parse_texts({"t": text}).to_pylist()
+    field_of = {n: j for j, f in enumerate(FIELDS) for n in f.names}
+    out: list[list[dict]] = [[] for _ in FIELDS]
+    for r in rows:
+        if r["name"] in field_of:
+            out[field_of[r["name"]]].append({
+                "metric": {"__name__": r["name"], **parse_labels(r["labels"])},
+                "value": [r["timestamp_ms"] / 1000, repr(r["value"])]})
+    return out
+
+
+def by_gpu(table: pa.Table) -> dict[tuple[str, int], dict]:
+    return {(r["node"], r["gpu_index"]): {c: r[c] for c in VALUES}
+            for r in table.to_pylist()}
+
+
+def fleet(nodes: int = 2, gpus: int = 2, seed: int = 0) -> pa.Table:
+    rows = [{"ts": T0, "node": f"gpu{n:03d}", "gpu_index": g, "gpu_uuid": f"GPU-{n}-{g}",
+             "interval_s": 15.0, "util_pct": float((n * 7 + g * 13 + seed) % 101),
+             "power_w": 100.0 + n + g / 4, "energy_j": 1e6 + n, "temp_c": 40.0 + g,
+             "mem_used_mib": 1024.0 * g, "sm_active_pct": 12.5, "throttle_thermal": g == 1,
+             "throttle_power": False, "xid_last": 0, "ecc_dbe_volatile": n}
+            for n in range(nodes) for g in range(gpus)]
+    return pa.Table.from_pylist(rows, schema=SCHEMAS["samples"])
+
+
+def test_reads_a_real_prometheus_answer_as_the_query_api_does():
+    """The fixture is Prometheus 2.42's /federate answer (fixtures/prometheus/README.md);
+    every value agrees with the query path's reading of the same samples, and each row
+    keeps the scrape's own time."""
+    text = FIXTURE.read_text()
+    samples, counts = read(text, pulled=datetime(2026, 11, 23, 2, 0))
+    assert counts == Counter()
+    assert samples.num_rows == 4
+    query = read_results(as_query_results(text))[0]
+    assert by_gpu(samples) == by_gpu(query)
+    times = {(r["node"], r["ts"]) for r in samples.to_pylist()}
+    assert times == {(r["node"], r["ts"]) for r in query.to_pylist()}
+    ms = {int(m) for m in re.findall(r" (\d{13})$", text, re.M)}
+    assert {int(t.replace(tzinfo=UTC).timestamp() * 1000) for _, t in times} == ms
+
+
+def test_a_fleet_reads_the_same_through_federate_and_query():
+    samples = fleet(3, 4)
+    text = with_targets(render_dcgm(samples), MS0)
+    got, counts = read(text)
+    assert counts == Counter()
+    assert by_gpu(got) == by_gpu(samples.set_column(
+        samples.schema.get_field_index("interval_s"), "interval_s",
+        pa.array([15.0] * samples.num_rows, pa.float32())))
+    assert set(got["ts"].to_pylist()) == {T0}
+    assert by_gpu(got) == by_gpu(read_results(as_query_results(text))[0])
+
+
+def test_each_gpu_one_row_at_its_newest_time_and_untimed_lines_take_the_pull():
+    texts = render_dcgm(fleet(2, 1))
+    a = with_targets({"gpu000": texts["gpu000"]}, MS0)
+    b = with_targets({"gpu001": texts["gpu001"]}, MS0 + 7_250)
+    # one field of gpu000 from an older scrape (a second job scraping it late)
+    older = a.splitlines(True)[0].replace(f" {MS0}\n", f" {MS0 - 15_000}\n")
+    untimed = with_targets({"gpu002": render_dcgm(fleet(3, 1))["gpu002"]}, MS0)
+    untimed = untimed.replace(f" {MS0}\n", "\n")
+    got, counts = read(older + a + b + untimed, pulled=T0 + timedelta(seconds=20))
+    ts = {r["node"]: r["ts"] for r in got.to_pylist()}
+    assert ts == {"gpu000": T0, "gpu001": T0 + timedelta(seconds=7.25),
+                  "gpu002": T0 + timedelta(seconds=20)}
+    assert got.num_rows == 3 and counts == Counter()
+
+
+def test_honor_labels_node_from_the_exporter_not_the_server():
+    """Without Hostname the node is the host of the answer's own ``instance`` label (the
+    exporter's); ``node_label`` names it as is; a series naming no node is counted."""
+    text = with_targets(render_dcgm(fleet(1, 1)), MS0)
+    text = text.replace('Hostname="gpu000",', "").replace("gpu000:9400", "10.1.2.3:9400")
+    got, _ = read(text)
+    assert got["node"].to_pylist() == ["10.1.2.3"]
+    assert read(text, node_label="job")[0]["node"].to_pylist() == ["dcgm"]
+    nameless = re.sub(r',instance="[^"]*"', "", text)
+    got, counts = read(nameless)
+    assert got.num_rows == 0 and counts[NO_NODE] == text.count("\n")
+
+
+def test_a_bad_line_costs_that_line_only():
+    good = with_targets(render_dcgm(fleet(2, 2)), MS0)
+    lines = good.splitlines(True)
+    temp = next(i for i, x in enumerate(lines) if x.startswith("DCGM_FI_DEV_GPU_TEMP{")
+                and 'Hostname="gpu001"' in x and 'gpu="1"' in x)
+    broken = list(lines)
+    broken[temp] = broken[temp].replace(" 41.0 ", " 4x1 ").replace(" 41 ", " 4x1 ")
+    broken.insert(3, "garbage line here\n")
+    broken.insert(5, 'DCGM_FI_DEV_GPU_TEMP{gpu="77",Hostname="gpu009"} 50 1793620800000\n')
+    broken.insert(7, 'DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="gpu008"} 50 99999999999999999\n')
+    broken.insert(9, 'DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="gpu000"} 5 1893456000000\n')  # 2030
+    broken.append('DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="gpu001"')  # cut off
+    got, counts = read("".join(broken))
+    want = by_gpu(read(good)[0])
+    want[("gpu001", 1)]["temp_c"] = None
+    assert by_gpu(got) == want
+    assert counts == Counter({"line: invalid number": 2,  # "4x1", and "line" of garbage
+                              "line: truncated (no line feed after the last line)": 1,
+                              GPU_INDEX: 1, BAD_TIME: 1, AHEAD: 1})
+
+
+# A line the parser must survive: exposition-looking junk around the real lines.
+_JUNK = st.text(st.sampled_from('DCGM_FI_DEV_GPU_TEMP{}gpu="0",Hostname=1 .e+-#\\\n\t'),
+                max_size=80)
+
+
+@given(junk=st.lists(_JUNK, max_size=6), where=st.lists(st.integers(0, 10_000), max_size=6))
+def test_junk_lines_never_cost_good_rows(junk, where):
+    """Property: any text may come back; the pull never raises, and rows of GPUs whose
+    lines are intact keep their values (junk that happens to be a valid line may only add
+    values to a GPU, never remove one)."""
+    good = with_targets(render_dcgm(fleet(2, 1)), MS0)
+    lines = good.splitlines(True)
+    for j, pos in zip(junk, where, strict=False):
+        lines.insert(pos % (len(lines) + 1), j if j.endswith("\n") else j + "\n")
+    got, _ = read("".join(lines))
+    want = by_gpu(read(good)[0])
+    have = by_gpu(got)
+    for key, row in want.items():
+        assert key in have
+        for col, v in row.items():
+            if v is not None and col not in ("gpu_uuid",):
+                assert have[key][col] is not None
+
+
+@given(st.text(max_size=400))
+def test_any_text_is_read_without_raising(text):
+    """Property: whatever a server answers, the pull gives a samples table or nothing."""
+    got, counts = read(text)
+    assert got.schema == SCHEMAS["samples"]
+    assert all(isinstance(n, int) and n > 0 for n in counts.values())
+
+
+_VALUE = st.text(st.sampled_from('ab,="\\ gpu\n'), max_size=12)
+
+
+@given(values=st.lists(_VALUE, min_size=1, max_size=4), gpu=st.none() | _VALUE)
+def test_label_values_reads_valid_sets_exactly(values, gpu):
+    """Property (issue 17's faster label search): for valid label sets whose values hold
+    lookalikes (``,gpu=`` at a value's end, escaped quotes), the value of ``gpu`` is the
+    one the scalar parser reads."""
+    def esc(v):
+        return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    pairs = [f'l{i}="{esc(v)}"' for i, v in enumerate(values)]
+    if gpu is not None:
+        pairs.insert(len(pairs) // 2, f'gpu="{esc(gpu)}"')
+    raw = ",".join(pairs)
+    assert label_values(pa.array([raw]), "gpu").to_pylist() == [parse_labels(raw).get("gpu")]
+
+
+def test_a_value_ending_in_a_lookalike_is_not_the_label():
+    raw = 'pod="a,gpu=",gpu="3"'
+    assert label_values(pa.array([raw, 'pod="x,gpu="']), "gpu").to_pylist() == ["3", None]
+
+
+class QueryClient:
+    """Answers instant and range queries with one GPU sampled every 15 s."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def _series(self, times):
+        return [{"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "gpu001",
+                            "gpu": "0", "UUID": "GPU-1"},
+                 "values": [[t, "50"] for t in times]}]
+
+    def custom_query(self, query, params=None):
+        self.calls.append("query")
+        return self._series([float(params["time"])]) if "GPU_TEMP" in query else []
+
+    def custom_query_range(self, query, start_time, end_time, step):
+        self.calls.append("range")
+        if "GPU_TEMP" not in query:
+            return []
+        s, e = int(start_time.timestamp()), int(end_time.timestamp())
+        return self._series(list(range(s, e + 1, 15)))
+
+
+def test_source_pulls_federate_live_and_catches_up_with_range_queries():
+    client = QueryClient()
+    asked: list[str] = []
+
+    def federate(selector):
+        asked.append(selector)
+        if "GPU_TEMP" not in selector:
+            return ""
+        return ('DCGM_FI_DEV_GPU_TEMP{Hostname="gpu001",gpu="0",UUID="GPU-1",job="dcgm"} '
+                f"{61 + len(asked)} {MS0 + 14_321}\n")
+
+    src = PrometheusSource(client, interval_s=15, resume_from=T0, federate=federate,
+                           now=lambda: T0 + timedelta(hours=1), chunk_s=300)
+    b = dict(src.collect(T0 + timedelta(seconds=15)))
+    assert sorted(asked) == sorted(field_queries())  # one request per field
+    assert client.calls == []
+    assert b["samples"]["ts"].to_pylist() == [T0 + timedelta(seconds=14.321)]
+    assert src.cursor == T0 + timedelta(seconds=15) and src.caught_up
+    # a gap of 10 minutes: range queries, in 300-s chunks, then federate again
+    asked.clear()
+    seen = []
+    while True:
+        b = dict(src.collect(T0 + timedelta(minutes=10, seconds=15)))
+        seen += b["samples"]["ts"].to_pylist()
+        if src.caught_up:
+            break
+    assert asked == [] and set(client.calls) == {"range"}
+    assert seen == [T0 + timedelta(seconds=15 * k) for k in range(2, 42)]
+    src.collect(T0 + timedelta(minutes=10, seconds=30))
+    assert len(asked) == len(FIELDS)
+
+
+def test_a_server_without_federate_is_read_with_queries():
+    client = QueryClient()
+
+    def federate(selector):
+        raise FederateUnsupported("http://thanos:10902/federate: HTTP 404")
+
+    src = PrometheusSource(client, interval_s=15, federate=federate, now=lambda: T0)
+    b = dict(src.collect(T0))
+    assert src.pull == "query" and client.calls == ["query"] * len(FIELDS)
+    assert b["samples"]["temp_c"].to_pylist() == [50.0]
+
+
+def test_pull_must_be_named():
+    with pytest.raises(ValueError, match="federate"):
+        PrometheusSource(QueryClient(), pull="remote_read")
