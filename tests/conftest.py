@@ -70,6 +70,17 @@ def sim_days_db(tmp_path_factory):
                                datetime(2026, 11, 18), 2)
 
 
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """A local SparkSession (pyspark on OpenJDK, tests/support/lake.py), one per session:
+    the JVM takes seconds to start. Skips without Java or pyspark, fails in CI."""
+    from tests.support.lake import spark_session
+
+    session = spark_session(tmp_path_factory.mktemp("spark"))
+    yield session
+    session.stop()
+
+
 @pytest.fixture(scope="module")
 def report_wh(tmp_path_factory):
     """A copy of the report test warehouse (tests/support/report.py), one per module."""
@@ -132,6 +143,17 @@ def prometheus(tmp_path):
     yield prom
     prom.stop()
     exporters.close()
+
+
+@pytest.fixture
+def victoria(tmp_path):
+    """Debian's VictoriaMetrics (single node) on a free port, empty; tests import samples."""
+    from tests.support.integration import need
+    from tests.support.victoria import VictoriaMetrics
+
+    server = VictoriaMetrics(need("victoria-metrics", "victoria-metrics"), tmp_path)
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
 """A real Prometheus scraping exporter endpoints; the Prometheus collector reads it back.
 
 Prometheus (Debian's package) scrapes two fake dcgm-exporter endpoints, serving
-collector.wire.render_dcgm text, every second. The collector reads for a few seconds,
-is stopped for ~20 s, and must then catch up with range queries so that every second
-Prometheus holds is in the warehouse, with no row twice.
+collector.wire.render_dcgm text, every second. With queries, the collector reads for a
+few seconds, is stopped for ~20 s, and must then catch up with range queries so that
+every second Prometheus holds is in the warehouse, with no row twice. With /federate,
+each row is one of Prometheus's own samples, at its scrape time.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def wait_for_series(source: PrometheusSource, n: int, timeout: float = 20.0) -> 
 def test_collects_and_catches_up_after_a_stop(prometheus):
     client = connect(prometheus.url, timeout_s=10)
     wh = Warehouse(":memory:")
-    source = PrometheusSource(client, interval_s=1.0, selector='job="dcgm"', chunk_s=10)
+    source = PrometheusSource(client, interval_s=1.0, selector='job="dcgm"', chunk_s=10,
+                              pull="query")  # every row on the 1-s grid, counted below
     wait_for_series(source, 4)
 
     def cycle() -> int:
@@ -78,5 +80,47 @@ def test_collects_and_catches_up_after_a_stop(prometheus):
         "SELECT power_w, temp_c, energy_j FROM gpu_samples WHERE node = 'gpu000' "
         "AND gpu_index = 1 ORDER BY ts DESC LIMIT 1").fetchone()
     assert 300 <= row[0] < 400 and row[1] == 61 and row[2] > 1e9
+    assert source.dropped.total == 0
+    wh.close()
+
+
+def test_federate_rows_are_prometheus_samples_at_their_scrape_times(prometheus):
+    client = connect(prometheus.url, timeout_s=10)
+    wh = Warehouse(":memory:")
+    source = PrometheusSource(client, interval_s=1.0, selector='job="dcgm"', chunk_s=10)
+    assert source.pull == "federate"
+    wait_for_series(source, 4)
+
+    def cycle() -> None:
+        for kind, table in source.collect(tick()):
+            wh.ingest(kind, table).result()
+
+    cycle()
+    # Prometheus's raw samples of the last seconds, with their own times
+    raw = {}
+    for s in client.custom_query('DCGM_FI_DEV_GPU_TEMP{job="dcgm"}[10s]'):
+        m = s["metric"]
+        for t, v in s["values"]:
+            raw[(m["Hostname"], int(m["gpu"]), round(float(t) * 1000))] = float(v)
+    cur = wh.reader()
+    rows = cur.execute("SELECT node, gpu_index, epoch_ms(ts), temp_c FROM gpu_samples "
+                       "ORDER BY ALL").fetchall()
+    assert [(r[0], r[1]) for r in rows] == [
+        ("gpu000", 0), ("gpu000", 1), ("gpu001", 0), ("gpu001", 1)]
+    for node, gpu, ms, temp in rows:
+        assert raw[(node, gpu, ms)] == temp  # a real sample, at its scrape time
+    assert any(ms % 1000 for _, _, ms, _ in rows)  # scrape times, not the query grid
+    for _ in range(3):
+        cycle()  # within one scrape interval or not: a sample is one row
+        time.sleep(0.4)
+    time.sleep(4)  # stopped: then range queries fill the gap, then federate again
+    while True:
+        cycle()
+        if source.caught_up:
+            break
+    cycle()
+    per_gpu = cur.execute("SELECT node, gpu_index, count(*), count(DISTINCT ts) "
+                          "FROM gpu_samples GROUP BY ALL").fetchall()
+    assert len(per_gpu) == 4 and all(n == d and n >= 6 for _, _, n, d in per_gpu)
     assert source.dropped.total == 0
     wh.close()
