@@ -103,7 +103,7 @@ def create_app(
     return app
 
 
-def _user_badge() -> html.Div | None:
+def user_badge() -> html.Div | None:
     """Who is logged in and as what, with a log-out button (only when a login is
     configured). Logging out is a POST carrying the CSRF token, like every change."""
     from flask_wtf.csrf import generate_csrf
@@ -123,7 +123,7 @@ def _shell(title: str, cluster: str):
     """The frame around every page, built per request (it shows the logged-in user)."""
 
     def layout():
-        return _frame(title, _user_badge(), cluster)
+        return _frame(title, user_badge(), cluster)
 
     return layout
 

@@ -12,6 +12,7 @@ from gpulens import __version__
 from gpulens.cli_agent import agent
 from gpulens.cli_alerts import alerts as alerts_group
 from gpulens.cli_export import export
+from gpulens.cli_fleet import fleet
 from gpulens.cli_import import import_
 from gpulens.cli_report import report
 from gpulens.cli_simulate import simulate
@@ -174,6 +175,7 @@ cli.add_command(agent)
 cli.add_command(alerts_group)
 cli.add_command(import_)
 cli.add_command(export)
+cli.add_command(fleet)
 cli.add_command(report)
 cli.add_command(simulate)
 

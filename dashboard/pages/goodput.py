@@ -131,9 +131,7 @@ def rate_span(f, now: datetime) -> tuple[datetime, datetime]:
     :func:`warehouse.queries.failures.rate_window` (30 days or 10 failures: a rate from
     3 failures in 24 hours means little); an ISO week or a custom range is taken as is."""
     start, end = f.window(now)
-    if f.range in RANGES:
-        start = min(start, fq.rate_window(context.reader(), end=end)[0])
-    return start, end
+    return fq.rate_span(context.reader(), start=start, end=end, rolling=f.range in RANGES)
 
 
 def _rate(data) -> tuple[dict, datetime, datetime]:

@@ -161,6 +161,16 @@ def rate_window(cur, *, end: datetime, min_failures: int = RATE_MIN_FAILURES,
     return start, end
 
 
+def rate_span(cur, *, start: datetime, end: datetime, rolling: bool) -> tuple[datetime, datetime]:
+    """The window of the failure rate shown for a page's window ``[start, end)``: a
+    rolling range (``rolling``) reaches back at least as far as :func:`rate_window`
+    (a rate from 3 failures in 24 hours means little); an ISO week or a custom range is
+    taken as is. The Goodput page and the fleet view both call it."""
+    if rolling:
+        start = min(start, rate_window(cur, end=end)[0])
+    return start, end
+
+
 def lemon_nodes(cur, *, start: datetime, end: datetime,
                 min_failures: int = default("failures.lemon_min_failures"),
                 p_value: float = default("failures.lemon_p_value"),
