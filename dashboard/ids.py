@@ -94,6 +94,8 @@ ENERGY_BY_KEY = "energy-by-key"
 ENERGY_PUE = "energy-pue"
 ENERGY_FAILURES = "energy-failures"
 ENERGY_IDLE = "energy-idle"
+ENERGY_GOODPUT = "energy-goodput"  # carbon per productive GPU-hour (issue 21)
+ENERGY_GOODPUT_KEY = "energy-goodput-key"
 
 # -- node page (dashboard/pages/node.py) -----------------------------------------------
 NODE_NAME = "node-name-store"  # dcc.Store: the node of the page's URL

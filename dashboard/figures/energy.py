@@ -65,16 +65,48 @@ def energy_over_time(df: pd.DataFrame | None, *, x: str, start: datetime | None 
     return fig
 
 
+_SOURCE_COLOURS = (2, 0, 5, 1, 4, 6, 7)  # PALETTE indices; 3 is the PUE's
+
+
+def _source_label(sources) -> str:
+    """The intensity source(s) of one row of ``energy_by`` (a list; a day may have
+    several): 'electricitymaps', 'table:DE 2023', 'import + watttime'."""
+    if sources is None or isinstance(sources, float):
+        return "unknown"
+    return " + ".join(sorted(str(s) for s in sources)) or "unknown"
+
+
+def intensity_sources(df: pd.DataFrame | None, *, x: str = "hour") -> str:
+    """Which grid-intensity source applied to how many of the rows (hours or days), most
+    first: 'electricitymaps 20 h · table:DE 2023 4 h' (issue 21)."""
+    if df is None or len(df) == 0 or "intensity_sources" not in df:
+        return "no intensity applied"
+    counts = df["intensity_sources"].map(_source_label).value_counts()
+    unit = "d" if x == "day" else "h"
+    return " · ".join(f"{name} {n} {unit}" for name, n in counts.items())
+
+
 def pue_and_intensity(df: pd.DataFrame | None, *, x: str) -> go.Figure:
-    """PUE (facility / IT energy) and grid intensity (g CO2e / kWh) over time."""
+    """PUE (facility / IT energy) and grid intensity (g CO2e / kWh) over time; the
+    intensity is drawn once per source, so the legend says which source applied to each
+    hour (or day)."""
     if df is None or len(df) == 0:
         return empty_figure("No energy data in this range.")
     d = df.assign(pue=df["facility_kwh"] / df["it_kwh"].where(df["it_kwh"] > 0),
                   g_per_kwh=1000 * df["carbon_kg"] / df["facility_kwh"].where(
                       df["facility_kwh"] > 0))
+    labels = (d["intensity_sources"].map(_source_label) if "intensity_sources" in d
+              else pd.Series("unknown", index=d.index))
+    traces = []
+    for i, name in enumerate(labels.value_counts().index):
+        y = d["g_per_kwh"].where(labels == name)
+        traces.append(go.Scatter(
+            x=d[x], y=y, name=f"Grid intensity: {html.escape(name)}", mode="lines+markers",
+            line={"color": PALETTE[_SOURCE_COLOURS[i % len(_SOURCE_COLOURS)]], "width": 2},
+            marker={"size": 4}, connectgaps=False,
+            hovertemplate="%{y:,.0f} g/kWh · " + html.escape(name) + "<extra></extra>"))
     fig = go.Figure([
-        go.Scatter(x=d[x], y=d["g_per_kwh"], name="Grid intensity", mode="lines",
-                   line={"color": PALETTE[2], "width": 2}, hovertemplate="%{y:,.0f} g/kWh"),
+        *traces,
         go.Scatter(x=d[x], y=d["pue"], name="PUE", yaxis="y2", mode="lines",
                    line={"color": PALETTE[3], "width": 2, "dash": "dash"},
                    hovertemplate="%{y:.2f}"),

@@ -90,6 +90,8 @@ KPIS = (
         lambda v: fmt_num(v, 0, "kWh"), -1),
     Kpi("energy", "lost_carbon_kg", "Carbon cost of failures", lambda v: fmt_num(v, 0, "kg CO₂e"),
         -1),
+    Kpi("energy", "g_per_productive_gpu_h", "Carbon per productive GPU-hour",
+        lambda v: fmt_num(v, 0, "g CO₂e"), -1),
 )
 SECTIONS = {"fleet": "Fleet", "reliability": "Reliability", "thermal": "Thermal",
             "energy": "Energy and carbon"}

@@ -116,6 +116,15 @@ def tables(r: Report) -> dict[str, list[tuple[str, dict]]]:
                 ("user_name", "User", _text), ("gpus", "GPUs", fmt_int),
                 ("facility_kwh", "Facility energy", _kwh), ("carbon_kg", "CO₂e", _kg)],
                 "No job energy this week.")),
+            ("Carbon per productive GPU-hour, by user (failures, restarts and idle GPUs "
+             "included)", table(e["goodput_carbon_users"], [
+                ("user_name", "User", _text),
+                ("g_per_productive_gpu_h", "Per productive GPU-hour",
+                 lambda v: fmt_num(v, 0, "g CO₂e")),
+                ("productive_gpu_hours", "Productive", fmt_gpu_hours),
+                ("gpu_hours_lost", "Lost to failures", fmt_gpu_hours),
+                ("carbon_kg", "CO₂e", _kg)],
+                "No job used a GPU this week.")),
         ],
     }
 

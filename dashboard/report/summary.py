@@ -7,6 +7,7 @@ missing leaves its sentence out rather than saying "0".
 
 from __future__ import annotations
 
+from dashboard.figures.energy import intensity_sources
 from dashboard.formatting import fmt_gpu_hours, fmt_hours, fmt_int, fmt_num, fmt_temp, missing
 from dashboard.report.model import Report
 
@@ -138,6 +139,13 @@ def energy(r: Report) -> list[str]:
     out.append(f"Idle GPUs used {fmt_num(e['idle_kwh'], 0, 'kWh')}; the GPU-hours lost to "
                f"failures cost {fmt_num(e['lost_kwh'], 0, 'kWh')} and "
                f"{fmt_num(e['lost_carbon_kg'], 0, 'kg CO₂e')}.")
+    g = e.get("g_per_productive_gpu_h")
+    if not missing(g):
+        out.append(f"Each GPU-hour that produced kept work cost {fmt_num(g, 0, 'g CO₂e')}"
+                   + _trend(g, p.get("g_per_productive_gpu_h"),
+                            unit_fmt=lambda v: fmt_num(v, 0, "g"))
+                   + " (all GPU-hours' emissions, failures and idle GPUs included).")
+    out.append(f"Grid intensity: {intensity_sources(e['by_day'], x='day')}.")
     if len(e["top_users"]):
         u = e["top_users"].iloc[0]
         share = u["facility_kwh"] / e["facility_kwh"] if e["facility_kwh"] else None

@@ -19,7 +19,7 @@ from warehouse import goodput, reliability
 from warehouse.analytics import Options
 from warehouse.db import fill
 
-GROUPS = {"week": "date_trunc('week', end_ts)", "user": "user_name",
+GROUPS = {"week": "date_trunc('week', end_ts)", "user": "user_name", "job_id": "job_id",
           "partition": "partition", "category": "category", "rack": "rack",
           "job_type": "job_type"}
 
@@ -43,8 +43,8 @@ def lost_total(cur, *, start: datetime, end: datetime) -> dict:
 
 
 def lost_by(cur, *, start: datetime, end: datetime, by: str = "week") -> pd.DataFrame:
-    """Classified failures' GPU-hours lost grouped by week, user, partition, category,
-    rack or job_type: columns the group, failures, gpu_hours_lost, restarts."""
+    """Classified failures' GPU-hours lost grouped by week, user, job_id, partition,
+    category, rack or job_type: columns the group, failures, gpu_hours_lost, restarts."""
     if by not in GROUPS:
         raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
     sql = fill("SELECT {group} AS {by}, count(*) AS failures, "

@@ -37,6 +37,7 @@ from warehouse.db import fill
 from warehouse.queries import energy as qe
 from warehouse.queries import failures as qf
 from warehouse.queries import goodput as qg
+from warehouse.queries import goodput_carbon as gc
 from warehouse.queries import stragglers as qs
 from warehouse.queries import thermal as qt
 from warehouse.queries import utilisation as qu
@@ -281,25 +282,16 @@ def _fleet_section(reader: Callable, opts: Options, *, start: datetime, end: dat
     w = {"start": start, "end": end}
     fleet = fleet_hours(reader(), **w)
     fleet.update(idle_figures(reader(), idle_util_pct=opts.idle_util_pct, **w))
-    fleet.update(utilisation_shares(fleet, hours=(end - start).total_seconds() / 3600))
-    return fleet
-
-
-def utilisation_shares(fleet: dict, *, hours: float) -> dict:
-    """The shares of :func:`fleet_hours` over a window of ``hours``: hours,
-    allocated_share_pct (scheduled of installed GPU-hours), util_of_allocated_pct
-    (utilised of allocated) and coverage_pct (reporting of installed), percent; None
-    where the base is 0. The one definition for the report and the fleet view."""
-    hours = max(hours, 0.0)
+    hours = max((end - start).total_seconds() / 3600, 0.0)
+    fleet["hours"] = hours
     installed_h = fleet["gpus"] * hours
-    return {
-        "hours": hours,
-        "allocated_share_pct": (100 * fleet["scheduled_gpu_h"] / installed_h
-                                if installed_h else None),
-        "util_of_allocated_pct": (100 * fleet["utilised_gpu_h"] / fleet["allocated_gpu_h"]
-                                  if fleet["allocated_gpu_h"] else None),
-        "coverage_pct": 100 * fleet["reporting_gpu_h"] / installed_h if installed_h else None,
-    }
+    fleet["allocated_share_pct"] = (100 * fleet["scheduled_gpu_h"] / installed_h
+                                    if installed_h else None)
+    fleet["util_of_allocated_pct"] = (100 * fleet["utilised_gpu_h"] / fleet["allocated_gpu_h"]
+                                      if fleet["allocated_gpu_h"] else None)
+    fleet["coverage_pct"] = (100 * fleet["reporting_gpu_h"] / installed_h
+                             if installed_h else None)
+    return fleet
 
 
 def _reliability_section(reader: Callable, opts: Options, *, start: datetime, end: datetime,
@@ -375,6 +367,13 @@ def _energy_section(reader: Callable, opts: Options, fleet: dict, fails: pd.Data
     energy["idle_kwh"] = fleet["idle_allocated_kwh"] + fleet["unallocated_kwh"]
     runs = qe.run_energy(reader(), opts=opts, **w)
     energy["top_jobs"], energy["top_users"] = _energy_tops(reader, runs, top)
+    # carbon of goodput (issue 21): the Energy page's definition and numbers
+    cluster = gc.cluster_carbon_per_productive_gpu_hour(
+        reader(), opts=opts, runs=runs, fleet_carbon_kg=energy["carbon_kg"], **w)
+    energy["g_per_productive_gpu_h"] = cluster["g_per_productive_gpu_h"]
+    energy["productive_gpu_h"] = cluster["productive_gpu_hours"]
+    energy["goodput_carbon_users"] = gc.carbon_per_productive_gpu_hour(
+        reader(), by="user_name", opts=opts, runs=runs, **w).head(top)
     energy.update(_failure_carbon(fails, runs, energy))
     energy["by_day"] = qe.energy_by(reader(), by="day", opts=opts, **w)
     energy.pop("gpu_hours_lost", None)
