@@ -282,16 +282,25 @@ def _fleet_section(reader: Callable, opts: Options, *, start: datetime, end: dat
     w = {"start": start, "end": end}
     fleet = fleet_hours(reader(), **w)
     fleet.update(idle_figures(reader(), idle_util_pct=opts.idle_util_pct, **w))
-    hours = max((end - start).total_seconds() / 3600, 0.0)
-    fleet["hours"] = hours
-    installed_h = fleet["gpus"] * hours
-    fleet["allocated_share_pct"] = (100 * fleet["scheduled_gpu_h"] / installed_h
-                                    if installed_h else None)
-    fleet["util_of_allocated_pct"] = (100 * fleet["utilised_gpu_h"] / fleet["allocated_gpu_h"]
-                                      if fleet["allocated_gpu_h"] else None)
-    fleet["coverage_pct"] = (100 * fleet["reporting_gpu_h"] / installed_h
-                             if installed_h else None)
+    fleet.update(utilisation_shares(fleet, hours=(end - start).total_seconds() / 3600))
     return fleet
+
+
+def utilisation_shares(fleet: dict, *, hours: float) -> dict:
+    """The shares of :func:`fleet_hours` over a window of ``hours``: hours,
+    allocated_share_pct (scheduled of installed GPU-hours), util_of_allocated_pct
+    (utilised of allocated) and coverage_pct (reporting of installed), percent; None
+    where the base is 0. The one definition for the report and the fleet view."""
+    hours = max(hours, 0.0)
+    installed_h = fleet["gpus"] * hours
+    return {
+        "hours": hours,
+        "allocated_share_pct": (100 * fleet["scheduled_gpu_h"] / installed_h
+                                if installed_h else None),
+        "util_of_allocated_pct": (100 * fleet["utilised_gpu_h"] / fleet["allocated_gpu_h"]
+                                  if fleet["allocated_gpu_h"] else None),
+        "coverage_pct": 100 * fleet["reporting_gpu_h"] / installed_h if installed_h else None,
+    }
 
 
 def _reliability_section(reader: Callable, opts: Options, *, start: datetime, end: datetime,
