@@ -28,3 +28,31 @@ def simulated_warehouse(path: Path, start: datetime, days: float, *, seed: int =
             wh.write(lambda con: analytics.refresh(con, end, None)).result()
     return path
 
+
+
+def spark_session(scratch: Path):
+    """A local SparkSession for tests: two cores, no UI, UTC, partition values read as
+    text (a cluster named ``2026`` stays a name; docs/scaling.md), its warehouse folder
+    under ``scratch``. Skips (fails in CI) without Java or pyspark."""
+    import pytest
+
+    from tests.support.integration import need, required
+
+    need("java", "openjdk-17-jre-headless")
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        message = "pyspark is not installed (pip install -e '.[test]')"
+        if required():
+            pytest.fail(message + " and GPULENS_REQUIRE_INTEGRATION=1")
+        pytest.skip(message)
+    session = (SparkSession.builder.master("local[2]").appName("gpulens-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+               .config("spark.sql.warehouse.dir", str(scratch / "spark-warehouse"))
+               .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={scratch}")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
