@@ -6,6 +6,10 @@ notification, in order, once. A failed row waits ``initial_s * 2**(attempts - 1)
 seconds (at most ``max_s``) before its next attempt, and is marked dead after
 ``give_up_s``. The idempotency key of a row is the same on every attempt, so a receiver
 that honours it never pages twice when a response got lost after it was handled.
+
+In an HA pair (alerts/ha.py) a ``gate`` decides per row before it is sent: ``send``,
+``hold`` (the twin is responsible: the row waits and keeps its sink's order) or
+``covered`` (the twin delivered the same notification: the row is marked ``twin``).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from alerts.sinks import DeliveryError, Sink, post
 from gpulens.settings import default
@@ -38,21 +43,36 @@ def deliver_due(warehouse, sinks: Mapping[str, Sink], *, now: datetime,
                 backoff: Backoff = Backoff(),
                 timeout_s: float = default("alerts.timeout_s"),
                 send: Callable[..., int] = post,
-                only: Collection[str] | None = None) -> dict[str, int]:
-    """One pass over the outbox at ``now``; returns counts of delivered and failed.
+                only: Collection[str] | None = None,
+                gate: Callable[[Any, datetime], str] | None = None) -> dict[str, int]:
+    """One pass over the outbox at ``now``; returns counts of delivered and failed (and,
+    with a ``gate``, of covered and held rows).
 
     A sink object with a ``deliver(body, key, timeout_s=...)`` method (the e-mail sink,
     alerts/mail.py) sends its rows itself; the others go through ``send`` (HTTP POST).
     ``only``: handle the rows of these sinks and leave the others for another pass.
+    ``gate(row, now)``: ``send``, ``hold`` or ``covered`` (see the module docstring).
     """
     rows = q.pending_notifications(warehouse.reader())
-    counts = {"delivered": 0, "failed": 0}
+    counts = {"delivered": 0, "failed": 0} | ({"covered": 0, "held": 0} if gate else {})
     blocked: set[str] = set()
     for row in rows.itertuples(index=False):
         if row.sink in blocked or (only is not None and row.sink not in only):
             continue
         if row.next_attempt_at > now:  # backing off: keep this sink's order
             blocked.add(row.sink)
+            continue
+        verdict = "send" if gate is None else gate(row, now)
+        if verdict == "hold":
+            blocked.add(row.sink)
+            counts["held"] += 1
+            continue
+        if verdict == "covered":
+            warehouse.write(lambda con, r=row: store.mark_by_twin(
+                con, r.notification_key, r.sink, now), urgent=True).result()
+            counts["covered"] += 1
+            log.info("notification %s (%s %s) for %s was delivered by the twin",
+                     row.notification_key, row.kind, row.group_key, row.sink)
             continue
         attempts = int(row.attempts) + 1
         sink = sinks.get(row.sink)

@@ -17,6 +17,7 @@ compares values with ``threshold``. All work is vectorised over the GPUs.
   power changed by at most ``max_power_change_w`` and the GPU is at ``min_temp_c`` or
   above (a job starting heats a GPU fast; that is not an anomaly).
 - ``xid``: events of kind xid with a code in ``codes`` in the last ``window_s``, per node.
+- ``twin``: per twin instance of an HA pair, the seconds since it last answered.
 - ``straggler``: per node, the minutes a straggler episode of a run of at least
   ``min_gpus`` GPUs has lasted (warehouse/stragglers.py); an episode counts as ongoing
   while its end is within ``open_s`` of now (the table is refreshed every few minutes).
@@ -204,6 +205,13 @@ def straggler(rule: Rule, win: Window) -> list[Hit]:
     return hits
 
 
+def twin(rule: Rule, win: Window) -> list[Hit]:
+    """Per twin of an HA pair, the seconds since it last answered (alerts/ha.py); the
+    hit names the missing instance as its ``node``."""
+    return [Hit(rule.name, float(unseen), None, name, None, {"unseen_s": _r(unseen)})
+            for name, unseen in sorted(win.twins.items()) if unseen >= rule.clear]
+
+
 DETECTORS: dict[str, Callable[[Rule, Window], list[Hit]]] = {
     "gpu_column": gpu_column,
     "gpu_peers": gpu_peers,
@@ -211,6 +219,7 @@ DETECTORS: dict[str, Callable[[Rule, Window], list[Hit]]] = {
     "gpu_rate": gpu_rate,
     "xid": xid,
     "straggler": straggler,
+    "twin": twin,
 }
 
 

@@ -39,6 +39,7 @@ from alerts.model import (
     Rule,
     Silence,
     State,
+    episode_key,
     fingerprint,
     short_hash,
 )
@@ -46,12 +47,13 @@ from alerts.window import Window
 
 
 def evaluate(rules: Iterable[Rule], data: Window, now: datetime, state: State | None = None,
-             silences: Iterable[Silence] = ()) -> Result:
-    """One evaluation at ``now`` of ``rules`` over ``data``, continuing ``state``."""
+             silences: Iterable[Silence] = (), cluster: str | None = None) -> Result:
+    """One evaluation at ``now`` of ``rules`` over ``data``, continuing ``state``;
+    ``cluster`` scopes the notifications' keys (model.episode_key)."""
     state = state or State()
     rules = tuple(rules)
     hits = {h_fp: h for rule in rules for h_fp, h in _keyed(detect(rule, data))}
-    return step(rules, hits, now, state, tuple(silences))
+    return step(rules, hits, now, state, tuple(silences), cluster)
 
 
 def _keyed(hits: list[Hit]):
@@ -60,7 +62,7 @@ def _keyed(hits: list[Hit]):
 
 
 def step(rules: tuple[Rule, ...], hits: dict[str, Hit], now: datetime, state: State,
-         silences: tuple[Silence, ...]) -> Result:
+         silences: tuple[Silence, ...], cluster: str | None = None) -> Result:
     """Advance ``state`` given this evaluation's hits (keyed by fingerprint)."""
     by_name = {r.name: r for r in rules}
     alerts: dict[str, Alert] = {}
@@ -88,7 +90,7 @@ def step(rules: tuple[Rule, ...], hits: dict[str, Hit], now: datetime, state: St
             resolved.append(new)
         else:
             alerts[fp] = new
-    groups, notes = _notify(state, alerts, resolved, now, silences)
+    groups, notes = _notify(state, alerts, resolved, now, silences, cluster)
     return Result(State(alerts, groups), tuple(upserts), tuple(dropped), tuple(notes))
 
 
@@ -131,7 +133,7 @@ def silenced(alert: Alert, silences: tuple[Silence, ...], now: datetime) -> bool
 
 
 def _notify(state: State, alerts: dict[str, Alert], resolved: list[Alert], now: datetime,
-            silences: tuple[Silence, ...]):
+            silences: tuple[Silence, ...], cluster: str | None = None):
     """Open and close notification groups; return (open groups, notifications)."""
     loud: dict[str, list[Alert]] = {}
     quiet: set[str] = set()
@@ -150,22 +152,23 @@ def _notify(state: State, alerts: dict[str, Alert], resolved: list[Alert], now: 
     for key in sorted(loud):
         if key not in groups:
             groups[key] = Group(key, now)
-            notes.append(_note("firing", groups[key], tuple(loud[key]), now))
+            notes.append(_note("firing", groups[key], tuple(loud[key]), now, cluster))
     for key in sorted(set(groups) - set(loud)):
         group = groups.pop(key)
         if key in quiet:
             continue
         ended = tuple(a for a in resolved if a.group_key == key)
         if ended:
-            notes.append(_note("resolved", group, ended, now))
+            notes.append(_note("resolved", group, ended, now, cluster))
     return groups, notes
 
 
-def _note(kind: str, group: Group, alerts: tuple[Alert, ...], now: datetime) -> Notification:
+def _note(kind: str, group: Group, alerts: tuple[Alert, ...], now: datetime,
+          cluster: str | None) -> Notification:
     first = alerts[0]
     severity = max((a.severity for a in alerts), key=("info", "warning", "critical").index)
     return Notification(
-        key=short_hash(group.key, group.opened_at.isoformat(), kind), kind=kind,
+        key=episode_key(cluster, group.key, group.opened_at, kind), kind=kind,
         group=group.key, rule=first.rule, severity=severity, rack=first.rack,
         opened_at=group.opened_at, created_at=now,
         alerts=tuple(sorted(alerts, key=lambda a: (-a.value, a.fingerprint))),

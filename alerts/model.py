@@ -80,6 +80,20 @@ def short_hash(*parts: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+KEY_QUANTUM_S = 60  # seconds: episode starts within one such slot share a key (issue 20)
+
+
+def episode_key(cluster: str | None, group: str, opened_at: datetime, kind: str) -> str:
+    """The idempotency key of a notification: its cluster, group (rule and rack, node or
+    GPU), kind and the minute its group opened on the sources' clock (the evaluator runs
+    at the newest sample's time). Two instances of an HA pair watching the same sources
+    derive the same key; a twin that fired a tick later still agrees unless the minute
+    changed in between (see docs/alerts.md, HA pairs)."""
+    epoch = datetime(1970, 1, 1)
+    slot = int((opened_at - epoch).total_seconds() // KEY_QUANTUM_S)
+    return short_hash(cluster, group, slot, kind)
+
+
 @dataclass(frozen=True)
 class Alert:
     """One alert episode of one fingerprint, from pending to resolved."""

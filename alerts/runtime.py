@@ -7,12 +7,18 @@
 ``evaluate_once`` reads the state and the windows from the warehouse each time, so a
 restart (or an acknowledgement or silence from the API) is seen at the next evaluation;
 the new state, alert rows and outbox rows commit in one transaction on the writer.
+
+Evaluations run on the sources' clock: at the time of the newest sample, not of the wall
+clock, so the two instances of an HA pair (alerts/ha.py) that see the same samples
+agree on when an alert fired and on its notification keys; firing alerts are re-sent to
+Alertmanager right after an evaluation, never between a twin's resolution and its own.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -24,7 +30,7 @@ from alerts.engine import evaluate, silenced
 from alerts.model import FIRING, Notification, Result, short_hash
 from alerts.persist import alert_row, load_silences, load_state, outbox_rows
 from alerts.sinks import DeliveryError, configured, post, render
-from alerts.window import build_window, latest
+from alerts.window import Window, build_window, latest
 from gpulens.settings import default
 from warehouse import alerts_store as store
 from warehouse.clock import utcnow
@@ -38,11 +44,12 @@ class AlertRuntime:
     """Thermal alerting inside ``gpulens serve`` (see module docstring)."""
 
     def __init__(self, warehouse, config, *, now: Callable[[], datetime] = utcnow,
-                 send: Callable[..., int] = post):
+                 send: Callable[..., int] = post, pair=None):
         s = config.section("alerts")
         self.warehouse, self.now, self.send = warehouse, now, send
+        self.pair = pair  # alerts.ha.Pair of an HA pair, or None
         self.enabled: bool = s["enabled"]
-        self.rules = rules_mod.from_settings(s)
+        self.rules = rules_mod.from_settings(s) + (pair.rules() if pair else ())
         self.summaries = {r.name: r.summary for r in self.rules}
         self.sinks = configured(s)
         self.step_s: float = config["collect.interval_s"]  # sampling period, seconds
@@ -57,11 +64,14 @@ class AlertRuntime:
         self._resent_at: datetime | None = None
 
     # -- evaluation -------------------------------------------------------------------
-    def window(self, now: datetime):
-        """The data the rules read at ``now``: the last ``window_s`` of samples."""
+    def window(self, now: datetime, samples=None) -> Window:
+        """The data the rules read at ``now``: the last ``window_s`` of samples (those
+        given, or read here)."""
         cur = self.warehouse.reader()
+        if samples is None:
+            samples = q.window_samples(cur, now=now, span_s=self.window_s)
         return build_window(
-            q.window_samples(cur, now=now, span_s=self.window_s), q.gpu_inventory(cur),
+            samples, q.gpu_inventory(cur),
             q.window_events(cur, now=now, span_s=events_span_s(self.rules, self.step_s)),
             now, self.window_s, self.step_s,
             stragglers=sq.recent(cur, now=now),
@@ -70,18 +80,24 @@ class AlertRuntime:
     def evaluate_once(self) -> Result | None:
         """Evaluate every rule once; persist state and queue notifications.
 
-        Returns None (and changes nothing) when no sample arrived in the last minute:
-        missing telemetry is not a recovery, so firing alerts stay as they are.
+        The evaluation time is the newest sample's (the sources' clock). Returns None
+        (and changes nothing) when no sample arrived in the last minute: missing
+        telemetry is not a recovery, so firing alerts stay as they are.
         """
         if not self.enabled:
             return None
-        now = self.now()
-        win = self.window(now)
-        if not fresh(win):
-            log.debug("alerts: no recent samples at %s; evaluation skipped", now)
+        wall = self.now()
+        samples = q.window_samples(self.warehouse.reader(), now=wall, span_s=self.window_s)
+        now = sources_clock(samples, wall)
+        win = self.window(now, samples)
+        if (wall - now).total_seconds() > FRESH_S or not fresh(win):
+            log.debug("alerts: no recent samples at %s; evaluation skipped", wall)
             return None
+        if self.pair is not None:
+            win = replace(win, twins=self.pair.twins(wall))
         cur = self.warehouse.reader()
-        result = evaluate(self.rules, win, now, load_state(cur), load_silences(cur, now))
+        result = evaluate(self.rules, win, now, load_state(cur), load_silences(cur, now),
+                          cluster=self.cluster)
         outbox = [row for note in result.notifications for row in self._outbox(note, now)]
         self.warehouse.write(lambda con: store.save_evaluation(
             con, alerts=[alert_row(a) for a in result.upserts], dropped=result.dropped,
@@ -91,6 +107,11 @@ class AlertRuntime:
         for note in result.notifications:
             log.info("alert %s %s (%d alerts) queued for %s", note.group, note.kind,
                      len(note.alerts), ", ".join(self.sinks) or "no sink")
+        if "alertmanager" in self.sinks and (
+                self._resent_at is None
+                or (now - self._resent_at).total_seconds() >= self.resend_s):
+            self._resent_at = now
+            self.resend_alertmanager(now)
         return result
 
     def _document(self, note: Notification, now: datetime) -> dict:
@@ -111,17 +132,12 @@ class AlertRuntime:
 
     # -- delivery ---------------------------------------------------------------------
     def deliver_once(self) -> dict[str, int]:
-        """Send the due outbox rows; re-send firing alerts to Alertmanager when due."""
+        """Send the due outbox rows (in an HA pair, as the pair's gate says)."""
         now = self.now()
-        counts = deliver_due(self.warehouse, self.sinks, now=now, backoff=self.backoff,
-                             timeout_s=self.timeout_s, send=self.send,
-                             only=set(self.sinks))  # reports' rows are theirs to send
-        if "alertmanager" in self.sinks and (
-                self._resent_at is None
-                or (now - self._resent_at).total_seconds() >= self.resend_s):
-            self._resent_at = now
-            self.resend_alertmanager(now)
-        return counts
+        return deliver_due(self.warehouse, self.sinks, now=now, backoff=self.backoff,
+                           timeout_s=self.timeout_s, send=self.send,
+                           only=set(self.sinks),  # reports' rows are theirs to send
+                           gate=self.pair.gate if self.pair is not None else None)
 
     def resend_alertmanager(self, now: datetime) -> int:
         """POST every firing, unsilenced alert to Alertmanager again (best effort), so it
@@ -156,6 +172,17 @@ class AlertRuntime:
         the idempotency key. Raises KeyError for an unconfigured sink, DeliveryError."""
         return send_test(self.sinks[sink_name], self.dashboard_url, self.now(),
                          timeout_s=self.timeout_s, send=self.send, cluster=self.cluster)
+
+
+FRESH_S = 60.0  # seconds: an evaluation needs a sample at most this old (wall clock)
+
+
+def sources_clock(samples, wall: datetime) -> datetime:
+    """The sources' clock: the newest sample time in ``samples`` (``wall`` when none)."""
+    if samples.empty:
+        return wall
+    newest = samples["ts"].max()
+    return newest.to_pydatetime() if hasattr(newest, "to_pydatetime") else newest
 
 
 def window_span_s(rules) -> float:

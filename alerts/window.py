@@ -32,6 +32,8 @@ class Window:
     events: pd.DataFrame = field(default_factory=pd.DataFrame)  # ts, node, gpu_index, code
     # recent straggler episodes (warehouse/queries/stragglers.py: recent), issue 15
     stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # twin instance name -> seconds since it last answered (alerts/ha.py), issue 20
+    twins: dict[str, float] = field(default_factory=dict)
 
     @property
     def n(self) -> int:

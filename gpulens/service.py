@@ -12,6 +12,7 @@ import errno
 import json
 import logging
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from flask import jsonify
 
 from alerts.api import create_blueprint
+from alerts.ha import Pair
 from alerts.runtime import AlertRuntime
 from dashboard.report import api as reports_api
 from dashboard.report.schedule import ReportScheduler
@@ -73,6 +75,7 @@ class Service:
         self.warehouse: Warehouse | None = None
         self.sources: list = []
         self.alerts = None  # alerts.runtime.AlertRuntime
+        self.pair = None  # alerts.ha.Pair: this instance's twin in an HA pair (issue 20)
         self.reports = None  # dashboard.report.schedule.ReportScheduler
         self.lake: LakeJob | None = None  # the Parquet lake's job (issue 18)
         self.scheduler: BackgroundScheduler | None = None
@@ -89,8 +92,12 @@ class Service:
                                    memory_limit_mb=self.config["warehouse.memory_limit_mb"])
         try:
             self.sources = build_sources(self.config, self.warehouse, now=self.now())
-            self.alerts = AlertRuntime(self.warehouse, self.config, now=self.now)
-            self.reports = ReportScheduler(self.warehouse, self.config, now=self.now)
+            self.pair = Pair(self.config, name=socket.gethostname(), now=self.now)
+            gate = self.pair.gate if self.pair.enabled else None
+            self.alerts = AlertRuntime(self.warehouse, self.config, now=self.now,
+                                       pair=self.pair if self.pair.enabled else None)
+            self.reports = ReportScheduler(self.warehouse, self.config, now=self.now,
+                                           gate=gate)
             self.lake = LakeJob(self.warehouse, self.config, now=self.now,
                                 busy=lambda: self.health.backfill.get("state") == "running")
             for source in self.sources:
@@ -108,6 +115,8 @@ class Service:
         self._start_jobs()
         host, port = self.server.effective_host, self.server.effective_port
         url = f"http://{host}:{port}/"
+        if not self.config["ha.name"]:
+            self.pair.name = f"{socket.gethostname()}:{port}"
         if self.config["alerts.dashboard_url"] == BY_NAME["alerts.dashboard_url"].default:
             self.alerts.dashboard_url = url  # links in notifications point at this server
         return url
@@ -180,6 +189,10 @@ class Service:
                 self._guarded, "interval", args=(self.alerts.deliver_once, "alert delivery"),
                 seconds=self.alerts.deliver_interval_s, id="alerts:deliver",
             )
+        if self.pair.enabled:  # the twin's liveness: twin_gone and who pages (issue 20)
+            self.scheduler.add_job(
+                self._guarded, "interval", args=(self.pair.poll_once, "twin poll"),
+                seconds=self.pair.poll_interval_s, id="ha:poll", next_run_time=first)
         self.reports.install(self.scheduler)
         self.reports.install_delivery(self.scheduler, self._guarded)
         self.lake.install(self.scheduler, first + timedelta(seconds=30))
@@ -376,6 +389,8 @@ class Service:
             except Exception as exc:  # one source's broken details never hide the others
                 entry["details_error"] = f"{type(exc).__name__}: {exc}"
         report["version"] = __version__
+        if self.pair is not None and self.pair.enabled:  # the twin reads this (alerts/ha.py)
+            report["ha"] = self.pair.report(self.warehouse.reader(), self.now())
         report["database"] = {
             "path": self.warehouse.path,
             "size_bytes": self.warehouse.size_bytes(),

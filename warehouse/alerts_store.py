@@ -66,6 +66,17 @@ def mark_delivered(con: duckdb.DuckDBPyConnection, key: str, sink: str, now: dat
     )
 
 
+def mark_by_twin(con: duckdb.DuckDBPyConnection, key: str, sink: str,
+                 now: datetime) -> None:
+    """The twin of an HA pair delivered this notification (alerts/ha.py): status
+    ``twin``, never sent from here."""
+    con.execute(
+        """UPDATE notifications SET status = 'twin', delivered_at = ?
+           WHERE notification_key = ? AND sink = ? AND status = 'pending'""",
+        [now, key, sink],
+    )
+
+
 def mark_failed(con: duckdb.DuckDBPyConnection, key: str, sink: str, *, attempts: int,
                 next_attempt_at: datetime, error: str, dead: bool) -> None:
     """Record a failed attempt; ``dead`` gives up on the row."""

@@ -33,8 +33,10 @@ JOB_ID = "reports:weekly"
 class ReportScheduler:
     """Weekly reports inside ``gpulens serve`` (see module docstring)."""
 
-    def __init__(self, warehouse, config, *, now: Callable[[], datetime] = utcnow):
+    def __init__(self, warehouse, config, *, now: Callable[[], datetime] = utcnow,
+                 gate: Callable | None = None):
         self.warehouse, self.config, self.now = warehouse, config, now
+        self.gate = gate  # an HA pair's (alerts/ha.py): the pair sends a week's report once
         self.enabled: bool = config["reports.enabled"]
         self.tz = ZoneInfo(config["reports.timezone"])
         self.trigger = CronTrigger.from_crontab(config["reports.cron"], timezone=self.tz)
@@ -59,7 +61,7 @@ class ReportScheduler:
     def deliver_once(self) -> dict[str, int]:
         """Send the due e-mails and report webhooks (the alerts' sinks deliver their own)."""
         return deliver_due(self.warehouse, self.sinks, now=self.now(), backoff=self.backoff,
-                           timeout_s=self.timeout_s, only=set(self.sinks))
+                           timeout_s=self.timeout_s, only=set(self.sinks), gate=self.gate)
 
     def week_for(self, fire_utc: datetime) -> str:
         """The week a run at ``fire_utc`` (naive UTC) reports: the last complete one."""

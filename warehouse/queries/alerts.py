@@ -146,6 +146,19 @@ def list_notifications(cur: duckdb.DuckDBPyConnection, *, now: datetime,
     ).df()
 
 
+def delivered_since(cur: duckdb.DuckDBPyConnection, *, since: datetime,
+                    limit: int = 1000) -> pd.DataFrame:
+    """Outbox rows this instance delivered itself, created after ``since``, newest first
+    (what an HA twin reads from /healthz, alerts/ha.py): notification_key, sink, kind,
+    group_key, created_at."""
+    return cur.execute(
+        """SELECT notification_key, sink, kind, group_key, created_at
+           FROM notifications WHERE status = 'delivered' AND created_at > $since
+           ORDER BY created_at DESC, notification_key, sink LIMIT $limit""",
+        {"since": since, "limit": limit},
+    ).df()
+
+
 def outbox_summary(cur: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """Outbox rows per sink and status: sink, status, rows, oldest_created_at."""
     return cur.execute(

@@ -1,0 +1,249 @@
+"""An HA pair (issue 20) without processes: the pair's shared identity of alerts and
+notifications, who sends (the gate), twin_gone, and the twin's /healthz parser."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+import requests
+from hypothesis import given
+from hypothesis import strategies as st
+
+from alerts.delivery import deliver_due
+from alerts.ha import COVERED, HOLD, SEND, Pair, TwinError, parse_twin
+from alerts.model import FIRING, RESOLVED
+from alerts.runtime import AlertRuntime
+from alerts.sinks import Sink
+from gpulens.config import load
+from tests.support.alerts import STEP, T0, Cluster, alert_config
+from warehouse import Warehouse
+from warehouse import alerts_store as store
+from warehouse.queries import alerts as q
+
+PEER = "http://gpulens-b:8050/"
+
+
+def pair_config(role: str = "standby", **ha):
+    return load(None, env={}).with_overrides(
+        cluster__name="rsc-1", ha__peer_url=PEER, ha__role=role,
+        **{f"ha__{k}": v for k, v in ha.items()})
+
+
+def healthz(*delivered: dict, name: str = "gpulens-b") -> bytes:
+    return json.dumps({"status": "ok", "ha": {"name": name, "role": "primary",
+                                              "cluster": "rsc-1",
+                                              "delivered": list(delivered)}}).encode()
+
+
+def row(kind="firing", group="rack_cooling/r2", sink="webhook", key="k1", at=T0):
+    return SimpleNamespace(notification_key=key, sink=sink, kind=kind, group_key=group,
+                           created_at=at)
+
+
+class Clock:
+    def __init__(self, now: datetime):
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_a_pair_evaluating_at_different_moments_agrees_on_alert_ids_and_keys():
+    """Two instances see the same samples but evaluate 2 s and 11 s after each tick:
+    on the sources' clock they fire and resolve at the same time, with the same ids
+    and idempotency keys (what Alertmanager and a key-honouring receiver rely on)."""
+    cluster = Cluster()
+    cluster.incidents.append(("r2", T0 + timedelta(minutes=4), T0 + timedelta(minutes=9),
+                              12.0))
+    whs = [Warehouse(":memory:"), Warehouse(":memory:")]
+    walls = [Clock(T0), Clock(T0)]
+    rts = [AlertRuntime(wh, alert_config("rsc-1"), now=wall)
+           for wh, wall in zip(whs, walls, strict=True)]
+    notes: list[list] = [[], []]
+    try:
+        for wh in whs:
+            wh.ingest_all(cluster.topology())
+        now = T0
+        while now < T0 + timedelta(minutes=17):
+            frame = cluster.samples(now)
+            for i, lag_s in enumerate((2, 11)):
+                whs[i].ingest("samples", frame).result()
+                walls[i].now = now + timedelta(seconds=lag_s)
+                result = rts[i].evaluate_once()
+                notes[i] += result.notifications if result else []
+            now += STEP
+        assert [(n.kind, n.group) for n in notes[0]] == [("firing", "rack_cooling/r2"),
+                                                          ("resolved", "rack_cooling/r2")]
+        assert [(n.key, n.created_at) for n in notes[0]] == [
+            (n.key, n.created_at) for n in notes[1]]
+        assert notes[0][0].created_at.second % 15 == 0  # a tick, not a wall-clock moment
+        alerts = [q.list_alerts(wh.reader(), now=now, since_s=86400)[
+            ["alert_id", "state", "fired_at", "resolved_at"]] for wh in whs]
+        assert alerts[0].equals(alerts[1]) and set(alerts[0]["state"]) == {RESOLVED}
+    finally:
+        for wh in whs:
+            wh.close()
+
+
+def test_the_key_names_the_cluster():
+    """Two clusters paging one receiver with the same rack names keep apart."""
+    from alerts.model import episode_key
+
+    assert episode_key("rsc-1", "rack_cooling/r2", T0, "firing") != episode_key(
+        "rsc-2", "rack_cooling/r2", T0, "firing")
+    # a twin that fired one tick later in the same minute agrees
+    assert episode_key("rsc-1", "g", T0, "firing") == episode_key(
+        "rsc-1", "g", T0 + STEP, "firing")
+
+
+def test_standby_holds_direct_sinks_until_the_twin_delivers_or_is_gone():
+    clock = Clock(T0)
+    answer = {"body": healthz({"key": "other-key", "sink": "webhook", "kind": "firing",
+                               "group": "rack_cooling/r2", "created_at": "2026-11-02T12:00:15Z"})}
+
+    def fetch(url, timeout_s):
+        assert url == PEER + "healthz"
+        if answer["body"] is None:
+            raise requests.ConnectionError("refused")
+        return answer["body"]
+
+    pair = Pair(pair_config(twin_gone_after_s=60), name="a", now=clock, fetch=fetch)
+    assert pair.gate(row(), T0) == HOLD  # not seen yet, not gone yet: the primary's job
+    assert pair.gate(row(sink="alertmanager"), T0) == SEND  # it deduplicates itself
+    assert pair.poll_once() and pair.view.name == "gpulens-b"
+    assert pair.gate(row(), T0) == COVERED  # 15 s apart, another key: the same page
+    assert pair.gate(row(at=T0 + timedelta(hours=1)), T0) == HOLD  # another episode
+    assert pair.gate(row(kind="resolved"), T0) == HOLD
+    assert pair.gate(row(sink="slack"), T0) == HOLD  # delivered to the webhook only
+    answer["body"] = None
+    clock.now = T0 + timedelta(seconds=59)
+    assert not pair.poll_once() and pair.last_error == "ConnectionError"
+    assert pair.gate(row(kind="resolved"), T0) == HOLD
+    clock.now = T0 + timedelta(seconds=61)  # unseen for 61 s: the standby pages
+    assert pair.gate(row(kind="resolved"), T0) == SEND
+    assert pair.gate(row(), T0) == COVERED  # what the twin delivered stays delivered
+    assert pair.twins(clock.now) == {"gpulens-b:8050": 61.0}
+
+
+def test_primary_sends_unless_the_twin_already_did_and_a_weeks_report_once():
+    clock = Clock(T0)
+    report = {"key": "r-b", "sink": "email", "kind": "report", "group": "report/2026-W45",
+              "created_at": "2026-11-09T07:00:00Z"}
+    pair = Pair(pair_config("primary"), name="a", now=clock,
+                fetch=lambda url, t: healthz(report))
+    assert pair.gate(row(), T0) == SEND
+    assert pair.poll_once()
+    # the standby made the same week's report hours later (it caught up after a restart)
+    assert pair.gate(row("report", "report/2026-W45", "email", "r-a",
+                         datetime(2026, 11, 9, 11)), T0) == COVERED
+    assert pair.gate(row("report", "report/2026-W46", "email", "r-a"), T0) == SEND
+
+
+def test_without_a_peer_nothing_is_gated_and_no_twin_rule():
+    pair = Pair(load(None, env={}), name="a")
+    assert not pair.enabled and pair.rules() == () and pair.twins(T0) == {}
+    assert pair.gate(row(), T0) == SEND
+
+
+def test_deliver_due_keeps_order_behind_a_held_row_and_marks_covered_ones():
+    wh = Warehouse(":memory:")
+    sent = []
+    try:
+        rows = [{"notification_key": key, "sink": "webhook", "kind": kind,
+                 "group_key": "rack_cooling/r2", "created_at": T0 + timedelta(seconds=i),
+                 "body": "{}", "status": "pending", "attempts": 0, "next_attempt_at": T0}
+                for i, (key, kind) in enumerate([("k1", "firing"), ("k2", "resolved"),
+                                                 ("k3", "firing")])]
+        wh.write(lambda con: store.enqueue(con, rows)).result()
+        verdicts = {"k1": COVERED, "k2": HOLD, "k3": SEND}
+        counts = deliver_due(wh, {"webhook": Sink("webhook", "http://x/")}, now=T0,
+                             send=lambda *a, **k: sent.append(a[2]) or 200,
+                             gate=lambda r, now: verdicts[r.notification_key])
+        assert counts == {"delivered": 0, "failed": 0, "covered": 1, "held": 1}
+        assert sent == []  # k3 waits behind the held k2: a sink's order is kept
+        status = q.list_notifications(wh.reader(), now=T0 + STEP).set_index(
+            "notification_key")["status"].to_dict()
+        assert status == {"k1": "twin", "k2": "pending", "k3": "pending"}
+        verdicts["k2"] = SEND
+        deliver_due(wh, {"webhook": Sink("webhook", "http://x/")}, now=T0,
+                    send=lambda *a, **k: sent.append(a[2]) or 200,
+                    gate=lambda r, now: verdicts[r.notification_key])
+        assert sent == ["k2", "k3"]
+    finally:
+        wh.close()
+
+
+def test_twin_gone_fires_when_the_twin_is_unseen_and_resolves_when_it_answers():
+    cluster = Cluster()
+    wall = Clock(T0)
+    up = {"yes": False}
+
+    def fetch(url, timeout_s):
+        if not up["yes"]:
+            raise requests.ConnectTimeout("no route")
+        return healthz()
+
+    pair = Pair(pair_config("primary", twin_gone_after_s=60), name="a", now=wall,
+                fetch=fetch)
+    wh = Warehouse(":memory:")
+    try:
+        wh.ingest_all(cluster.topology())
+        rt = AlertRuntime(wh, alert_config("rsc-1"), now=wall, pair=pair)
+        seen = []
+        for i in range(12):
+            wall.now = T0 + i * STEP
+            up["yes"] = i >= 9
+            pair.poll_once()
+            wh.ingest("samples", cluster.samples(wall.now)).result()
+            result = rt.evaluate_once()
+            seen += [(i, a.rule, a.node, a.state) for a in result.upserts
+                     if not seen or seen[-1][3] != a.state]  # the state's changes
+        assert seen == [(4, "twin_gone", "gpulens-b:8050", FIRING),
+                        (9, "twin_gone", "gpulens-b:8050", RESOLVED)]
+    finally:
+        wh.close()
+
+
+# -- the twin's /healthz is outside input --------------------------------------------
+
+def test_a_bad_delivered_entry_costs_that_entry():
+    good = {"key": "k", "sink": "webhook", "kind": "firing", "group": "g",
+            "created_at": "2026-11-02T12:00:00Z"}
+    view = parse_twin(healthz(good, {**good, "created_at": "yesterday"}, 7,
+                              {**good, "sink": ""}, {**good, "created_at": "2026-11-02T12:00:00+02:00"}))
+    assert [d.key for d in view.delivered] == ["k"] and view.dropped == 4
+
+
+@pytest.mark.parametrize("raw, says", [
+    (b"<html>502 Bad Gateway</html>", "not JSON"),
+    (b'{"status": "ok"}', "no ha section"),
+    (b'{"ha": {"name": ""}}', "ha.name"),
+    (b'{"ha": {"name": "b", "delivered": {}}}', "ha.delivered"),
+    (b"[" * 100_000, "not JSON"),
+])
+def test_answers_that_are_not_a_twin_are_refused_naming_the_input(raw, says):
+    with pytest.raises(TwinError, match=says):
+        parse_twin(raw)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                    lambda inner: st.lists(inner, max_size=4)
+                    | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+
+
+@pytest.mark.property
+@given(st.one_of(st.binary(max_size=200), JSON.map(lambda v: json.dumps(v).encode()),
+                 JSON.map(lambda v: json.dumps({"ha": v}).encode()),
+                 st.lists(st.dictionaries(st.sampled_from(
+                     ["key", "sink", "kind", "group", "created_at"]), JSON), max_size=4).map(
+                     lambda d: json.dumps({"ha": {"name": "b", "delivered": d}}).encode())))
+def test_parse_twin_fails_only_with_its_error(raw):
+    try:
+        view = parse_twin(raw)
+    except TwinError as exc:
+        assert str(exc)
+        return
+    assert view.name and len(view.delivered) + view.dropped <= 1000
