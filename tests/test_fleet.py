@@ -140,6 +140,14 @@ def test_a_column_the_files_lack_reads_null_with_the_warehouse_type(tmp_path):
     assert rate["failures"] == 0 and rate["gpus_per_node"] == 8
 
 
+def test_a_value_that_does_not_convert_costs_that_value(tmp_path):
+    _parquet(tmp_path / "nodes" / "cluster=odd" / "nodes.parquet",
+             "SELECT * FROM (VALUES ('n1', 'r1', 'eight'), ('n2', 'r1', '8')) t(node, rack, gpus)")
+    con = lf.open_cluster(str(tmp_path), "odd")
+    assert con.execute("SELECT node, gpus FROM nodes ORDER BY node").fetchall() == [
+        ("n1", None), ("n2", 8)]
+
+
 def test_an_unreadable_cluster_costs_itself(one, tmp_path):
     _, lake = one
     import shutil

@@ -7,9 +7,9 @@ The lake is what ``gpulens export parquet`` and the service's lake export write
 :func:`open_cluster` gives one cluster an in-memory DuckDB with the warehouse's schema
 (the migrations applied), in which every table the lake holds for that cluster is a
 view over its files (``read_parquet`` with ``hive_partitioning``) with the warehouse's
-columns and types: a column an older export lacks reads NULL, a table the lake lacks
-stays empty. The single-cluster query functions (``warehouse.queries.*``) then run on
-it unchanged, so a figure of the fleet view is computed by the very function its
+columns and types: a column an older export lacks reads NULL, so does a value that does
+not convert to the column's type, and a table the lake lacks stays empty. The
+single-cluster query functions (``warehouse.queries.*``) then run on it unchanged, so a figure of the fleet view is computed by the very function its
 single-cluster page calls (one definition per figure; docs/scaling.md). Analytics
 settings are not in the lake: the fleet view applies its own (``Options``).
 
@@ -113,12 +113,13 @@ def _pattern(lake: str, table: str, cluster: str) -> str:
 
 def _view_sql(con, lake: str, table: str, cluster: str) -> str:
     """The view of ``table`` over the cluster's files: each warehouse column by its name
-    and type, NULL where the files lack it."""
+    and type, NULL where the files lack it or a value does not convert (one bad value
+    costs that value, not the cluster)."""
     pattern = _literal(_pattern(lake, table, cluster))
     have = {r[0] for r in con.execute(fill(
         "DESCRIBE SELECT * FROM read_parquet({pattern}, {options})", pattern=pattern,
         options=READ_OPTIONS)).fetchall()} - set(HIVE_COLUMNS)
-    cols = [fill("CAST({src} AS {type}) AS {name}",
+    cols = [fill("TRY_CAST({src} AS {type}) AS {name}",
                  src=_ident(name) if name in have else "NULL", type=dtype, name=_ident(name))
             for name, dtype in con.execute(_SCHEMA_SQL, {"table": table}).fetchall()]
     return fill(_VIEW_SQL, table=_ident(table), columns=names(cols), pattern=pattern,
