@@ -9,9 +9,10 @@ The lake is what ``gpulens export parquet`` and the service's lake export write
 view over its files (``read_parquet`` with ``hive_partitioning``) with the warehouse's
 columns and types: a column an older export lacks reads NULL, so does a value that does
 not convert to the column's type, and a table the lake lacks stays empty. The
-single-cluster query functions (``warehouse.queries.*``) then run on it unchanged, so a figure of the fleet view is computed by the very function its
-single-cluster page calls (one definition per figure; docs/scaling.md). Analytics
-settings are not in the lake: the fleet view applies its own (``Options``).
+single-cluster query functions (``warehouse.queries.*``) then run on it unchanged, so
+a figure of the fleet view is computed by the very function its single-cluster page
+calls (one definition per figure; docs/scaling.md). Analytics settings are not in the
+lake: the fleet view applies its own (``Options``).
 
 DuckDB cannot prepare a view ("this type of statement can't be prepared"), so a view's
 file pattern is a quoted SQL string literal, as export.py's COPY targets are; a cluster
