@@ -80,6 +80,8 @@ class LakeJob:
         self.interval_min = config["lake.interval_min"]
         self.reexport_days = config["lake.reexport_days"]
         self.retention_days = config["lake.retention_days"]
+        self.tables = [t.strip() for t in config["lake.tables"].split(",") if t.strip()] or None
+        self._last_start: float | None = None  # time.monotonic() of the last run's start
         self.now = now
         self.busy = busy
         self._lock = threading.Lock()
@@ -97,8 +99,14 @@ class LakeJob:
                               id="lake", next_run_time=first)
 
     def run_scheduled(self) -> None:
-        """One scheduled run, unless the backfill is writing; never raises."""
+        """One scheduled run, unless the backfill is writing or a run started less than
+        half an interval ago (the run right after the history); never raises."""
         if self.interval_min <= 0:
+            return
+        if (self._last_start is not None
+                and time.monotonic() - self._last_start < self.interval_min * 30.0):
+            log.debug("lake export skipped: the last one started less than half an "
+                      "interval ago")
             return
         if self.busy():
             with self._status_lock:
@@ -128,6 +136,7 @@ class LakeJob:
     def run(self) -> ExportResult:
         """The scheduled run now (see the module docstring); returns what was written."""
         with self._lock:
+            self._last_start = time.monotonic()
             now = self.now()
             today = now.date()
             stored = meta.get(self.warehouse.reader(), self._done_key)
@@ -146,7 +155,7 @@ class LakeJob:
                 return [d for d in days if keep_from is None or d >= keep_from]
 
             result = self._export("scheduled", now, self.dir, since, _midnight(today) + DAY,
-                                  None, extra)
+                                  self.tables, extra)
             done = first_failed_day({k: v for k, v in result.errors.items()
                                      if k.partition("/")[0] not in WHOLE}, today)
             dropped: dict[str, list[date]] = {}
@@ -180,7 +189,7 @@ class LakeJob:
             return self._export("requested", self.now(), out, since, until, tables, None)
 
     def _export(self, kind, now, out, since, until, tables, extra) -> ExportResult:
-        started = time.perf_counter()
+        started = time.monotonic()
         with self._status_lock:
             self._state = "running"
             self._progress = {"kind": kind, "started": _iso(now), "days_written": 0,
@@ -203,14 +212,14 @@ class LakeJob:
             with self._status_lock:
                 self._state = "idle"
                 self._last = {"kind": kind, "started": _iso(now), "finished": _iso(self.now()),
-                              "duration_s": round(time.perf_counter() - started, 3),
+                              "duration_s": round(time.monotonic() - started, 3),
                               "days_written": 0, "rows": 0,
                               "errors": {"export": f"{type(exc).__name__}: {exc}"},
                               "errors_total": 1}
             raise
         days = sum(len(d) for d in result.days.values())
         rows = sum(result.rows.values())
-        duration = time.perf_counter() - started
+        duration = time.monotonic() - started
         (log.warning if result.errors else log.info)(
             "lake export (%s) done in %.1f s: %d day partitions, %d rows, %d failed%s", kind,
             duration, days, rows, len(result.errors),

@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 import warehouse.export as export_mod
-from gpulens.config import load
+from gpulens.config import ConfigError, load
 from gpulens.lake_job import LakeJob, first_failed_day
 from warehouse import Warehouse, meta
 from warehouse.export import (
@@ -197,7 +197,27 @@ def test_scheduled_run_waits_for_the_history_backfill(wh, tmp_path):
     job.run_scheduled()
     assert job.status()["last_run"]["days_written"] > 0
     assert job.status()["last_run"]["from"] == "2026-11-18"
+    # the scheduler's own first run right after the one that followed the history: none
+    first = job.status()["last_run"]["started"]
+    job.now = lambda: datetime(2026, 11, 20, 6, 1)
+    job.run_scheduled()
+    assert job.status()["last_run"]["started"] == first
     off = LakeJob(wh, load(None).with_overrides(lake__dir=str(tmp_path / "off")),
                   now=lambda: datetime(2026, 11, 20, 6))
     off.run_scheduled()  # lake.interval_min 0: no scheduled export
     assert not (tmp_path / "off").exists() and off.status()["last_run"] is None
+
+
+def test_lake_tables_restricts_the_scheduled_export(wh, tmp_path):
+    lake = tmp_path / "lake"
+    result = _job(wh, lake, datetime(2026, 11, 20, 6),
+                  tables="gpu_samples_1h, jobs,nodes").run()
+    assert set(result.rows) == {"gpu_samples_1h", "jobs", "nodes"}
+    assert sorted(p.name for p in lake.iterdir() if not p.name.startswith(".")) == [
+        "gpu_samples_1h", "jobs", "nodes"]
+
+
+@pytest.mark.parametrize("value", ["secrets", "gpu_samples,meta", "jobs;drop"])
+def test_lake_tables_names_only_exported_tables(value):
+    with pytest.raises(ConfigError, match="lake.tables"):
+        load(None).with_overrides(lake__tables=value)

@@ -16,6 +16,13 @@ def cluster_name_ok(value: object) -> bool:
             and value not in (".", ".."))
 
 
+def _lake_tables_ok(value: str) -> bool:
+    from warehouse.export import PARTITIONED, WHOLE  # imports this module: not at the top
+
+    names = [t.strip() for t in value.split(",") if t.strip()]
+    return all(t in PARTITIONED or t in WHOLE for t in names)
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("cluster.name", str, "default",
             "Name of the cluster this gpulens watches: exported Parquet rows "
@@ -42,6 +49,12 @@ SETTINGS: tuple[Setting, ...] = (
             "classification run after the day ends. Jobs, runs and allocations still open "
             "or ended within them are written again with their submit or start day.",
             between(0, 366), "an integer number of days from 0 to 366"),
+    Setting("lake.tables", str, "",
+            "Tables the scheduled lake export writes, separated by commas (e.g. "
+            "'gpu_samples_1h,gpu_energy_1h,jobs,job_runs,failures,nodes,racks,gpus' to "
+            "leave the raw and minute tiers in the warehouse); empty: every table.",
+            _lake_tables_ok,
+            "empty or a comma-separated list of tables gpulens exports (docs/scaling.md)"),
     Setting("lake.retention_days", int, 0,
             "Days of this cluster's lake partitions kept: each scheduled export deletes "
             "the day folders older than this (whole days, never today). 0: kept forever.",
