@@ -32,6 +32,7 @@ from dash import Input, Output, dcc, html
 from dashboard import auth, context, drilldown, filters, ids, web_security
 from dashboard.nav import nav_items
 from gpulens.settings import default
+from warehouse import meta
 from warehouse.analytics import Options
 from warehouse.clock import utcnow as utcnow_naive
 
@@ -76,7 +77,8 @@ def create_app(
     ``cluster`` (the ``cluster.name`` setting) is named in the header.
     """
     context.set_context(warehouse, now, refresh_s=refresh_s, title=title,
-                        reports_dir=reports_dir, options=options)
+                        reports_dir=reports_dir, options=options,
+                        simulated=context.simulated_label_for(_simulator_profile(warehouse)))
     _forget_unclaimed_page_callbacks()
     app = dash.Dash(
         "dashboard",
@@ -101,6 +103,12 @@ def create_app(
     filters.register(app)
     drilldown.register(app)
     return app
+
+
+def _simulator_profile(warehouse) -> str | None:
+    """The profile a simulated warehouse was made with, read once when the app is built
+    (a warehouse's profile never changes; every page header names it, issue 16)."""
+    return meta.simulator_profile(warehouse.reader()) if hasattr(warehouse, "reader") else None
 
 
 def user_badge() -> html.Div | None:

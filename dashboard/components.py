@@ -78,7 +78,8 @@ def filter_bar(f: Filters, *, show: Sequence[str] = ("range", "partition", "rack
 def page(name: str, title: str, f: Filters, *children, live: bool = True,
          filters: Sequence[str] = ("range", "partition", "rack"),
          intro: str | None = None) -> html.Div:
-    """A page: header with the "updated" line and filter bar, then ``children``.
+    """A page: header with the "updated" line, the simulated-warehouse label (with the
+    demo profile's raised failure rate named) and filter bar, then ``children``.
 
     The page's :class:`Filters` travel in a ``dcc.Store`` its callbacks read; a live page
     gets a ``dcc.Interval`` (``ids.refresh(name)``) its callbacks also listen to.
@@ -86,6 +87,9 @@ def page(name: str, title: str, f: Filters, *children, live: bool = True,
     header = [html.Div([html.H1(title),
                         html.Span("Loading…", id=ids.updated(name), className="updated")],
                        className="page-title")]
+    simulated = context.simulated_label()  # every page of a simulated warehouse says so
+    if simulated:
+        header.append(html.Span(simulated, className="simulated-label"))
     if filters:
         header.append(filter_bar(f, show=filters))
     extra = [dcc.Interval(id=ids.refresh(name), interval=context.refresh_ms())] if live else []

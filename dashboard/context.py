@@ -23,6 +23,7 @@ class Context:
     title: str = "gpulens"  # product name shown in the bar and tab titles
     reports_dir: str | None = None  # where weekly report files are listed from
     options: Options = Options()  # the analytics settings (PUE, idle threshold, ...)
+    simulated: str | None = None  # label of a simulated warehouse (simulated_label_for)
 
 
 _context: Context | None = None
@@ -30,12 +31,15 @@ _context: Context | None = None
 
 def set_context(warehouse, now: Callable[[], datetime] = utcnow_naive, *,
                 refresh_s: float = default("dashboard.refresh_s"), title: str = "gpulens",
-                reports_dir: str | None = None, options: Options | None = None) -> None:
+                reports_dir: str | None = None, options: Options | None = None,
+                simulated: str | None = None) -> None:
     """Point every page's callbacks at ``warehouse`` and the clock ``now``; ``options``:
-    the configured analytics settings (``Options.from_settings(config)``; None: defaults)."""
+    the configured analytics settings (``Options.from_settings(config)``; None: defaults);
+    ``simulated``: the label every page header shows of a simulated warehouse."""
     global _context
     _context = Context(warehouse=warehouse, now=now, refresh_s=float(refresh_s), title=title,
-                       reports_dir=reports_dir, options=options or Options())
+                       reports_dir=reports_dir, options=options or Options(),
+                       simulated=simulated)
 
 
 def _get() -> Context:
@@ -87,3 +91,23 @@ def page_title(page: str) -> str:
     """A browser-tab title: ``"Overview · gpulens"``."""
     name = _context.title if _context is not None else "gpulens"
     return f"{page} · {name}"
+
+
+#: what the page header says of a simulated warehouse, by simulator profile (issue 16)
+SIMULATED_LABELS = {
+    "demo": "simulated, profile demo (raised failure rate): its failure rates are not a "
+            "real fleet's",
+    "realistic": "simulated, profile realistic (calibrated to published fleets)",
+}
+
+
+def simulated_label_for(profile: str | None) -> str | None:
+    """The label of a warehouse simulated with ``profile`` (None: a real cluster's)."""
+    if profile is None:
+        return None
+    return SIMULATED_LABELS.get(profile, f"simulated, profile {profile}")
+
+
+def simulated_label() -> str | None:
+    """The page header's label of a simulated warehouse, None for a real cluster's."""
+    return _get().simulated

@@ -29,10 +29,13 @@ def test_every_figure_of_the_issue_is_declared_once():
 @pytest.mark.parametrize("profile", ["demo", "realistic"])
 def test_bench_prints_every_figure_on_a_tiny_cluster(profile, capsys):
     rc = fidelity.main(["--profile", profile, "--days", "0.1", "--racks", "2",
-                        "--nodes-per-rack", "2"])
+                        "--nodes-per-rack", "2", "--h100-days", "0.5"])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert f"profile {profile}, 0.1 days of 32 simulated GPUs" in out
     for fig in FIGURES:
         assert fig.label in out, fig.label
-    assert f"of {len(FIGURES)} figures within tolerance" in out
+    # the realistic profile's H100s fail as in the Llama 3 report: 4 cause figures more
+    h100 = 4 if profile == "realistic" else 0
+    assert ("H100 interruptions: faulty GPU" in out) == bool(h100)
+    assert f"of {len(FIGURES) + h100} figures within tolerance" in out

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import duckdb
 
+#: the simulator profile a simulated warehouse was made with (issue 16): written by
+#: ``gpulens simulate`` and by the simulated source's first start
+SIMULATOR_PROFILE_KEY = "simulator.profile"
+
 
 def get(cur: duckdb.DuckDBPyConnection, key: str) -> str | None:
     """The stored value of ``key``, or None."""
@@ -27,3 +31,9 @@ def latest_sample_ts(cur: duckdb.DuckDBPyConnection):
 def memory_limit(cur: duckdb.DuckDBPyConnection) -> str:
     """DuckDB's memory_limit of the warehouse as DuckDB prints it, e.g. '1.0 GiB'."""
     return cur.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+
+
+def simulator_profile(cur: duckdb.DuckDBPyConnection) -> str | None:
+    """The simulator profile the warehouse was simulated with (``demo``, ``realistic``),
+    None for a warehouse of a real cluster."""
+    return get(cur, SIMULATOR_PROFILE_KEY)

@@ -64,7 +64,7 @@ class Cluster:
 
     def __init__(self, config: SimConfig, anchor: datetime, live_start: datetime | None = None):
         self._lock = threading.RLock()
-        self.config = config
+        self.config = config = config.resolved()  # the profile's calibration (issue 16)
         self.anchor = naive_utc(anchor)
         self.live_start = naive_utc(live_start) if live_start is not None else self.anchor
         self.anchor_us = to_us(self.anchor)

@@ -8,7 +8,7 @@ node-days; the demo raises that so failures are visible within a day).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 from gpulens.settings import setting_field
 
@@ -55,6 +55,10 @@ MODELS: dict[str, GpuModel] = {"H100": H100_SXM, "A100": A100_SXM}
 class SimConfig:
     """Size, workload and fault knobs of the simulated cluster (see units beside each)."""
 
+    # named calibration (PROFILES below): its values replace the fields left at default
+    profile: str = setting_field("simulator.profile")
+    calibrated: bool = False  # True once resolved(): the profile's values are applied
+
     # --- size and layout
     racks: int = setting_field("simulator.racks")
     nodes_per_rack: int = setting_field("simulator.nodes_per_rack")
@@ -74,6 +78,23 @@ class SimConfig:
     eval_load: float = 0.50  # of the eval partition
     pretrain_work_h: float = 20.0  # median productive length of a pre-training job, hours
     users: int = 30  # number of distinct user names
+    # run intensity ranges (0-1 of the way from idle to TDP) by job type
+    pretrain_level: tuple[float, float] = (0.93, 1.0)
+    sft_level: tuple[float, float] = (0.8, 0.93)
+    eval_level: tuple[float, float] = (0.35, 0.75)
+    debug_level: tuple[float, float] = (0.08, 0.35)
+    fates: str = "demo"  # table of per-run outcome probabilities (jobs.FATES)
+    late_framework: bool = False  # framework errors of training runs at any time, not early
+
+    # --- telemetry
+    inlet_c: float = 22.0  # air at the GPUs' heat sinks in the middle of a row, degrees C
+    thermal_scale: float = 1.0  # multiplies each model's thermal resistance
+    hbm_offset_c: tuple[float, float] = (3.0, 8.0)  # HBM above the die when busy, degrees C
+    power_noise: float = 0.012  # sigma of a power reading's noise, share of TDP
+    # training runs: one reading in this many falls in a communication wait (0: none)
+    comm_every_ticks: int = 0
+    comm_w_per_tdp: float = 0.25  # draw while waiting in a collective, share of TDP
+    util_near_full: bool = False  # busy GPUs read GPU_UTIL near 100 % (DCGM counts a kernel)
 
     # --- failures
     # hardware/network faults hitting runs, per 1,000 node-days
@@ -85,6 +106,13 @@ class SimConfig:
     checkpoint_interval_h: float = setting_field("simulator.checkpoint_interval_h")
     # failure -> requeued run may start, minutes
     restart_overhead_min: float = setting_field("simulator.restart_overhead_min")
+    # Acme's transient infrastructure errors (no XID, no repair): at a run's start (a
+    # share of runs) and during multi-node runs (per 1,000 node-days)
+    startup_infra_p: float = 0.0
+    network_per_1000_node_days: float = 0.0
+    # hardware interruptions of the train (H100) partition in the Llama 3 report's mix
+    # instead of Acme's A100 taxonomy
+    llama3_h100: bool = False
     max_restarts: int = 30  # requeues before a job is left FAILED
     node_repair_h: float = 2.0  # a node is down this long after a hardware fault, hours
     xid_hold_h: float = 1.0  # XID gauge clears after this if no repair follows, hours
@@ -106,6 +134,19 @@ class SimConfig:
     # --- carbon
     carbon_interval_min: float = 15.0  # one carbon-intensity row per this many minutes
 
+    def resolved(self) -> SimConfig:
+        """This configuration with its profile's values (PROFILES) in the fields still at
+        their defaults: an explicit field wins over the profile. Applied once: change a
+        field of the result with ``dataclasses.replace`` to set it to any value."""
+        if self.calibrated:
+            return self
+        if self.profile not in PROFILES:
+            raise ValueError(f"unknown simulator profile {self.profile!r}; choose one of "
+                             f"{', '.join(PROFILES)}")
+        defaults = {f.name: f.default for f in fields(self)}
+        return replace(self, calibrated=True, **{
+            k: v for k, v in PROFILES[self.profile].items() if getattr(self, k) == defaults[k]})
+
     @property
     def n_nodes(self) -> int:
         return self.racks * self.nodes_per_rack
@@ -113,3 +154,29 @@ class SimConfig:
     @property
     def n_gpus(self) -> int:
         return self.n_nodes * self.gpus_per_node
+
+
+#: Calibrations by profile name: SimConfig field -> value (docs/simulator.md says why).
+#: ``demo`` keeps the defaults: the embedded demo, its incidents and alerts as they were.
+#: ``realistic`` is fitted to Acme's published characterisation (NSDI'24) with Meta's
+#: hardware failure rate (set by the profile's infrastructure-rate setting) and the
+#: Llama 3 report's H100 interruption causes (issue 16).
+PROFILES: dict[str, dict[str, object]] = {
+    "demo": {},
+    "realistic": {
+        # workload: pre-training holds most GPU time (Acme: 70-96 %), little SFT
+        "pretrain_load": 0.80, "sft_load": 0.05, "debug_load": 0.02, "eval_load": 0.60,
+        "pretrain_work_h": 14.0,
+        "pretrain_level": (0.70, 0.84), "sft_level": (0.55, 0.8),
+        "eval_level": (0.06, 0.18), "debug_level": (0.05, 0.2),
+        "fates": "realistic", "late_framework": True,
+        # telemetry: idle ~30 % of samples, busy GPUs at GPU_UTIL ~100 % whose power
+        # drops while they wait in collectives; GPUs in air a few degrees above the room
+        "inlet_c": 29.0, "thermal_scale": 0.72, "hbm_offset_c": (9.0, 14.0),
+        "power_noise": 0.06, "comm_every_ticks": 4, "comm_w_per_tdp": 0.2,
+        "util_near_full": True,
+        # failures: Acme's transient infrastructure errors besides Meta's hardware rate
+        "startup_infra_p": 0.05, "network_per_1000_node_days": 80.0,
+        "llama3_h100": True,
+    },
+}

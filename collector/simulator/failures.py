@@ -101,7 +101,84 @@ SCRIPT_REASONS = (
            "PermissionError: [Errno 13] Permission denied: '/mnt/shared/ckpt'", weight=1),
 )
 INFRA_REASONS = HARDWARE + NETWORK
-ALL_REASONS = INFRA_REASONS + FRAMEWORK_REASONS + SCRIPT_REASONS
+COLLECTIVE = NETWORK[:3]  # errors of a running multi-node job's collectives and links
+STARTUP = NETWORK[3:]  # rendezvous and storage errors, mostly as a job starts
+
+# Unexpected interruptions of Llama 3 405B pre-training on 16,384 H100s over 54 days
+# (Llama Team, "The Llama 3 Herd of Models", 2024, Table 5: 419 interruptions), weighted
+# by their counts, with the XIDs each cause leaves (NVIDIA's XID catalogue): a faulty GPU
+# falls off the bus (79), loses an NVLink (74) or halts its microcontroller (62); HBM3
+# and SRAM errors are double-bit ECC errors with row remapping (48, 63, 64) or contained
+# and uncontained ECC errors (94, 95); the GPU System Processor times out (119, 120);
+# software bugs show application XIDs (13, 31, 43). Host and network causes leave none.
+_GPU = "{node} GPU {gpu}"
+LLAMA3_H100 = (
+    Reason(INFRA, "faulty GPU", "slurmstepd: error: *** JOB CANCELLED DUE TO NODE FAILURE ON"
+           " {node} *** (GPU {gpu} has fallen off the bus, Xid 79)", (79,), repair=True,
+           node_fail=True, weight=148 * 0.6),
+    Reason(INFRA, "faulty GPU", "RuntimeError: NCCL error: unhandled cuda error, NVLink fatal"
+           f" error on {_GPU} (Xid 74)", (74,), repair=True, weight=148 * 0.25),
+    Reason(INFRA, "faulty GPU", f"RuntimeError: CUDA error: unknown error on {_GPU}"
+           " (internal micro-controller halt, Xid 62)", (62,), repair=True, weight=148 * 0.15),
+    Reason(INFRA, "GPU HBM3 memory", "RuntimeError: CUDA error: uncorrectable ECC error"
+           f" encountered on {_GPU} (HBM3, Xid 48; row remap pending)", (48, 63), repair=True,
+           weight=72 * 0.5),
+    Reason(INFRA, "GPU HBM3 memory", "RuntimeError: CUDA error: uncorrectable ECC error"
+           f" encountered on {_GPU} (HBM3, Xid 48; row remapping failed)", (48, 64),
+           repair=True, weight=72 * 0.2),
+    Reason(INFRA, "GPU HBM3 memory", "RuntimeError: CUDA error: uncorrectable ECC error"
+           f" encountered on {_GPU} (HBM3, contained, Xid 94)", (94, 63), repair=True,
+           weight=72 * 0.3),
+    Reason(INFRA, "software bug", "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275,"
+           f" internal error, NCCL version 2.18.3 on {_GPU} (Xid 13)", (13,), weight=54 * 0.5),
+    Reason(INFRA, "software bug", "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275,"
+           f" unhandled system error on {_GPU} (Xid 31, Xid 43)", (31, 43), weight=54 * 0.5),
+    Reason(INFRA, "network switch/cable", "NCCL WARN NET/IB : mlx5_3:1 port error: link down"
+           " on {node} (leaf switch port flapping)", weight=35),
+    Reason(INFRA, "host maintenance", "slurmstepd: error: *** JOB CANCELLED DUE TO NODE"
+           " FAILURE ON {node} *** (unplanned host maintenance)", node_fail=True, repair=True,
+           weight=32),
+    Reason(INFRA, "GPU SRAM memory", "RuntimeError: CUDA error: uncorrectable ECC error"
+           f" encountered on {_GPU} (SRAM, uncontained, Xid 95)", (95,), repair=True,
+           weight=19),
+    Reason(INFRA, "GPU system processor", "RuntimeError: CUDA error: unspecified launch"
+           f" failure on {_GPU} (GSP RPC timeout, Xid 119)", (119,), repair=True,
+           weight=17 * 0.6),
+    Reason(INFRA, "GPU system processor", "RuntimeError: CUDA error: unspecified launch"
+           f" failure on {_GPU} (GSP error, Xid 120)", (120,), repair=True, weight=17 * 0.4),
+    Reason(INFRA, "NIC", "NCCL WARN NET/IB : mlx5_1:1 port error: link down on {node}"
+           " (NIC firmware fault)", repair=True, weight=7),
+    Reason(INFRA, "NCCL watchdog timeout", "[Rank 0] Watchdog caught collective operation"
+           " timeout: WorkNCCL(OpType=ALLREDUCE) ran for 1800000 milliseconds before timing"
+           " out ({node})", weight=7),
+    Reason(INFRA, "silent data corruption", f"RuntimeError: CUDA error: silent data"
+           f" corruption suspected on {_GPU}: gradient checksum mismatch between replicas",
+           repair=True, weight=6),
+    Reason(INFRA, "GPU thermal interface + sensor", f"RuntimeError: CUDA error: unknown error"
+           f" on {_GPU} (thermal sensor reading out of range)", repair=True, weight=6),
+    Reason(INFRA, "SSD", "OSError: [Errno 5] Input/output error: '/local/nvme/cache' on"
+           " {node}", repair=True, weight=3),
+    *(Reason(INFRA, name, "slurmstepd: error: *** JOB CANCELLED DUE TO NODE FAILURE ON {node}"
+             f" *** ({name.lower()} fault)", node_fail=True, repair=True, weight=n)
+      for name, n in (("power supply", 3), ("server chassis", 2), ("IO expansion board", 2),
+                      ("CPU", 2), ("system memory", 2))),
+    Reason(INFRA, "dependency", "ConnectionError: [Errno 111] Connection refused (package"
+           " mirror unreachable from {node})", weight=2),
+)
+ALL_REASONS = INFRA_REASONS + LLAMA3_H100 + FRAMEWORK_REASONS + SCRIPT_REASONS
+
+
+def hardware_reasons(c, partition: int) -> tuple[Reason, ...]:
+    """What a fault drawn at the hardware rate (per 1,000 node-days) of a run in
+    ``partition`` (0 train, 1 eval) can be: the Llama 3 report's H100 causes where
+    ``c.llama3_h100`` and the partition's GPUs are H100s; Acme's hardware faults where
+    transient errors are drawn on their own (``c.network_per_1000_node_days``,
+    ``c.startup_infra_p``); else Acme's whole infrastructure taxonomy (the demo)."""
+    if c.llama3_h100 and (c.train_model, c.eval_model)[partition] == "H100":
+        return LLAMA3_H100
+    if c.network_per_1000_node_days > 0 or c.startup_infra_p > 0:
+        return HARDWARE
+    return INFRA_REASONS
 
 
 def weights(reasons: tuple[Reason, ...]):
@@ -114,6 +191,7 @@ XID_TEXT = {
     13: "Graphics Engine Exception",
     31: "GPU memory page fault",
     43: "GPU stopped processing",
+    62: "Internal micro-controller halt",
     48: "Double Bit ECC Error",
     63: "ECC page retirement or row remapping recording event",
     64: "ECC page retirement or row remapper recording failure",
@@ -122,4 +200,5 @@ XID_TEXT = {
     94: "Contained ECC error",
     95: "Uncontained ECC error",
     119: "GSP RPC Timeout",
+    120: "GSP Error",
 }

@@ -101,8 +101,7 @@ class Incidents:
         self.lemons = np.sort(rng.choice(pool, n_lemon, replace=False)) if n_lemon else []
         self.node_hazard = np.ones(c.n_nodes)
         self.node_hazard[self.lemons] = c.lemon_factor
-        model = topo.models[topo.gpu_partition[self.hot_gpu]]
-        topo.thermal_r[self.hot_gpu] = model.thermal_c_per_w * c.hot_gpu_factor
+        topo.thermal_r[self.hot_gpu] = topo.model_thermal_r[self.hot_gpu] * c.hot_gpu_factor
 
     def inlet_delta(self, t_s: np.ndarray, n_racks: int) -> np.ndarray:
         """Inlet rise by incidents, degrees C, shape (len(t_s), n_racks)."""

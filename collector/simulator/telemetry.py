@@ -136,7 +136,7 @@ class Telemetry:
         inlet = pm.inlet_c(ks)[:, topo.gpu_rack]
         lim = limit_mw(topo.slowdown_c[None, :], inlet, topo.thermal_r[None, :])
         z = self._noise(ks)
-        power_w, energy, hot = self._power(k0, busy, job["pb"], lim, z, ent, f)
+        power_w, energy, hot = self._power(k0, busy, job, lim, z, ent, f)
         # drop row 0 from here on
         busy, hot, z, t_s, inlet, lim = busy[1:], hot[1:], z[1:], t_s[1:], inlet[1:], lim[1:]
         job = {k: v[1:] for k, v in job.items()}
@@ -162,7 +162,8 @@ class Telemetry:
             zeros = np.zeros((rows, g))
             return {"pb": np.zeros((rows, g), np.int64), "over": np.zeros((rows, g), bool),
                     "code": np.zeros((rows, g), np.int64), "level": zeros, "mem": zeros,
-                    "since": zeros, "period": np.ones((rows, g))}
+                    "since": zeros, "period": np.ones((rows, g)),
+                    "run": np.full((rows, g), -1, np.int64)}
         e = np.where(busy, held, 0)
         runs = self._runs()
         run = ent["run"][sel]
@@ -172,17 +173,21 @@ class Telemetry:
                 "code": pick(runs["code"][run]).astype(np.int64),
                 "level": pick(runs["level"][run]), "mem": pick(runs["mem"][run]),
                 "since": t_s[:, None] - pick(runs["start"][run]),
-                "period": np.where(busy, runs["period"][run][e], 1.0)}
+                "period": np.where(busy, runs["period"][run][e], 1.0),
+                "run": np.where(busy, run[e], -1)}
 
-    def _power(self, k0: int, busy, pb, lim, z, ent: dict, f: dict | None = None):
+    def _power(self, k0: int, busy, job: dict, lim, z, ent: dict, f: dict | None = None):
         """``(power_w, energy_j, hot)``: power of ticks k0.. (W), the energy counter (J)
         and where the busy power exceeds the thermal limit (row 0 included)."""
         topo, pm, g = self.topo, self.power, self.c.n_gpus
+        pb = job["pb"]
         drawn = np.minimum(pb, lim) if f is None else scaled(np.minimum(pb, lim), f["pf"])
         base = np.where(busy, drawn, pm.idle_mw[None, :])
         hot = busy & (pb > lim)
-        sigma_mw = np.where(busy, 12.0 * topo.tdp_w[None, :], 800.0)
+        sigma_mw = np.where(busy, self.c.power_noise * 1000.0 * topo.tdp_w[None, :], 800.0)
         u = np.rint(sigma_mw * np.clip(z[:, 0], -3, 3)).astype(np.int64)
+        if self.c.comm_every_ticks > 0:
+            u = u + self._comm_waits(k0, busy, job, base)
         power_w = (base[1:] + u[1:] - u[:-1]) / 1000.0
         s0 = pm.base_sum(k0, ent["gpu"], ent["level"], ent["a"], ent["b"])
         if self.strag is not None:
@@ -190,6 +195,21 @@ class Telemetry:
         s = s0[None, :] + np.concatenate([np.zeros((1, g), np.int64), np.cumsum(base[1:-1], 0)])
         energy = topo.energy0_j[None, :] + (s + u[:-1]) * (self.dt / 1000.0)
         return power_w, energy, hot
+
+    def _comm_waits(self, k0: int, busy, job: dict, base) -> np.ndarray:
+        """The power dips of training runs waiting in collectives, as a term of the
+        reading noise ``u`` (mW; the reading is ``base + u[k] - u[k-1]``, so the energy
+        counter stays exact): a sawtooth rising by ``d`` per tick and falling once every
+        ``comm_every_ticks`` ticks, so one reading in that many shows the waiting draw
+        ``comm_w_per_tdp`` x TDP and the others ``base + d``; the mean stays ``base``.
+        DCGM reads instantaneous power, and a GPU spinning in an all-reduce draws little
+        while GPU_UTIL stays at 100 % (why Acme's median power is ~100 W, issue 16)."""
+        c, ticks = self.c, np.arange(k0 - 1, k0 - 1 + len(base))
+        train = busy & ((job["code"] == 1) | (job["code"] == 2))
+        wait_mw = c.comm_w_per_tdp * 1000.0 * self.topo.tdp_w[None, :]
+        d = np.maximum(base - wait_mw, 0.0) / (c.comm_every_ticks - 1)
+        phase = (ticks[:, None] + job["run"] * 7) % c.comm_every_ticks
+        return np.where(train, np.rint(d * phase), 0).astype(np.int64)
 
     def _readings(self, k0: int, rows: int, busy, hot, job: dict, z, t_s, inlet, lim,
                   power_w) -> dict[str, np.ndarray]:
@@ -253,12 +273,20 @@ class Telemetry:
 
     def _util(self, code, level, since, period, z) -> np.ndarray:
         """GPU utilisation (integer percent) by job type: pre-training near 100% with
-        start-up and checkpoint dips, SFT steady, evaluation bursty, debug low."""
+        start-up and checkpoint dips, SFT steady, evaluation bursty, debug low; with
+        ``util_near_full`` (DCGM's GPU_UTIL: the share of time a kernel runs, which a
+        busy GPU keeps near 100 % whatever its intensity; Acme's median is 97-99 %)
+        SFT and evaluation read near 100 % too."""
         ckpt = self.c.checkpoint_interval_h * 3600.0
-        pt = np.where(since < 300, 12 + 5 * z[:, 1], 96 + 2.5 * z[:, 1])
+        full = 100 - np.abs(1.5 * z[:, 1])
+        pt = np.where(since < 300, 12 + 5 * z[:, 1],
+                      full if self.c.util_near_full else 96 + 2.5 * z[:, 1])
         pt = np.where((since >= ckpt) & (np.mod(since, ckpt) < 90), 20 + 5 * z[:, 1], pt)
-        sft = level * 100 + 4 * z[:, 1]
-        ev = level * 100 + 25 * np.sin(2 * np.pi * since / period) + 10 * z[:, 1]
+        if self.c.util_near_full:
+            sft = ev = full - 2 * np.abs(z[:, 3])
+        else:
+            sft = level * 100 + 4 * z[:, 1]
+            ev = level * 100 + 25 * np.sin(2 * np.pi * since / period) + 10 * z[:, 1]
         dbg = np.where(z[:, 2] > 0.5, 0.0, level * 100 + 12 * z[:, 1])
         util = np.select([code == 1, code == 2, code == 3, code == 4], [pt, sft, ev, dbg], 0.0)
         return np.rint(np.clip(util, 0, 100))

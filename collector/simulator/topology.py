@@ -61,7 +61,7 @@ class Topology:
         # inlet air: warmer at the ends of a row, plus a per-rack offset (degrees C)
         mid = (c.racks_per_row - 1) / 2.0
         self.rack_inlet_c = (
-            22.0 + 0.5 * np.abs(self.rack_x - mid) + rng.normal(0.0, 0.8, c.racks).clip(-2, 2)
+            c.inlet_c + 0.5 * np.abs(self.rack_x - mid) + rng.normal(0.0, 0.8, c.racks).clip(-2, 2)
         )
 
     def _place_nodes(self, c: SimConfig) -> None:
@@ -97,9 +97,11 @@ class Topology:
         self.idle_w = lo[self.gpu_partition] + u * (hi - lo)[self.gpu_partition]
         # busy draw relative to TDP: some boards draw a few % above it
         self.power_factor = rng.normal(1.0, 0.035, c.n_gpus).clip(0.92, 1.09)
-        r = np.array([m.thermal_c_per_w for m in self.models])[self.gpu_partition]
-        self.thermal_r = r * rng.normal(1.0, 0.05, c.n_gpus).clip(0.88, 1.12)
-        self.hbm_offset_c = rng.uniform(3.0, 8.0, c.n_gpus)
+        # thermal resistance of each GPU's model (°C/W), as calibrated, and its own
+        self.model_thermal_r = np.array(
+            [m.thermal_c_per_w * c.thermal_scale for m in self.models])[self.gpu_partition]
+        self.thermal_r = self.model_thermal_r * rng.normal(1.0, 0.05, c.n_gpus).clip(0.88, 1.12)
+        self.hbm_offset_c = rng.uniform(*c.hbm_offset_c, c.n_gpus)
         self.energy0_j = rng.uniform(1e9, 5e10, c.n_gpus).round()
         # a few GPUs accumulate correctable (single-bit) ECC errors, errors per hour
         self.sbe_per_h = np.where(rng.random(c.n_gpus) < 0.01, rng.uniform(0.2, 3, c.n_gpus), 0)

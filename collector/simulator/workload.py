@@ -18,7 +18,7 @@ import numpy as np
 from .config import SimConfig
 from .confounders import Confounders
 from .incidents import Incidents
-from .jobs import HOUR, TYPES, Job, JobFactory, Run, draw_fate
+from .jobs import FATES, HOUR, Job, JobFactory, Run, draw_fate
 from .topology import EVAL, TRAIN, Topology
 
 END, REPAIR, ELIGIBLE, ARRIVAL, DRAIN, BURST = 0, 1, 2, 3, 4, 5
@@ -147,7 +147,7 @@ class Workload:
                 rng: np.random.Generator | None = None) -> Job:
         """A new job of type ``jt`` at ``t`` (``done_frac``: up to this share of its work
         was done before the anchor, for jobs of the warm start)."""
-        spec = TYPES[jt]
+        spec = FATES[self.c.fates][jt]
         d = self.factory.draw(rng or self.rng, jt, nodes)
         if done_frac:
             d["work_s"] = float(round(d["work_s"] * (1 - self.rng.uniform(0, done_frac))))

@@ -107,6 +107,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("simulator.gpus_per_node", int, 8, "GPUs per simulated node.",
             between(1, 16), "an integer from 1 to 16"),
     Setting("simulator.seed", int, 0, "Seed of the simulation (same seed, same cluster)."),
+    Setting("simulator.profile", str, "demo",
+            "Calibration of the simulated cluster: demo (the embedded demo's workload and "
+            "telemetry) or realistic (fitted to Acme's published figures; docs/simulator.md). "
+            "`gpulens simulate --profile` sets it with the failure rate.",
+            lambda v: v in {"demo", "realistic"}, "demo or realistic"),
     Setting("simulator.history_days", float, 7.0,
             "Days of history written in bulk when the service starts on an empty "
             "database.", between(0, 400), "a number of days from 0 to 400"),

@@ -9,7 +9,9 @@ Definitions (as in Acme's paper, where it states them):
 - power is scaled to a 400 W TDP (an A100's): ``power_w * 400 / tdp_w``;
 - a job's outcome is its final state: failed = FAILED, NODE_FAIL, TIMEOUT, OUT_OF_MEMORY;
 - a job's GPU time is the sum over its runs of GPUs x run time (clipped to the window);
-- failures by category count failed runs, and the GPU time of those runs.
+- failures by category count failed runs, and the GPU time of those runs;
+- H100 interruption causes (Llama 3 report) are told apart by the first XID of each
+  infrastructure failure on an H100 node (``XID_CAUSES``).
 """
 
 from __future__ import annotations
@@ -94,3 +96,42 @@ def figures(cur, *, start: datetime, end: datetime) -> dict[str, float | None]:
         out[f"fail_time_{cat}"] = h / hours if hours else None
     out["failed_runs"] = runs
     return out
+
+
+#: Llama 3's GPU-side interruption causes by the XID each leaves first, with the report's
+#: counts (Llama Team 2024, Table 5: 419 interruptions of 16,384 H100s over 54 days)
+XID_CAUSES = {
+    "faulty GPU": ((79, 74, 62), 148),
+    "GPU memory (HBM3, SRAM)": ((48, 94, 95), 72 + 19),
+    "GPU system processor": ((119, 120), 17),
+    "software bug": ((13, 31), 54),
+}
+
+_H100_XIDS_SQL = """
+SELECT f.xids[1] AS xid, count(*) AS n
+FROM failures f
+WHERE f.end_ts >= $start AND f.end_ts < $end AND f.category = 'infrastructure'
+  AND len(f.xids) > 0
+  AND f.node IN (SELECT node FROM gpus WHERE model LIKE '%H100%')
+GROUP BY 1
+"""
+
+
+def h100_causes(cur, *, start: datetime, end: datetime) -> dict[str, float | None]:
+    """Shares (0-1) of the causes of ``XID_CAUSES`` among the infrastructure failures on
+    H100 nodes in ``[start, end)`` whose first XID names one (keys ``h100_<cause>``,
+    None without any), and their number ``h100_interruptions``."""
+    n_by_xid = dict(cur.execute(_H100_XIDS_SQL, {"start": start, "end": end}).fetchall())
+    counts = {cause: sum(n_by_xid.get(x, 0) for x in xids)
+              for cause, (xids, _) in XID_CAUSES.items()}
+    total = sum(counts.values())
+    out: dict[str, float | None] = {f"h100_{c}": (n / total if total else None)
+                                    for c, n in counts.items()}
+    out["h100_interruptions"] = total
+    return out
+
+
+def published_h100_shares() -> dict[str, float]:
+    """The report's shares of the causes of ``XID_CAUSES`` among themselves (0-1)."""
+    total = sum(n for _, n in XID_CAUSES.values())
+    return {cause: n / total for cause, (_, n) in XID_CAUSES.items()}

@@ -1,0 +1,49 @@
+"""Every page of a simulated warehouse says so, naming the demo's raised failure rate
+(issue 16); a real cluster's pages carry no such label."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard import components, context
+from dashboard.filters import Filters
+from warehouse import Warehouse, meta
+
+
+def _texts(node) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    children = getattr(node, "children", None)
+    if children is None:
+        return []
+    out = []
+    for child in children if isinstance(children, list) else [children]:
+        out += _texts(child)
+    return out
+
+
+def _page_texts(wh) -> list[str]:
+    from dashboard.app import create_app
+
+    create_app(wh)
+    return _texts(components.page("failures", "Failures", Filters()))
+
+
+@pytest.mark.parametrize("profile, shown", [
+    ("demo", "simulated, profile demo (raised failure rate)"),
+    ("realistic", "simulated, profile realistic"),
+])
+def test_a_simulated_warehouse_is_labelled_with_its_profile(profile, shown):
+    with Warehouse(":memory:") as wh:
+        wh.write(lambda con: meta.put(con, meta.SIMULATOR_PROFILE_KEY, profile)).result()
+        texts = _page_texts(wh)
+    labels = [t for t in texts if t.startswith("simulated")]
+    assert len(labels) == 1 and labels[0].startswith(shown)
+    assert ("raised failure rate" in labels[0]) == (profile == "demo")
+
+
+def test_a_real_clusters_pages_carry_no_label():
+    with Warehouse(":memory:") as wh:
+        texts = _page_texts(wh)
+    assert not [t for t in texts if "simulated" in t]
+    assert context.simulated_label() is None
