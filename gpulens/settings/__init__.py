@@ -13,12 +13,21 @@ from __future__ import annotations
 from dataclasses import field, fields
 from typing import Any
 
-from gpulens.settings import alerts, analytics, core, dashboard, ha, reports, sources
+from gpulens.settings import (
+    alerts,
+    analytics,
+    core,
+    dashboard,
+    grid,
+    ha,
+    reports,
+    sources,
+)
 from gpulens.settings.base import Setting
 
 SETTINGS: tuple[Setting, ...] = (core.SETTINGS + analytics.SETTINGS + dashboard.SETTINGS
                                   + alerts.SETTINGS + reports.SETTINGS + sources.SETTINGS
-                                  + ha.SETTINGS)
+                                  + ha.SETTINGS + grid.SETTINGS)
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
