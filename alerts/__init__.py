@@ -7,6 +7,7 @@
 - ``runtime.AlertRuntime``: what the service schedules (evaluate, persist, deliver);
 - ``payloads`` / ``sinks`` / ``delivery``: webhook, Slack and Alertmanager bodies, the
   signed HTTP POST, and the outbox with backoff;
+- ``ha``: an HA pair of instances (the twin's liveness, twin_gone, who sends direct sinks);
 - ``api`` (Flask blueprint), ``ops`` (operator actions), ``receiver`` (a webhook receiver).
 
 See docs/alerts.md.

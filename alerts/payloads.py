@@ -7,9 +7,10 @@ bytes stored in the outbox and signed, so every retry sends identical bytes.
 
 Every body names its cluster (the ``cluster.name`` setting): the document's ``cluster``
 field, a line of the Slack message, a ``cluster`` label on Alertmanager alerts. The
-idempotency key stays a function of the alert group's episode alone, so two instances
-watching the same cluster send the same key; receivers shared by several clusters tell
-them apart by ``cluster`` (Alertmanager groups by labels).
+idempotency key (model.episode_key) is a function of the cluster and the alert group's
+episode on the sources' clock, so two instances of an HA pair watching the same cluster
+send the same key (issue 20) and two clusters paging one receiver never share one;
+Alertmanager groups by the labels, identical across the pair.
 """
 
 from __future__ import annotations
