@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import sys
+from pathlib import Path
 
 import click
 
@@ -38,8 +39,11 @@ def fleet(lake, config_path, host, port) -> None:
     from warehouse.queries.lake_fleet import Lake
 
     config = load(config_path).with_overrides(service__host=host, service__port=port)
-    lake = Lake(lake or config["lake.dir"],
-                memory_limit_mb=config["warehouse.memory_limit_mb"])
+    where = lake or config["lake.dir"]
+    if "://" not in where and not Path(where).is_dir():
+        raise click.ClickException(f"no lake folder at {where}: pass the folder the "
+                                   "clusters export into with --lake (or set lake.dir).")
+    lake = Lake(where, memory_limit_mb=config["warehouse.memory_limit_mb"])
     names = lake.clusters()
     auth_config = dataclasses.replace(AuthConfig.from_settings(config), state_path="")
     app = create_fleet_app(lake, refresh_s=config["dashboard.refresh_s"],

@@ -228,6 +228,14 @@ def test_gpulens_fleet_serves_the_lake_with_the_dashboard_s_checks(one, tmp_path
         proc.wait(timeout=20)
 
 
+def test_gpulens_fleet_without_a_lake_folder_says_what_to_pass(tmp_path, capsys):
+    from gpulens.cli import main
+
+    assert main(["fleet", "--lake", str(tmp_path / "nowhere")]) == 1
+    err = capsys.readouterr().err
+    assert "no lake folder at" in err and "--lake" in err
+
+
 def test_non_overlapping_intervals_need_rates_that_differ_enough():
     """The reading the browser test relies on: the exact intervals of 26 failures in
     20 node-days and of none in 20 do not overlap; of 2 and 1 they do."""
