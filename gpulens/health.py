@@ -49,17 +49,22 @@ class Health:
         with self._lock:
             self.backfill.update(state)
 
-    def report(self, now: datetime, stale_after_s: float) -> dict:
+    def report(self, now: datetime, stale_after_s: float | dict[str, float]) -> dict:
         """The /healthz document (JSON-ready). ``status`` is ok, degraded or starting:
-        degraded when a source has no success within ``stale_after_s`` seconds (that
+        degraded when a source has no success within ``stale_after_s`` seconds (one
+        number, or one per source name; a source not in it: the largest) (that
         source's own ``status`` says so; the others go on) or the history backfill
         failed. ``failing``: the source's latest cycle failed."""
+        if isinstance(stale_after_s, dict):
+            per_source, stale_after_s = stale_after_s, max(stale_after_s.values(), default=45.0)
+        else:
+            per_source = {}
         with self._lock:
             sources = {}
             status = "ok" if self.sources else "starting"
             for name, h in self.sources.items():
                 lag = None if h.last_success is None else (now - h.last_success).total_seconds()
-                stale = lag is None or lag > stale_after_s
+                stale = lag is None or lag > per_source.get(name, stale_after_s)
                 if stale:
                     status = "degraded"
                 sources[name] = {

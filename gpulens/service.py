@@ -380,7 +380,9 @@ class Service:
 
     # -- web --------------------------------------------------------------------------
     def _healthz(self):
-        stale = 3 * max((s.interval_s for s in self.sources), default=15.0)
+        # each source is stale after three of its own intervals (a 15-min grid fetch must
+        # not make a 15-s scrape look fresh for 45 min)
+        stale = {s.name: 3 * s.interval_s for s in self.sources}
         report = self.health.report(self.now(), stale_after_s=stale)
         for source in self.sources:
             entry = report["sources"].setdefault(source.name, {})
@@ -442,10 +444,14 @@ def _source_details(source, max_listed: int = 20) -> dict:
     A source exposes, optionally: ``dropped`` (collector.sanitize.DropCounter),
     ``status`` (target -> collector.scrape.TargetStatus), or ``targets_down`` (target ->
     reason) with ``targets_total`` (how many targets; without it total and up are None)
-    for sources that know their down targets only."""
+    for sources that know their down targets only; ``providers()`` (name -> its state)
+    for the grid source."""
     counter = getattr(source, "dropped", None)
     dropped = counter.as_dict() if counter is not None else {}
     details: dict = {"dropped": dropped, "dropped_total": sum(dropped.values())}
+    providers = getattr(source, "providers", None)  # the grid source's (issue 21)
+    if callable(providers):
+        details["providers"] = providers()
     status = getattr(source, "status", None)
     status = status if isinstance(status, dict) else {}
     down = {str(key): st.last_error for key, st in status.items() if not st.up}
