@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -137,7 +137,8 @@ def pull_bodies(texts: dict[str, str]) -> tuple[dict[str, bytes], dict[str, byte
 
 
 class FakePrometheus:
-    """127.0.0.1 HTTP server answering ``/federate`` and ``/api/v1/query`` from bodies."""
+    """127.0.0.1 HTTP server answering ``/federate`` and ``/api/v1/query`` from bodies,
+    served from a forked process, so that the CPU time measured is gpulens's own."""
 
     def __init__(self, federate: dict[str, bytes], query: dict[str, bytes]):
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -169,14 +170,17 @@ class FakePrometheus:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        self.process = multiprocessing.get_context("fork").Process(
+            target=server.serve_forever, daemon=True)
+        self.process.start()
+        server.socket.close()  # the child listens
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.process.terminate()
+        self.process.join()
 
 
 def pull_comparison(nodes: int, wh: Warehouse) -> bool:
