@@ -69,11 +69,14 @@ class LakeJob:
 
     ``warehouse``: the service's ``Warehouse`` (reads through ``reader()``, the run's
     ``meta`` through ``write``); ``now()`` naive UTC; ``busy()`` True while the history
-    backfill writes older days (a run then waits: it would mark them done half-written).
+    backfill writes older days (a run then waits: it would mark them done half-written);
+    ``stopping`` set: a run ends after the day it is writing (InterruptedError), its
+    progress not stored, so the next run starts where this one did.
     """
 
     def __init__(self, warehouse, config, *, now: Callable[[], datetime],
-                 busy: Callable[[], bool] = lambda: False):
+                 busy: Callable[[], bool] = lambda: False,
+                 stopping: threading.Event | None = None):
         self.warehouse = warehouse
         self.dir = Path(config["lake.dir"])
         self.cluster = config["cluster.name"]
@@ -84,6 +87,7 @@ class LakeJob:
         self._last_start: float | None = None  # time.monotonic() of the last run's start
         self.now = now
         self.busy = busy
+        self.stopping = stopping  # set: a run stops after the day it is writing
         self._lock = threading.Lock()
         self._status_lock = threading.Lock()
         self._state = "idle"
@@ -115,6 +119,8 @@ class LakeJob:
             return
         try:
             self.run()
+        except InterruptedError:
+            log.info("lake export interrupted: the service stops; the next run writes the rest")
         except Exception:
             log.exception("lake export failed")
 
@@ -198,6 +204,8 @@ class LakeJob:
                  since.date() if since else "the first row", (until - DAY).date())
 
         def on_day(table: str, day: date, rows: int) -> None:
+            if self.stopping is not None and self.stopping.is_set():
+                raise InterruptedError("the service stops")
             with self._status_lock:
                 self._progress["table"] = table
                 self._progress["rows"] += rows

@@ -99,7 +99,8 @@ class Service:
             self.reports = ReportScheduler(self.warehouse, self.config, now=self.now,
                                            gate=gate)
             self.lake = LakeJob(self.warehouse, self.config, now=self.now,
-                                busy=lambda: self.health.backfill.get("state") == "running")
+                                busy=lambda: self.health.backfill.get("state") == "running",
+                                stopping=self.stopping)
             for source in self.sources:
                 if hasattr(source, "topology"):
                     self.warehouse.ingest_all(source.topology())

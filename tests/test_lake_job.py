@@ -221,3 +221,21 @@ def test_lake_tables_restricts_the_scheduled_export(wh, tmp_path):
 def test_lake_tables_names_only_exported_tables(value):
     with pytest.raises(ConfigError, match="lake.tables"):
         load(None).with_overrides(lake__tables=value)
+
+
+def test_a_stopping_service_ends_the_run_after_the_day_under_way(wh, tmp_path):
+    lake = tmp_path / "lake"
+    stopping = threading.Event()
+    config = load(None).with_overrides(lake__dir=str(lake), lake__interval_min=60.0)
+    job = LakeJob(wh, config, now=lambda: datetime(2026, 11, 20, 6), stopping=stopping)
+    stopping.set()
+    with pytest.raises(InterruptedError):
+        job.run()
+    written = [p for p in lake.glob("*/cluster=default/date=*")]
+    assert len(written) == 1  # the day under way was finished, whole
+    assert meta.get(wh.reader(), f"lake.done_until.default@{lake.resolve()}") is None
+    scheduled = LakeJob(wh, config, now=lambda: datetime(2026, 11, 20, 6), stopping=stopping)
+    scheduled.run_scheduled()  # logs, never raises: the scheduler thread goes on
+    assert scheduled.status()["state"] == "idle"
+    assert scheduled.status()["last_run"]["errors"] == {
+        "export": "InterruptedError: the service stops"}
