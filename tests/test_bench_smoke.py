@@ -20,6 +20,11 @@ def test_vs_prometheus_answers_agree(tmp_path, capsys):
     assert rc == 0, out  # a --workdir that did not exist is created (issue 17)
     assert out.count("agree? yes") == 5, out
     assert "Prometheus / gpulens" in out and "storage for the same data" in out
+    # bytes per sample per tier, and the target printed as measured / target / met
+    for tier in ("raw (gpu_samples)", "1-minute (gpu_samples_1m)", "1-hour (gpu_samples_1h)",
+                 "free blocks", "Prometheus, TSDB blocks"):
+        assert tier in out, out
+    assert "bytes per sample, all tiers, file" in out and "(Prometheus)" in out, out
 
 
 def test_scale_pipeline_runs(tmp_path, capsys):

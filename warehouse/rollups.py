@@ -4,10 +4,19 @@ Each samples batch leaves its time range in ``rollup_pending``. ``rollup`` recom
 exactly the 1-minute buckets those ranges touch (from raw rows) and then the 1-hour
 buckets (from 1-minute rows), so late or repeated deliveries give the same result as
 on-time ones. Averages in the hour tier are weighted by sample counts.
+
+Storage (issue 17): rows are written in ``(ts, node, gpu_index)`` order, so that each
+bucket's rows lie together as a scrape's do in the raw tier: DuckDB then stores ``ts``
+as runs (RLE) and the GPU columns as a repeating pattern, where the hash aggregate's
+order cost 4.7 bytes a row for ``ts`` alone. A bucket's ``energy_j`` is REAL (J,
+migration 012); a sum REAL cannot hold (beyond :data:`REAL_MAX`, only from absurd bulk
+input the live path refuses) is stored as NULL and counted in
+``RollupResult.energy_unstorable`` rather than failing the rollup.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -17,11 +26,15 @@ from gpulens.settings import default, setting_field
 from warehouse.db import fill, transaction
 from warehouse.writer import yield_to_urgent
 
+log = logging.getLogger(__name__)
+
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 SLICE = timedelta(hours=6)  # one transaction recomputes at most this much raw time
 
 MAX_PLAUSIBLE_W = 3000.0  # a counter delta implying more than this per GPU is garbage
+#: Largest magnitude stored in a REAL column (FLOAT's 3.4028235e38, rounded down).
+REAL_MAX = 3.4e38
 #: Longest gap (s) over which a counter delta is trusted (energy.max_counter_gap_s's default).
 COUNTER_GAP_S = default("energy.max_counter_gap_s")
 
@@ -47,14 +60,16 @@ SELECT date_trunc('minute', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        count(*), sum(coalesce(interval_s, 0)),
        avg(util_pct), max(util_pct), avg(sm_active_pct),
        avg(mem_used_mib), max(mem_used_mib), avg(power_w), max(power_w),
-       sum(step_j),
+       CASE WHEN NOT isfinite(sum(step_j)) OR abs(sum(step_j)) <= {real_max}
+            THEN sum(step_j) END,
        avg(temp_c), min(temp_c), max(temp_c), max(mem_temp_c), avg(sm_clock_mhz),
        sum(CASE WHEN throttle_thermal THEN coalesce(interval_s, 0) ELSE 0 END),
        sum(CASE WHEN throttle_power THEN coalesce(interval_s, 0) ELSE 0 END),
        avg(tensor_active_pct), avg(dram_active_pct)
 FROM k
 GROUP BY ALL
-""", gap=float(COUNTER_GAP_S), max_w=MAX_PLAUSIBLE_W)
+ORDER BY 1, 2, 3
+""", gap=float(COUNTER_GAP_S), max_w=MAX_PLAUSIBLE_W, real_max=REAL_MAX)
 
 
 def _wavg(col: str) -> str:
@@ -68,12 +83,15 @@ SELECT date_trunc('hour', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        sum(samples), sum(covered_s),
        {util}, max(util_pct_max), {sm_active},
        {mem_used}, max(mem_used_mib_max), {power},
-       max(power_w_max), sum(energy_j),
+       max(power_w_max),
+       CASE WHEN NOT isfinite(sum(energy_j)) OR abs(sum(energy_j)) <= {real_max}
+            THEN sum(energy_j) END,
        {temp}, min(temp_c_min), max(temp_c_max), max(mem_temp_c_max),
        {sm_clock}, sum(throttle_thermal_s), sum(throttle_power_s), {tensor}, {dram}
 FROM gpu_samples_1m WHERE ts >= $1 AND ts < $2
 GROUP BY ALL
-""", util=_wavg("util_pct_avg"), sm_active=_wavg("sm_active_pct_avg"),
+ORDER BY 1, 2, 3
+""", real_max=REAL_MAX, util=_wavg("util_pct_avg"), sm_active=_wavg("sm_active_pct_avg"),
     mem_used=_wavg("mem_used_mib_avg"), power=_wavg("power_w_avg"), temp=_wavg("temp_c_avg"),
     sm_clock=_wavg("sm_clock_mhz_avg"), tensor=_wavg("tensor_active_pct_avg"),
     dram=_wavg("dram_active_pct_avg"))
@@ -84,6 +102,8 @@ class RollupResult:
     ranges: int  # merged pending ranges processed
     minute_rows: int  # 1-minute rows written
     hour_rows: int
+    #: 1-minute rows whose energy REAL could not hold, stored as NULL (see above)
+    energy_unstorable: int = 0
 
 
 def _floor(ts: datetime, step: timedelta) -> datetime:
@@ -105,6 +125,10 @@ def merge_ranges(
     return merged
 
 
+_NULL_ENERGY_SQL = ("SELECT count(*) FROM gpu_samples_1m "
+                    "WHERE ts >= $1 AND ts < $2 AND energy_j IS NULL")
+
+
 def _recompute(con, table: str, insert_sql: str, lo: datetime, hi: datetime) -> int:
     con.execute(fill("DELETE FROM {table} WHERE ts >= $1 AND ts < $2", table=table), [lo, hi])
     row = con.execute(insert_sql, [lo, hi]).fetchone()
@@ -117,13 +141,15 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
     if not pending:
         return RollupResult(0, 0, 0)
     minute_spans = merge_ranges([(lo, hi) for _, lo, hi in pending], MINUTE)
-    minute_rows = hour_rows = 0
+    minute_rows = hour_rows = unstorable = 0
     for lo, hi in minute_spans:
         start = lo
         while start < hi:
             end = min(hi, start + SLICE)
             with transaction(con):
                 minute_rows += _recompute(con, "gpu_samples_1m", _MINUTE_SQL, start, end)
+                # a minute's energy is a sum of non-NULL steps: NULL only when unstorable
+                unstorable += con.execute(_NULL_ENERGY_SQL, [start, end]).fetchall()[0][0]
             start = end
             yield_to_urgent()  # live collection waits one slice, not the whole rollup
     with transaction(con):
@@ -133,7 +159,9 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
             "DELETE FROM rollup_pending WHERE rowid IN (SELECT unnest($1::BIGINT[]))",
             [[r[0] for r in pending]],
         )
-    return RollupResult(len(minute_spans), minute_rows, hour_rows)
+    if unstorable:
+        log.warning("rollup: %d minute rows' energy beyond REAL stored as NULL", unstorable)
+    return RollupResult(len(minute_spans), minute_rows, hour_rows, unstorable)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,122 @@
+"""How the telemetry tiers are stored (issue 17): column types that compress, rows in an
+order that compresses, and values the narrower types cannot hold stored as NULL and
+counted, never failing the rollup. Sizes themselves are measured by
+bench/vs_prometheus.py (docs/performance.md), not asserted here."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tests.support.frames import T0, samples
+from warehouse import Warehouse
+from warehouse.migrate import available, current_version, migrate
+
+TYPES = ("SELECT table_name, data_type FROM information_schema.columns "
+         "WHERE column_name = 'energy_j' AND table_name LIKE 'gpu_samples%' ORDER BY 1")
+
+
+@pytest.fixture
+def wh():
+    w = Warehouse(":memory:")
+    yield w
+    w.close()
+
+
+def test_energy_types_per_tier(wh):
+    # the raw tier keeps the cumulative counter (~1e10 J to the mJ) in DOUBLE; a
+    # bucket's energy (at most MJ) is REAL, 7 significant digits
+    assert wh.reader().execute(TYPES).fetchall() == [
+        ("gpu_samples", "DOUBLE"), ("gpu_samples_1h", "FLOAT"), ("gpu_samples_1m", "FLOAT")]
+
+
+def shuffled(table: pa.Table, seed: int = 3) -> pa.Table:
+    return table.take(pa.array(np.random.default_rng(seed).permutation(table.num_rows)))
+
+
+def stored_order(cur, table: str) -> list[tuple]:
+    # rowid follows the order rows were appended in
+    return cur.execute(f"SELECT ts, node, gpu_index FROM {table} ORDER BY rowid").fetchall()
+
+
+def test_rollup_rows_are_stored_in_time_then_gpu_order(wh):
+    # 40 minutes of 4 nodes x 8 GPUs, delivered in random order: 1,280 minute rows,
+    # which the hash aggregate hands back in no particular order
+    wh.ingest("samples", shuffled(samples(ticks=160, gpus=8, nodes=4))).result()
+    wh.ingest("samples", samples(start=T0 + timedelta(hours=1), ticks=8, gpus=8,
+                                 nodes=4)).result()
+    wh.rollup().result()
+    cur = wh.reader()
+    minute = stored_order(cur, "gpu_samples_1m")
+    assert len(minute) == 42 * 32 and minute == sorted(minute)
+    hour = stored_order(cur, "gpu_samples_1h")
+    assert len(hour) == 64 and hour == sorted(hour)
+
+
+def test_energy_beyond_real_is_null_and_counted_and_the_rest_rolls_up(wh):
+    # the bulk path takes any float32 power: 1e37 W for four 15-s samples is 6e38 J in
+    # a minute, which REAL cannot hold; that minute's energy is NULL, counted, the
+    # rest stands
+    batch = samples(ticks=8, gpus=2, power_w=100.0)  # two minutes
+    power = np.full(batch.num_rows, 100.0, dtype="float32")
+    power[[0, 2, 4, 6]] = 1e37  # minute 0, GPU 0
+    batch = batch.set_column(batch.schema.get_field_index("power_w"), "power_w",
+                             pa.array(power))
+    wh.ingest("samples", batch).result()
+    result = wh.rollup().result()
+    assert result.energy_unstorable == 1
+    cur = wh.reader()
+    rows = cur.execute("SELECT ts, gpu_index, energy_j FROM gpu_samples_1m "
+                       "ORDER BY ts, gpu_index").fetchall()
+    assert rows == [(T0, 0, None), (T0, 1, 6000.0),
+                    (T0 + timedelta(minutes=1), 0, 6000.0),
+                    (T0 + timedelta(minutes=1), 1, 6000.0)]
+    assert cur.execute("SELECT sum(energy_j) FROM gpu_samples_1h").fetchall() == [(18000.0,)]
+    assert cur.execute("SELECT count(*) FROM rollup_pending").fetchall() == [(0,)]
+
+
+def test_a_bucket_energy_keeps_seven_significant_digits(wh):
+    wh.ingest("samples", samples(ticks=4, gpus=1, power_w=698.123)).result()
+    wh.rollup().result()
+    (energy,), = wh.reader().execute("SELECT energy_j FROM gpu_samples_1m").fetchall()
+    expected = 4 * 15 * float(np.float32(698.123))
+    assert energy == pytest.approx(expected, rel=6e-8)
+
+
+def older_warehouse() -> duckdb.DuckDBPyConnection:
+    """A warehouse at the migration before 012, with rollup rows whose energy is DOUBLE."""
+    con = duckdb.connect()
+    current_version(con)
+    ours = next(m.version for m in available() if m.name == "narrow_energy")
+    for mig in available()[:ours - 1]:
+        con.execute(mig.sql)
+        con.execute("INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)",
+                    [mig.version, mig.name])
+    for table in ("gpu_samples_1m", "gpu_samples_1h"):
+        for k, energy in enumerate([42_000.123, 2.5e6, None, float("nan"), 1e300]):
+            con.execute(f"INSERT INTO {table} (ts, node, gpu_index, samples, energy_j, "
+                        "power_w_avg) VALUES ($1, 'n1', $2, 4, $3, 250.5)",
+                        [T0, k, energy])
+    return con
+
+
+def test_migration_012_keeps_every_rollup_row_and_its_energy():
+    con = older_warehouse()
+    assert 12 in migrate(con)
+    for table in ("gpu_samples_1m", "gpu_samples_1h"):
+        rows = con.execute(f"SELECT gpu_index, samples, energy_j, power_w_avg FROM {table} "
+                           "ORDER BY gpu_index").fetchall()
+        assert [r[0] for r in rows] == [0, 1, 2, 3, 4]
+        assert all(r[1] == 4 and r[3] == 250.5 for r in rows)
+        energy = [r[2] for r in rows]
+        assert energy[0] == pytest.approx(42_000.123, rel=6e-8)
+        assert energy[1] == 2.5e6
+        # NULL and NaN stay; what REAL cannot hold becomes NULL, and is counted
+        assert energy[2] is None and math.isnan(energy[3]) and energy[4] is None
+    assert con.execute("SELECT value FROM meta WHERE key = 'migration_012_energy_nulled'"
+                       ).fetchall() == [("2",)]
