@@ -152,3 +152,24 @@ def test_openmetrics_text_for_promtool(db, tmp_path):
     assert first.startswith('DCGM_FI_DEV_GPU_TEMP{gpu="') and 'rack="' in first
     stamps = [int(ln.rsplit(" ", 1)[1]) for ln in lines[1:n // 2 + 1]]
     assert stamps == sorted(stamps)  # promtool wants each series in time order
+
+
+def test_cli_export_lake_runs_the_scheduled_export_and_fails_on_a_failed_day(
+        db, tmp_path, monkeypatch):
+    copy = tmp_path / "w.duckdb"
+    copy.write_bytes(db.read_bytes())
+    lake = tmp_path / "lake"
+    monkeypatch.setenv("GPULENS_LAKE_DIR", str(lake))
+    monkeypatch.setenv("GPULENS_CLUSTER_NAME", "rsc-1")
+    lake.mkdir()
+    (lake / "nodes").write_text("a file where the table's folder belongs")
+    res = CliRunner().invoke(export, ["lake", "--db", str(copy)])
+    assert res.exit_code == 1, res.output
+    assert "FAILED nodes: NotADirectoryError" in res.output
+    assert "gpu_samples_1m" in res.output  # the others were written
+    assert sorted(p.name for p in (lake / "gpu_samples_1m" / "cluster=rsc-1").iterdir()) == [
+        "date=2026-11-18", "date=2026-11-19"]
+    (lake / "nodes").unlink()
+    res = CliRunner().invoke(export, ["lake", "--db", str(copy)])
+    assert res.exit_code == 0, res.output
+    assert (lake / "nodes" / "cluster=rsc-1" / "nodes.parquet").exists()
