@@ -49,6 +49,7 @@ FLEET_DEFAULT_RANGE = "30d"  # a failure rate needs weeks of node-days to mean m
 SUMMARY_COLUMNS = (  # units in the titles: the cells stay narrow
     Column("cluster", "Cluster"),
     num("gpus", "GPUs"),
+    num("coverage_pct", "Telemetry (% of installed)", 1),
     num("allocated_share_pct", "Allocated (%)", 1),
     num("util_of_allocated_pct", "Utilised (%)", 1),
     num("r_f", "r_f (per 1,000 node-days)", 2),
@@ -73,6 +74,7 @@ def summary(figures: dict[str, dict]) -> pd.DataFrame:
         rate, mttf = f["rate"], f["rate"]["mttf"].set_index("gpus")["mttf_h"]
         rows.append({
             "cluster": name, "gpus": f["fleet"]["gpus"],
+            "coverage_pct": f["fleet"]["coverage_pct"],
             "allocated_share_pct": f["fleet"]["allocated_share_pct"],
             "util_of_allocated_pct": f["fleet"]["util_of_allocated_pct"],
             "r_f": rate["r_f_per_1000_node_days"], "r_f_low": rate["r_f_low"],

@@ -14,7 +14,14 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import GRID, PALETTE, chart_layout, empty_figure, round_axis
+from dashboard.figures.base import (
+    GREY,
+    GRID,
+    PALETTE,
+    chart_layout,
+    empty_figure,
+    round_axis,
+)
 from dashboard.figures.goodput import (
     LOST_AXIS,
     MTTF_AXES,
@@ -26,6 +33,9 @@ from dashboard.figures.goodput import (
     rate_known,
 )
 
+#: The two quantities of a two-axis chart: greys, since the palette's colours stand for
+#: clusters in the other figures.
+PAIR_COLOURS = ("#52606d", GREY)
 NO_CLUSTER = "No cluster in the lake yet: export one with gpulens export parquet."
 
 
@@ -129,12 +139,13 @@ def _pair(figs: dict, a: tuple[str, str, str], b: tuple[str, str, str], *, uirev
         return empty_figure(empty)
     fig = go.Figure()
     for i, (spec, y, f) in enumerate(zip((a, b), ys, fmt, strict=True)):
-        fig.add_trace(go.Bar(x=_x(names), y=y, name=spec[0], marker_color=PALETTE[i * 5],
+        fig.add_trace(go.Bar(x=_x(names), y=y, name=spec[0], marker_color=PAIR_COLOURS[i],
                              offsetgroup=str(i), yaxis="y" if i == 0 else "y2",
                              hovertemplate="%{x}: %{y:" + f + "}<extra>" + spec[0]
                                            + "</extra>"))
     clean = [[0.0 if v is None else v for v in y] for y in ys]
-    fig.update_layout(**chart_layout(hovermode="closest", uirevision=uirevision),
+    fig.update_layout(**chart_layout(hovermode="closest", uirevision=uirevision,
+                                     margin={"l": 64, "r": 96, "t": 36, "b": 48}),
                       barmode="group", xaxis={"title": {"text": "Cluster"}, "type": "category"},
                       yaxis={**GRID, "title": {"text": a[0]}, **round_axis(clean[0])},
                       yaxis2={"title": {"text": b[0]}, "overlaying": "y", "side": "right",
