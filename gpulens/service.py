@@ -400,9 +400,10 @@ class Service:
             "pending_writes": self.warehouse.pending_writes(),
             "live_batch_wait": self.warehouse.urgent_waits(),
         }
+        if self.lake is not None:
+            report["lake"] = self.lake.status()
         status = 503 if report["status"] == "degraded" else 200
         return jsonify(report), status
-        report["lake"] = self.lake.status()
 
     # -- stop -------------------------------------------------------------------------
     def run_until_signalled(self) -> None:
