@@ -372,7 +372,8 @@ class Service:
             self.reports.catch_up()  # a weekly report missed while the service was down
             self.health.set_backfill(state="done")
             progress.done()
-            self.lake.run_scheduled()  # the history's days into the lake now, not later
+            if self.lake is not None:  # the history's days into the lake now, not later
+                self.lake.run_scheduled()
         except InterruptedError:
             self.health.set_backfill(state="interrupted")
         except Exception as exc:
