@@ -244,3 +244,11 @@ def test_non_overlapping_intervals_need_rates_that_differ_enough():
     assert rate_interval(26, 20.0)[0] > rate_interval(0, 20.0)[1]
     assert rate_interval(2, 20.0)[0] < rate_interval(1, 20.0)[1]
     assert np.isfinite(rate_interval(0, 20.0)[1])
+
+
+@pytest.mark.slow  # 1,024 GPUs x 3 days, exported twice
+def test_bench_fleet_quick_run_finds_the_lake_equal_to_the_warehouse(capsys):
+    from bench import fleet as bench_fleet
+
+    assert bench_fleet.main(["--quick"]) == 0
+    assert "the lake's figures equal the warehouse's: yes" in capsys.readouterr().out
