@@ -228,6 +228,29 @@ def test_gpulens_fleet_serves_the_lake_with_the_dashboard_s_checks(one, tmp_path
         proc.wait(timeout=20)
 
 
+def test_the_fleet_view_takes_the_dashboard_s_login(one):
+    """With dashboard.users set, the fleet view asks for the login as the dashboard does,
+    and shows the logged-in user with the log-out button."""
+    from dashboard import auth
+    from dashboard.fleet_app import create_fleet_app
+    from tests.support.web import form_token
+
+    _, lake = one
+    config = auth.AuthConfig(users={"alice": auth.hash_password("s3cret")})
+    client = create_fleet_app(lf.Lake(lake), now=lambda: NOW, auth_config=config,
+                              options=OPTS).server.test_client()
+    first = client.get("/?range=7d")
+    assert first.status_code == 302 and first.headers["Location"].startswith("/login?next=")
+    assert client.get("/_dash-layout").status_code == 401
+    token = form_token(client.get("/login").get_data(as_text=True))
+    ok = client.post("/login", data={"username": "alice", "password": "s3cret",
+                                     "next": "/?range=7d", "csrf_token": token},
+                     headers={"Origin": "http://localhost"})
+    assert ok.status_code == 302 and ok.headers["Location"] == "/?range=7d"
+    layout = client.get("/_dash-layout")
+    assert layout.status_code == 200 and b"alice" in layout.data and b"Log out" in layout.data
+
+
 def test_gpulens_fleet_without_a_lake_folder_says_what_to_pass(tmp_path, capsys):
     from gpulens.cli import main
 
