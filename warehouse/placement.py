@@ -251,19 +251,45 @@ def scattered_waits(pending: pd.DataFrame, by_partition: pd.DataFrame, *, now: d
     """Per pending job (pure): the instants of ``by_partition`` (fragmentation's
     per-partition frame) it was pending at, as ``pending_h``, and those at which its
     partition had its GPUs free but scattered, as ``scattered_h`` (hours, ``step_h``
-    each). Jobs of more than ``node_gpus`` GPUs need whole nodes."""
+    each). Jobs of more than ``node_gpus`` GPUs need whole nodes.
+
+    Vectorised per partition (issue 17: a filter per job took minutes for a 24,576-GPU
+    week): a job's instants are a slice ``[lo, hi)`` of the partition's sorted instants
+    (binary search), and the scattered ones a difference of running counts, one per
+    distinct job size."""
     out = pending.copy()
-    pend, scat = [], []
-    for job in pending.itertuples():
-        until = job.start_ts if pd.notna(job.start_ts) else now
-        rows = by_partition[(by_partition["partition"] == job.partition)
-                            & (by_partition["ts"] >= job.submit_ts) & (by_partition["ts"] < until)]
-        room = rows["whole_node_gpus"] if job.gpus > node_gpus else rows["largest_node_gpus"]
-        pend.append(len(rows) * step_h)
-        scat.append(int(((rows["free_gpus"] >= job.gpus) & (room < job.gpus)).sum()) * step_h)
+    pend = np.zeros(len(pending))
+    scat = np.zeros(len(pending))
+    if len(pending) and len(by_partition):
+        submit = _ns(pending["submit_ts"])
+        until = _ns(pending["start_ts"].where(pending["start_ts"].notna(), pd.Timestamp(now)))
+        gpus = pd.to_numeric(pending["gpus"], errors="coerce").to_numpy(float)
+        for part, rows in by_partition.groupby("partition", sort=False):
+            idx = np.flatnonzero((pending["partition"] == part).to_numpy(bool))
+            if not len(idx):
+                continue
+            rows = rows.sort_values("ts", kind="stable")
+            ts = _ns(rows["ts"])
+            lo = np.searchsorted(ts, submit[idx], "left")
+            hi = np.maximum(np.searchsorted(ts, until[idx], "left"), lo)
+            pend[idx] = (hi - lo) * step_h
+            free = rows["free_gpus"].to_numpy(float)
+            for g in np.unique(gpus[idx][~np.isnan(gpus[idx])]):
+                room = rows["whole_node_gpus" if g > node_gpus else "largest_node_gpus"]
+                ok = (free >= g) & (room.to_numpy(float) < g)
+                seen = np.concatenate([[0], np.cumsum(ok)])
+                k = gpus[idx] == g
+                scat[idx[k]] = (seen[hi[k]] - seen[lo[k]]) * step_h
     out["pending_h"] = pend
     out["scattered_h"] = scat
     return out
+
+
+def _ns(times) -> np.ndarray:
+    """Timestamps as int64 nanoseconds; NaT as the largest value (after every instant)."""
+    ns = pd.to_datetime(times).astype("datetime64[ns]").to_numpy().view("int64").copy()
+    ns[ns == np.iinfo(np.int64).min] = np.iinfo(np.int64).max
+    return ns
 
 
 def fleet_fragmentation(cur, *, start: datetime, end: datetime, now: datetime,

@@ -30,21 +30,27 @@ WHERE end_ts >= $start AND end_ts < $end AND ($category IS NULL OR category = $c
 ORDER BY end_ts DESC, job_id, run_index
 """, exclude="" if evidence else "EXCLUDE (evidence)") for evidence in (True, False)}
 
+#: Node-days of the runs overlapping ``[$start, $end)``: each run's overlap x its nodes
+#: (the distinct nodes of its allocations, else the job's node count, else its GPUs over
+#: $gpus_per_node). The allocations are counted per run in one grouped pass over the
+#: runs in range (issue 17: a correlated subquery per run took ~1 s at 24,576 GPUs).
 _EXPOSURE_SQL = """
 WITH r AS (
     SELECT r.job_id, r.run_index,
            greatest(r.start_ts, $start) AS s, least(coalesce(r.end_ts, $end), $end) AS e,
-           coalesce((SELECT count(DISTINCT a.node) FROM allocations a
-                     WHERE a.job_id = r.job_id AND a.run_index = r.run_index),
-                    0) AS alloc_nodes,
            j.nodes, coalesce(r.gpus, j.gpus, 0) AS gpus
     FROM job_runs r LEFT JOIN jobs j USING (job_id)
     WHERE r.start_ts < $end AND coalesce(r.end_ts, $end) > $start
+),
+an AS (
+    SELECT a.job_id, a.run_index, count(DISTINCT a.node) AS alloc_nodes
+    FROM allocations a SEMI JOIN r USING (job_id, run_index)
+    GROUP BY ALL
 )
 SELECT coalesce(sum(greatest(0, epoch_us(e) - epoch_us(s)) / 8.64e10
-                    * coalesce(nullif(alloc_nodes, 0), nodes,
-                               ceil(gpus / $gpus_per_node))), 0) AS node_days
-FROM r
+                    * coalesce(nullif(an.alloc_nodes, 0), r.nodes,
+                               ceil(r.gpus / $gpus_per_node))), 0) AS node_days
+FROM r LEFT JOIN an USING (job_id, run_index)
 """
 
 _INFRA_COUNT_SQL = """
