@@ -148,6 +148,10 @@ def render(lake: Lake, search: str | None, at: datetime, options: Options) -> tu
     figures = fleet_figures(lake, Window(start, end, at, rolling=True), options)
     errors = [html.P(f"Cluster {n}: its files could not be read ({c['error']})",
                      className="panel-sub") for n, c in figures.items() if "error" in c]
+    errors += [html.P(f"Cluster {n}: the lake holds no {', '.join(c['missing'])}; the "
+                      "figures that read them count nothing for it (export every table "
+                      "into the lake: lake.tables).", className="panel-sub")
+               for n, c in figures.items() if c.get("missing")]
     names = ", ".join(figures) or "none yet"
     table = components.table(summary(figures), SUMMARY_COLUMNS, table_id=TABLE + "-grid",
                              empty_message=figs.NO_CLUSTER)

@@ -66,6 +66,7 @@ def test_the_lake_gives_each_figure_of_the_cluster_s_own_dashboard(one):
     got = lf.fleet_figures(lf.Lake(lake), WINDOW, OPTS)
     assert list(got) == ["A"]
     got = got["A"]
+    assert got.pop("missing") == []  # every table the figures need is in the lake
     assert ref["rate"]["failures"] > 0 and len(ref["large_jobs"]) > 0  # something to compare
     assert ref["energy"]["facility_kwh"] > 0 and ref["fleet"]["gpus"] == 16
     _same(got, ref)
@@ -163,6 +164,19 @@ def test_an_unreadable_cluster_costs_itself(one, tmp_path):
     assert list(summary(figs)["cluster"]) == ["A"]
     _, _, _, errors, *_ = render(lf.Lake(tmp_path / "lake"), "", NOW, OPTS)
     assert len(errors) == 1 and "broken" in errors[0].children
+
+
+def test_a_lake_exported_with_fewer_tables_is_named_on_the_page(one, tmp_path):
+    """A cluster exported without its allocations (lake.tables) still shows, and the page
+    says which tables its figures lack."""
+    import shutil
+
+    _, lake = one
+    shutil.copytree(lake, tmp_path / "lake", ignore=shutil.ignore_patterns("allocations"))
+    figs = lf.fleet_figures(lf.Lake(tmp_path / "lake"), WINDOW, OPTS)
+    assert figs["A"]["missing"] == ["allocations"] and "rate" in figs["A"]
+    _, _, _, errors, *_ = render(lf.Lake(tmp_path / "lake"), "", NOW, OPTS)
+    assert len(errors) == 1 and "no allocations" in errors[0].children
 
 
 def test_a_bad_cluster_name_is_refused_before_it_reaches_sql(tmp_path):

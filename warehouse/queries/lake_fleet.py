@@ -39,6 +39,12 @@ from warehouse.queries import failures as qf
 from warehouse.queries import goodput as qg
 from warehouse.queries import weekly as qw
 
+#: Tables the fleet view's figures cannot do without: a cluster with activity always has
+#: rows in them, so a lake without them was exported with fewer tables (``lake.tables``)
+#: and the figures reading them would count nothing. (``checkpoints``, ``node_power``,
+#: ``pue`` and ``carbon_intensity`` are read too, but may rightly be empty.)
+REQUIRED_TABLES = ("gpu_samples_1h", "gpu_energy_1h", "jobs", "job_runs", "allocations",
+                   "nodes", "gpus")
 #: Partition columns the hive layout adds to every row; never warehouse columns.
 HIVE_COLUMNS = ("cluster", "date")
 #: How every file set is read: partition values as text (a cluster named ``2026`` stays
@@ -230,13 +236,15 @@ def cluster_figures(cur, w: Window, opts: Options | None = None) -> dict:
 
 def fleet_figures(lake: Lake, w: Window, opts: Options | None = None,
                   only: list[str] | None = None) -> dict[str, dict]:
-    """:func:`cluster_figures` of every cluster of ``lake`` (or of ``only``), by name; a
-    cluster whose files cannot be read gets ``{"error": text}`` instead, the others
-    their figures."""
+    """:func:`cluster_figures` of every cluster of ``lake`` (or of ``only``), by name,
+    each with ``missing``: the :data:`REQUIRED_TABLES` its lake lacks; a cluster whose
+    files cannot be read gets ``{"error": text}`` instead, the others their figures."""
     out: dict[str, dict] = {}
     for name in only if only is not None else lake.clusters():
         try:
             out[name] = cluster_figures(lake.reader(name), w, opts)
+            out[name]["missing"] = sorted(set(REQUIRED_TABLES)
+                                          - cluster_tables(lake.path, name))
         except (duckdb.Error, OSError, ValueError) as exc:
             out[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
     return out
