@@ -184,8 +184,7 @@ def test_a_bad_cluster_name_is_refused_before_it_reaches_sql(tmp_path):
         lf.open_cluster(str(tmp_path), "a'; DROP TABLE x; --")
 
 
-@settings(max_examples=int(os.environ.get("GPULENS_FLEET_EXAMPLES", "25")), deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(st.text(st.characters(blacklist_characters="/\\\x00",
                                             blacklist_categories=("Cs",)),
                               min_size=1, max_size=20), min_size=1, max_size=4, unique=True))
