@@ -29,7 +29,6 @@ from dashboard.components import Column, num
 from dashboard.figures import fleet as figs
 from dashboard.filters import DEFAULT_RANGE, RANGES, from_search
 from dashboard.formatting import fmt_time
-from gpulens.settings import default
 from warehouse.analytics import Options
 from warehouse.clock import utcnow as utcnow_naive
 from warehouse.queries.lake_fleet import Lake, Window, fleet_figures
@@ -44,6 +43,10 @@ CLUSTERS = "fleet-clusters"
 RATE, MTTF, LOST, ETTR, UTIL, ENERGY = ("fleet-rate", "fleet-mttf", "fleet-lost",
                                         "fleet-ettr", "fleet-util", "fleet-energy")
 GRAPHS = (RATE, MTTF, LOST, ETTR, UTIL, ENERGY)
+#: Seconds between refreshes: the lake changes at each export (lake.interval_min, the
+#: demo's every 10 minutes) and a refresh reads every cluster (~0.2-1 s each), so the
+#: dashboard's 15 s would only repeat the same reads.
+REFRESH_S = 300.0
 FLEET_DEFAULT_RANGE = "30d"  # a failure rate needs weeks of node-days to mean much
 
 SUMMARY_COLUMNS = (  # units in the titles: the cells stay narrow
@@ -93,16 +96,15 @@ def create_fleet_app(
     lake: Lake,
     *,
     now: Callable[[], datetime] = utcnow_naive,
-    refresh_s: float = default("dashboard.refresh_s"),
+    refresh_s: float = REFRESH_S,
     auth_config: auth.AuthConfig | None = None,
     options: Options | None = None,
     title: str = "gpulens fleet",
 ) -> dash.Dash:
     """The fleet view over ``lake`` at the clock ``now`` (naive UTC), refreshed every
-    ``refresh_s`` s (the lake changes at each export, so the dashboard's setting is
-    ample); ``options`` are the analytics settings applied to every cluster (PUE, node
-    overhead, carbon region, checkpoint interval, large-job size: the lake holds no
-    settings)."""
+    ``refresh_s`` s; ``options`` are the analytics settings applied to every cluster
+    (PUE, node overhead, carbon region, checkpoint interval, large-job size: the lake
+    holds no settings)."""
     options = options or Options()
     app = dash.Dash("gpulens_fleet", use_pages=False, assets_folder=str(HERE / "assets"),
                     title=title, update_title=None, suppress_callback_exceptions=True)

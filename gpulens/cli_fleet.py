@@ -46,8 +46,7 @@ def fleet(lake, config_path, host, port) -> None:
     lake = Lake(where, memory_limit_mb=config["warehouse.memory_limit_mb"])
     names = lake.clusters()
     auth_config = dataclasses.replace(AuthConfig.from_settings(config), state_path="")
-    app = create_fleet_app(lake, refresh_s=config["dashboard.refresh_s"],
-                           auth_config=auth_config, options=Options.from_settings(config))
+    app = create_fleet_app(lake, auth_config=auth_config, options=Options.from_settings(config))
     app.server.add_url_rule("/healthz", "healthz", lambda: {"status": "ok",
                                                             "lake": lake.path})
     host, port = config["service.host"], config["service.port"]
