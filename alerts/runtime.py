@@ -141,12 +141,18 @@ class AlertRuntime:
 
     def resend_alertmanager(self, now: datetime) -> int:
         """POST every firing, unsilenced alert to Alertmanager again (best effort), so it
-        keeps them active past its resolve_timeout. Returns the alerts sent."""
+        keeps them active past its resolve_timeout. Returns the alerts sent.
+
+        An alert in its resolve hold (below ``clear`` since ``clear_since``) is not
+        re-sent: the twin of an HA pair that evaluates a few seconds ahead may have
+        resolved it already, and a firing post after that re-opens it in Alertmanager
+        (issue 20). The hold is shorter than Alertmanager's resolve_timeout (5 min)."""
         cur = self.warehouse.reader()
         state, silences = load_state(cur), load_silences(cur, now)
         groups: dict[str, list] = {}
         for a in state.alerts.values():
-            if a.state == FIRING and not silenced(a, silences, now):
+            if (a.state == FIRING and a.clear_since is None
+                    and not silenced(a, silences, now)):
                 groups.setdefault(a.group_key, []).append(a)
         items = []
         for key, alerts in groups.items():

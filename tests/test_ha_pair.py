@@ -51,6 +51,7 @@ class Clock:
         return self.now
 
 
+@pytest.mark.slow
 def test_a_pair_evaluating_at_different_moments_agrees_on_alert_ids_and_keys():
     """Two instances see the same samples but evaluate 2 s and 11 s after each tick:
     on the sources' clock they fire and resolve at the same time, with the same ids
@@ -247,3 +248,27 @@ def test_parse_twin_fails_only_with_its_error(raw):
         assert str(exc)
         return
     assert view.name and len(view.delivered) + view.dropped <= 1000
+
+
+@pytest.mark.slow
+def test_alertmanager_re_sends_stop_in_the_resolve_hold(tmp_path):
+    """A firing post after the twin's resolve re-opens the alert in Alertmanager: an
+    alert below its clear level (in its resolve hold) is no longer re-sent."""
+    from tests.support.alerts import Incident
+
+    inc = Incident(tmp_path / "w.duckdb", alertmanager_url="http://am.invalid:9093",
+                   alertmanager_resend_s=5)
+    posts = []
+    inc.send = lambda sink, body, key, **kw: posts.append((inc.now, json.loads(body))) or 200
+    try:
+        inc.run_until(45)
+        alerts = q.list_alerts(inc.wh.reader(), now=inc.now, since_s=86400)
+        [rack] = alerts[alerts["rule"] == "rack_cooling"].to_dict("records")
+        firing = [t for t, items in posts for i in items
+                  if i["labels"]["alertname"] == "rack_cooling" and "endsAt" not in i]
+        assert len(firing) > 3  # re-sent while the rack was hot
+        assert max(firing) < rack["clear_since"] < rack["resolved_at"]
+        assert [t for t, items in posts for i in items if "endsAt" in i] == [
+            rack["resolved_at"]]
+    finally:
+        inc.wh.close()

@@ -113,12 +113,21 @@ class GpulensServe:
         self.stop(signal.SIGKILL)
         raise AssertionError(f"gpulens serve did not start:\n{self.log.read_text()[-3000:]}")
 
+    def get(self, path: str) -> dict:
+        """The JSON answer of ``GET path`` (an answer that is not JSON fails, showing it)."""
+        response = requests.get(self.url + path, timeout=10)
+        try:
+            return response.json()
+        except ValueError:
+            raise AssertionError(f"{path} answered {response.status_code}: "
+                                 f"{response.text[:500]}") from None
+
     def healthz(self) -> dict:
-        return requests.get(self.url + "/healthz", timeout=10).json()
+        return self.get("/healthz")
 
     def outbox(self) -> list[dict]:
         """The outbox per sink and status (GET /api/alerts/outbox; no login configured)."""
-        return requests.get(self.url + "/api/alerts/outbox", timeout=10).json()["outbox"]
+        return self.get("/api/alerts/outbox")["outbox"]
 
     def stop(self, sig=signal.SIGTERM, timeout: float = 60.0) -> int:
         if self.proc.poll() is None:
@@ -165,7 +174,7 @@ webhook_url = "{webhook_url}"
 webhook_secret = "{secret}"
 disabled = "gpu_temp,hbm_temp,thermal_throttle,gpu_hot_vs_peers,temp_rise,critical_xid,straggler"
 "rack_cooling.hold_s" = 3.0
-"rack_cooling.resolve_hold_s" = 4.0
+"rack_cooling.resolve_hold_s" = 12.0
 "rack_cooling.smooth_s" = 4.0
 "rack_cooling.baseline_s" = 10.0
 [ha]
