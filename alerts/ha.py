@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -201,7 +200,12 @@ class Pair:
             log.debug("twin %s did not answer: %s", self.twin_id, self.last_error)
             return False
         with self._lock:
+            first = self.view is None
             self.view, self.seen_at, self.last_error = view, self.now(), None
+        if first and view.cluster != self.cluster:
+            log.warning("the twin %s watches cluster %r, this instance %r: their keys and "
+                        "Alertmanager labels differ, so the pair pages twice (set the same "
+                        "cluster.name on both)", self.twin_id, view.cluster, self.cluster)
         return True
 
     def unseen_s(self, now: datetime) -> float:
@@ -256,10 +260,11 @@ class Pair:
             "twin": {
                 "url": self.peer_url, "id": self.twin_id,
                 "name": view.name if view else None,
+                "cluster": view.cluster if view else None,
                 "status": ("unseen" if seen_at is None and unseen < self.gone_after_s
                            else "gone" if unseen >= self.gone_after_s else "seen"),
                 "seen_at": None if seen_at is None else seen_at.isoformat() + "Z",
-                "unseen_s": None if math.isnan(unseen) else round(unseen, 3),
+                "unseen_s": round(unseen, 3),
                 "gone_after_s": self.gone_after_s, "last_error": error,
             },
             "delivered": delivered,

@@ -272,3 +272,14 @@ def test_alertmanager_re_sends_stop_in_the_resolve_hold(tmp_path):
             rack["resolved_at"]]
     finally:
         inc.wh.close()
+
+
+def test_a_twin_watching_another_cluster_is_reported(caplog):
+    """Different cluster.name values give different keys and labels: the pair would page
+    twice, so the first answer of such a twin is logged as a warning."""
+    other = json.dumps({"ha": {"name": "b", "cluster": "rsc-2", "delivered": []}}).encode()
+    pair = Pair(pair_config("primary"), name="a", fetch=lambda url, t: other)
+    with caplog.at_level("WARNING", logger="alerts.ha"):
+        assert pair.poll_once() and pair.poll_once()
+    [record] = caplog.records
+    assert "'rsc-2'" in record.getMessage() and "'rsc-1'" in record.getMessage()
