@@ -123,3 +123,44 @@ def test_failure_rate_node_days_by_hand(wh):
     assert rate["node_days"] == pytest.approx(17 / 24, rel=1e-12)
     assert rate["failures"] == 1
     assert rate["r_f_per_1000_node_days"] == pytest.approx(1000 * 24 / 17, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def seeded():
+    """tests/support/dash_seed.py's 32-GPU cluster, two days, with the analytics refresh
+    run until the usage table holds every hour (as the service's refreshes do)."""
+    from tests.support.dash_seed import NOW, seed_dashboard
+    from warehouse import Warehouse
+    from warehouse.analytics import refresh
+
+    w = Warehouse(":memory:")
+    seed_dashboard(w)
+    while w.write(lambda con: refresh(con, NOW, None)).result()["usage_pending"]:
+        pass
+    yield w, NOW
+    w.close()
+
+
+@pytest.mark.parametrize("hours,resolution", [(48, None), (7.25, None), (7.25, "minute"),
+                                              (30, "hour")])
+@pytest.mark.parametrize("by", ["job_id", "user_name", "partition"])
+def test_job_energy_is_run_energy_per_job(seeded, hours, resolution, by):
+    """job_energy now sums per key in SQL: the same as run_energy merged with the jobs
+    and summed in pandas, as it was computed before, over table hours, live minutes and
+    the hour tier."""
+    from warehouse.queries import energy as qe
+
+    wh, now = seeded
+    window = {"start": now - timedelta(hours=hours), "end": now - timedelta(minutes=5),
+              "resolution": resolution}
+    runs = qe.run_energy(wh.reader(), **window)
+    jobs = wh.reader().execute("SELECT job_id, name, user_name, partition, job_type FROM jobs"
+                               ).df()
+    keys = qe.JOB_KEYS[by]
+    cols = ["gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg", "embodied_kg"]
+    want = (runs.merge(jobs, on="job_id", how="left").groupby(keys, dropna=False)[cols].sum()
+            .reset_index().sort_values(keys, ignore_index=True))
+    got = qe.job_energy(wh.reader(), by=by, **window).sort_values(keys, ignore_index=True)
+    assert len(want) > 0 and want["carbon_kg"].sum() > 0
+    pd.testing.assert_frame_equal(got[keys + cols], want[keys + cols], check_dtype=False,
+                                  rtol=1e-12)
