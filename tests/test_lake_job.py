@@ -4,12 +4,17 @@ shows, and a day swapped in whole (warehouse/export.py)."""
 
 from __future__ import annotations
 
+import re
 import shutil
+import tempfile
 import threading
 from datetime import date, datetime
+from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import warehouse.export as export_mod
 from gpulens.config import ConfigError, load
@@ -239,3 +244,34 @@ def test_a_stopping_service_ends_the_run_after_the_day_under_way(wh, tmp_path):
     assert scheduled.status()["state"] == "idle"
     assert scheduled.status()["last_run"]["errors"] == {
         "export": "InterruptedError: the service stops"}
+
+
+_names = st.text(st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)),
+                 min_size=1, max_size=30).filter(lambda n: n not in (".", ".."))
+
+
+@given(st.lists(_names, max_size=6))
+def test_folder_names_in_the_lake_cost_only_themselves(names):
+    """Whatever else lies in a lake (another tool's folders, half-deleted trash), the
+    day listing reads only ``date=<ISO day>`` and the sweep deletes only its own trash."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        cluster = root / "pue" / "cluster=a"
+        cluster.mkdir(parents=True)
+        for name in names:
+            for parent in (cluster, root):
+                try:
+                    (parent / name).mkdir(exist_ok=True)
+                except OSError:  # a name the file system refuses (too long in bytes)
+                    pass
+        want = set()
+        for name in names:
+            try:
+                want.add(date.fromisoformat(name[5:])) if name.startswith("date=") else None
+            except ValueError:
+                pass
+        assert lake_days(root, "pue", "a") == sorted(want)
+        before = {p.name for p in root.iterdir()}
+        sweep_trash(root, grace_s=0)
+        gone = before - {p.name for p in root.iterdir()}
+        assert all(re.fullmatch(r"\.trash-[0-9]+-.+", n, re.S) for n in gone)

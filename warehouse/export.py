@@ -37,6 +37,7 @@ import ctypes
 import errno
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -80,6 +81,7 @@ PART_FILE = "part-0.parquet"
 #: seconds a replaced or dropped day's files stay (in ``DIR/.trash-*``) before they are
 #: deleted, so that a query that listed them before the swap can finish reading them
 TRASH_GRACE_S = 3600.0
+_TRASH = re.compile(r"\.trash-([0-9]{1,12})-.+", re.S)  # see trash_path
 
 
 def _literal(path: Path) -> str:
@@ -184,11 +186,10 @@ def sweep_trash(out: Path, grace_s: float = TRASH_GRACE_S) -> int:
     returns how many went."""
     gone = 0
     for p in out.glob(".trash-*") if out.is_dir() else ():
-        try:
-            made = int(p.name.split("-", 2)[1])
-        except (IndexError, ValueError):
+        m = _TRASH.fullmatch(p.name)
+        if m is None:
             continue  # not one of ours
-        if time.time() - made >= grace_s:
+        if time.time() - int(m[1]) >= grace_s:
             shutil.rmtree(p, ignore_errors=True)
             gone += 1
     return gone
