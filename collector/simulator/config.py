@@ -167,13 +167,13 @@ PROFILES: dict[str, dict[str, object]] = {
         # workload: pre-training holds most GPU time (Acme: 70-96 %), little SFT
         "pretrain_load": 0.80, "sft_load": 0.05, "debug_load": 0.02, "eval_load": 0.60,
         "pretrain_work_h": 14.0,
-        "pretrain_level": (0.70, 0.84), "sft_level": (0.55, 0.8),
+        "pretrain_level": (0.57, 0.72), "sft_level": (0.55, 0.8),
         "eval_level": (0.06, 0.18), "debug_level": (0.05, 0.2),
         "fates": "realistic", "late_framework": True,
         # telemetry: idle ~30 % of samples, busy GPUs at GPU_UTIL ~100 % whose power
         # drops while they wait in collectives; GPUs in air a few degrees above the room
-        "inlet_c": 29.0, "thermal_scale": 0.72, "hbm_offset_c": (9.0, 14.0),
-        "power_noise": 0.06, "comm_every_ticks": 4, "comm_w_per_tdp": 0.2,
+        "inlet_c": 30.0, "thermal_scale": 0.68, "hbm_offset_c": (9.0, 14.0),
+        "power_noise": 0.04, "comm_every_ticks": 3, "comm_w_per_tdp": 0.2,
         "util_near_full": True,
         # failures: Acme's transient infrastructure errors besides Meta's hardware rate
         "startup_infra_p": 0.05, "network_per_1000_node_days": 80.0,
