@@ -11,12 +11,19 @@
 -- A finite value REAL cannot hold (beyond 3.4e38 J, possible only from absurd bulk input)
 -- becomes NULL, counted in meta under 'migration_012_energy_nulled'; NaN and infinities
 -- stay as they are. The rollup guards the same way (warehouse/rollups.py).
+-- Only operators and casts in the USING expressions: DuckDB replays an ALTER's USING
+-- from the write-ahead log after a crash, and its replay could not bind functions such
+-- as isfinite() or abs() (it tried to download the core_functions extension).
 INSERT OR REPLACE INTO meta VALUES ('migration_012_energy_nulled', (
     SELECT (SELECT count(*) FROM gpu_samples_1m
-            WHERE isfinite(energy_j) AND abs(energy_j) > 3.4e38)
+            WHERE energy_j NOT BETWEEN -3.4e38 AND 3.4e38
+              AND energy_j NOT IN ('nan'::DOUBLE, 'inf'::DOUBLE, '-inf'::DOUBLE))
          + (SELECT count(*) FROM gpu_samples_1h
-            WHERE isfinite(energy_j) AND abs(energy_j) > 3.4e38))::VARCHAR);
+            WHERE energy_j NOT BETWEEN -3.4e38 AND 3.4e38
+              AND energy_j NOT IN ('nan'::DOUBLE, 'inf'::DOUBLE, '-inf'::DOUBLE)))::VARCHAR);
 ALTER TABLE gpu_samples_1m ALTER energy_j TYPE REAL USING
-    CASE WHEN NOT isfinite(energy_j) OR abs(energy_j) <= 3.4e38 THEN energy_j END;
+    CASE WHEN energy_j BETWEEN -3.4e38 AND 3.4e38
+           OR energy_j IN ('nan'::DOUBLE, 'inf'::DOUBLE, '-inf'::DOUBLE) THEN energy_j END;
 ALTER TABLE gpu_samples_1h ALTER energy_j TYPE REAL USING
-    CASE WHEN NOT isfinite(energy_j) OR abs(energy_j) <= 3.4e38 THEN energy_j END;
+    CASE WHEN energy_j BETWEEN -3.4e38 AND 3.4e38
+           OR energy_j IN ('nan'::DOUBLE, 'inf'::DOUBLE, '-inf'::DOUBLE) THEN energy_j END;
