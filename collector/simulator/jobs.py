@@ -162,7 +162,8 @@ class JobFactory:
 
 def draw_fate(rng, c: SimConfig, job: Job, run: Run, hazard: np.ndarray, planned_s: float):
     """Decide how ``run`` ends: sets end_s, state, exit_code, signal, reason, failed_node,
-    category and requeue on it, and returns (reason, gpu) of a fault with XIDs, else None."""
+    category and requeue on it, and returns (reason, gpu) of a fault that leaves XIDs, a
+    lost node or a repair behind (the faulty GPU's global index), else None."""
     jt: JobType = job.jtype
     cands: list[tuple[float, str, F.Reason | None]] = []
     limit = job.limit_s
@@ -211,4 +212,4 @@ def draw_fate(rng, c: SimConfig, job: Job, run: Run, hazard: np.ndarray, planned
     run.state = "NODE_FAIL" if reason.node_fail else ("REQUEUED" if run.requeue else "FAILED")
     run.exit_code = 0 if reason.node_fail else 1
     run.reason = reason  # formatted by the caller, which knows the names
-    return (reason, gpu) if reason.xids else None
+    return (reason, gpu) if reason.xids or reason.repair or reason.node_fail else None

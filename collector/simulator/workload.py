@@ -331,10 +331,15 @@ class Workload:
         self._push(run.end_s, END, run)
 
     def _add_xids(self, run: Run, reason, gpu: int) -> None:
-        """The driver's XIDs for a GPU fault, logged a little before the run dies."""
+        """The driver's XIDs for a GPU fault, logged a little before the run dies, and the
+        lost node of a fault that takes the node down."""
+        node = gpu // self.gpn
+        if not reason.xids:  # a host or network cause: no XID, maybe a lost node
+            if reason.node_fail:
+                self.lost.append((run.end_s, node))
+            return
         ts = float(max(run.start_s + 1, run.end_s - round(self.rng.uniform(20, 180))))
         hold = math.inf if reason.repair else ts + self.c.xid_hold_h * HOUR
-        node = gpu // self.gpn
         hits = [(ts, gpu, reason.xids[0])]
         hits += [(ts + 1 + i, gpu, code) for i, code in enumerate(reason.xids[1:])]
         if reason.xids[0] == 74:  # an NVLink fault shows on both ends of the link
