@@ -271,3 +271,47 @@ def test_a_server_without_federate_is_read_with_queries():
 def test_pull_must_be_named():
     with pytest.raises(ValueError, match="federate"):
         PrometheusSource(QueryClient(), pull="remote_read")
+
+
+def test_a_404_from_the_server_turns_the_source_to_queries():
+    """Over HTTP, as Thanos Query answers: /federate is 404, queries work."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from collector.prometheus import connect
+
+    answer = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "gpu001", "gpu": "0"},
+         "value": [MS0 / 1000, "55"]}]}}).encode()
+    paths: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self):
+            paths.append(self.path.split("?")[0])
+            ok = self.path.startswith("/api/v1/query") and "GPU_TEMP" in self.path
+            body = answer if ok else b'{"status":"success","data":{"result":[]}}'
+            if self.path.startswith("/federate"):
+                body = b"404 page not found"
+            self.send_response(404 if self.path.startswith("/federate") else 200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        src = PrometheusSource(connect(f"http://127.0.0.1:{server.server_address[1]}"),
+                               interval_s=15, now=lambda: T0)
+        b = dict(src.collect(T0))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert src.pull == "query"
+    assert paths.count("/federate") >= 1 and paths.count("/api/v1/query") == len(FIELDS)
+    assert b["samples"]["temp_c"].to_pylist() == [55.0]
