@@ -173,4 +173,7 @@ def _simulator(config: Config, warehouse: Warehouse, now: datetime):
         )
     else:
         anchor = datetime.fromisoformat(stored)
+        if meta.get(cur, meta.SIMULATOR_PROFILE_KEY) is None:  # made before profiles
+            warehouse.write(lambda con: meta.put(con, meta.SIMULATOR_PROFILE_KEY,
+                                                 sim["profile"])).result()
     return SimulatedSource(sim_config, anchor=anchor, live_start=live_start)

@@ -47,3 +47,20 @@ def test_a_real_clusters_pages_carry_no_label():
         texts = _page_texts(wh)
     assert not [t for t in texts if "simulated" in t]
     assert context.simulated_label() is None
+
+
+def test_a_demo_warehouse_made_before_profiles_gets_its_profile_on_the_next_start():
+    from datetime import datetime
+
+    from gpulens.config import load
+    from gpulens.sources import build_sources
+
+    config = load(None).with_overrides(simulator__racks=1, simulator__nodes_per_rack=1)
+    now = datetime(2026, 11, 9)
+    with Warehouse(":memory:") as wh:
+        build_sources(config, wh, now=now)  # the first start records the world
+        assert meta.simulator_profile(wh.reader()) == "demo"
+        wh.write(lambda con: con.execute("DELETE FROM meta WHERE key = $1",
+                                         [meta.SIMULATOR_PROFILE_KEY])).result()
+        build_sources(config, wh, now=now)  # the same world, started again
+        assert meta.simulator_profile(wh.reader()) == "demo"
