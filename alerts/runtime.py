@@ -11,7 +11,8 @@ the new state, alert rows and outbox rows commit in one transaction on the write
 Evaluations run on the sources' clock: at the time of the newest sample, not of the wall
 clock, so the two instances of an HA pair (alerts/ha.py) that see the same samples
 agree on when an alert fired and on its notification keys; firing alerts are re-sent to
-Alertmanager right after an evaluation, never between a twin's resolution and its own.
+Alertmanager right after an evaluation, and not while in their resolve hold (a twin a
+few seconds ahead may have resolved them: see ``resend_alertmanager``).
 """
 
 from __future__ import annotations
