@@ -28,7 +28,7 @@ fuzz: $(STAMP)
 # Each benchmark prints its figures and their ratio to the target. bench-quick runs every
 # one at its `--quick` size (each bench's --help and docs/performance.md give the sizes).
 # bench/nvml_real.py needs a GPU and is run by hand (docs/collectors.md).
-BENCHES := ingest ingest_parse alerts alert_quality analytics report collect dashboard vs_prometheus scale stragglers fidelity fleet
+BENCHES := ingest ingest_parse alerts alert_quality analytics report collect dashboard latest vs_prometheus scale stragglers fidelity fleet
 
 bench: $(STAMP)
 	@for b in $(BENCHES); do echo "== bench/$$b.py $(BENCH_ARGS)"; $(BIN)/python bench/$$b.py $(BENCH_ARGS) || exit 1; done

@@ -1,4 +1,4 @@
-"""Helpers shared by bench/vs_prometheus.py and bench/scale.py: timing, memory, tables.
+"""Helpers shared by the benchmarks: timing, memory, tables, the targets table.
 
 Every figure a benchmark prints is a median (and p95 where said) over repeated runs:
 the 2-core machine these run on is shared with other work, so single runs are noisy.
@@ -102,3 +102,20 @@ def machine() -> str:
     return (f"{os.cpu_count()} cores, {mem / 2**30:.0f} GiB, Python "
             f"{platform.python_version()}, DuckDB {duckdb.__version__}; "
             f"load average at start {load:.2f}")
+
+
+def met(ok: bool | None) -> str:
+    """The met column: yes, NO, or n/a where nothing was measured."""
+    return "n/a" if ok is None else "yes" if ok else "NO"
+
+
+def print_targets(rows: Sequence[tuple[str, str, str, bool | None]],
+                  title: str = "targets") -> bool:
+    """Every target of a benchmark as one table: figure / measured / target / met
+    (``make bench`` prints these for issue 17). ``rows``: (figure, measured as text,
+    target as text, met: True, False or None when not measured). Returns whether every
+    measured target was met."""
+    print(f"\n{title}")
+    print_table(["figure", "measured", "target", "met"],
+                [(f, m, t, met(ok)) for f, m, t, ok in rows], align="lrrl")
+    return all(ok is not False for *_, ok in rows)

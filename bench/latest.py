@@ -1,13 +1,16 @@
 """"Now" questions from the writer's latest-sample table against a scan of the raw tier.
 
     .venv/bin/python bench/latest.py [--nodes 3072] [--gpus 8] [--ticks 40] [--runs 10]
+                                     [--quick]
 
 Writes ``--ticks`` scrapes (15 s apart) of ``--nodes`` x ``--gpus`` GPUs into an in-memory
 warehouse, alternating scrapes written with and without the ``gpu_latest`` upsert (its
 cost to the writer), then times the 10 hottest GPUs now, the Overview headline and the
 rack floor from ``gpu_latest`` and from the raw tier, the two sources alternately so that
 the machine's load weighs on both alike. Medians, in ms. Both sources give the same
-answers (tests/test_warehouse_latest.py).
+answers (tests/test_warehouse_latest.py). Target (issue 17): every "now" question at
+least as fast from ``gpu_latest`` as from the raw scan. ``--quick``: 768 nodes, 20 scrapes,
+5 runs.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import questions as bq  # noqa: E402
-from bench.common import machine, median, ms, print_table, timed  # noqa: E402
+from bench.common import machine, median, ms, print_table, print_targets, timed  # noqa: E402
 from warehouse import Warehouse, ingest  # noqa: E402
 from warehouse.queries import fleet, overview  # noqa: E402
 
@@ -48,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, default=8, help="GPUs per node")
     ap.add_argument("--ticks", type=int, default=40, help="scrapes, 15 s apart")
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="768 nodes, 20 scrapes, 5 runs")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.nodes, args.ticks, args.runs = 768, 20, 5
     print(f"machine: {machine()}")
     rng = np.random.default_rng(0)
     nodes = [f"n{i:05d}" for i in range(args.nodes)]
@@ -79,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                 wh.reader(), now=now, week_start=now - timedelta(days=2)),
             "Overview rack floor": lambda: overview.rack_floor(wh.reader(), now=now)}
         source = fleet.latest_source
-        rows = []
+        rows, targets = [], []
         for name, question in questions.items():
             took = {"raw": [], "table": []}
             for _ in range(args.runs + 1):  # the first of each is a warm-up
@@ -91,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
                         fleet.latest_source = source
             raw, table = median(took["raw"][1:]), median(took["table"][1:])
             rows.append((name, ms(raw), ms(table), f"{raw / table:,.1f}x"))
+            targets.append((f"{name}: raw scan / gpu_latest", f"{raw / table:,.1f}x",
+                            ">= 1x", table <= raw))
         print_table(["question", "raw scan", "gpu_latest", "raw / gpu_latest"], rows)
+        print_targets(targets, title=f"targets ({n:,} GPUs)")
     finally:
         wh.close()
     return 0

@@ -1,4 +1,5 @@
-"""Benchmark: one weekly report (HTML + PDF) of a 24,576-GPU fleet. Target: under 60 s.
+"""Benchmark: one weekly report (HTML + PDF) of a 24,576-GPU fleet. Targets: the numbers
+and the HTML within 10 s (issue 17), with the PDF within 60 s.
 
     .venv/bin/python bench/report.py [--gpus 24576] [--no-pdf] [--quick]
 
@@ -8,7 +9,9 @@ whole-node jobs 1-12 h with 35 % failing) and bench/dashboard.py (rollup rows):
 ``gpu_samples_1h`` and ``gpu_energy_1h`` for every GPU and hour (2 x 4.1 M rows), jobs,
 runs and allocations on every node, then ``analytics.refresh`` classifies the failures.
 The report reads no 1-minute data (see warehouse/queries/weekly.py). Prints the time to
-build the numbers of both weeks, to render the HTML, to print the PDF, and the total.
+build the numbers of both weeks, to render the HTML, to print the PDF, and the total,
+then measured / target / met. With no 1-minute tier there is no usage table, so job and
+idle energy take the 1-hour tier's path (warehouse/queries/energy.py): the slower case.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import pyarrow as pa
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from bench.common import machine, print_targets  # noqa: E402
 from dashboard.report import ReportOptions, build, render_html  # noqa: E402
 from dashboard.report.pdf import PdfError, html_to_pdf  # noqa: E402
 from warehouse import Warehouse  # noqa: E402
@@ -45,7 +49,8 @@ gen_a = _load("analytics")  # topology(), jobs(), _append(); T0 is a Monday
 gen_d = _load("dashboard")  # _telemetry(): rollup rows for (times, nodes, gpus)
 T0 = gen_a.T0
 WEEK = "2026-W46"  # the report week; 2026-W45 (from T0) is the previous one
-TARGET_S = 60.0
+TARGET_S = 60.0  # the whole report, PDF included
+TARGET_HTML_S = 10.0  # the numbers of both weeks and the HTML (issue 17)
 
 
 def hourly(con, nodes: list[str], days: int, rng) -> int:
@@ -70,6 +75,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.gpus = 2048
+    print(f"machine: {machine()}")
     rng = np.random.default_rng(0)
     n_nodes = args.gpus // gen_a.GPN
     nodes = [f"n{i:05d}" for i in range(n_nodes)]
@@ -107,9 +113,16 @@ def main() -> int:
         print(f"HTML with 5 charts ({len(html) / 1e6:.1f} MB)       {t2 - t1:7.2f} s")
         print("PDF (headless Chromium)             "
               + (f"{pdf_s:7.2f} s" if pdf_s is not None else "   skipped"))
-        print(f"weekly report, {args.gpus:,} GPUs        {total:7.2f} s  "
-              f"(target < {TARGET_S:.0f} s: {total / TARGET_S:.0%} of it)")
+        print(f"weekly report, {args.gpus:,} GPUs        {total:7.2f} s")
         print("summary:", *report.summary, sep="\n  ")
+        html_s, full = t2 - t0, args.gpus >= 24576  # the targets are for 24,576 GPUs
+        print_targets([
+            (f"weekly report, numbers + HTML, {args.gpus:,} GPUs", f"{html_s:.1f} s",
+             f"<= {TARGET_HTML_S:.0f} s", html_s <= TARGET_HTML_S if full else None),
+            (f"weekly report with the PDF, {args.gpus:,} GPUs",
+             f"{total:.1f} s" if pdf_s is not None else "no PDF", f"<= {TARGET_S:.0f} s",
+             total <= TARGET_S if pdf_s is not None and full else None),
+        ], title="targets (judged at 24,576 GPUs; smaller runs only measure)")
         wh.close()
     return 0
 

@@ -12,3 +12,4 @@ def test_latest_bench_prints_both_sources(capsys):
     for name in ("10 hottest GPUs now", "Overview headline", "Overview rack floor"):
         assert name in out, out
     assert "raw scan" in out and "gpu_latest" in out
+    assert "raw scan / gpu_latest" in out[out.index("targets"):]  # measured / target / met

@@ -37,6 +37,11 @@ def test_scale_pipeline_runs(tmp_path, capsys):
     assert rc == 0, out
     assert "collection cycle, p95" in out and "dashboard callbacks" in out
     assert " error " not in out, out  # every page callback answered
+    targets = out[out.index("\ntargets"):]  # every target as measured / target / met
+    for figure in ("collection cycle, p95", "dashboard callbacks, worst p95",
+                   "weekly report (build + HTML)", "peak RSS of the process"):
+        assert figure in targets, targets
+    assert "measured" in targets and "met" in targets
 
 
 def test_alert_quality_prints_measured_target_met(capsys):
