@@ -64,23 +64,47 @@ _OVERLAP_S = ("greatest(0, epoch_us(least(m.ts + INTERVAL 1 MINUTE, a.e))"
               " - epoch_us(greatest(m.ts, a.s))) / 1e6")
 
 #: Per allocation and minute of telemetry in [$start, $end): the allocation's seconds in
-#: the minute and the minute's energy prorated by them (``um``).
+#: the minute and its share of the minute's energy (``um``). A GPU held by one allocation
+#: at a time gives it the minute's energy x overlap / 60 s. A shared GPU (time-slicing,
+#: MPS: allocations of other runs overlapping on the same GPU, issue 21) is split by time
+#: held: each gets energy x overlap / max(60 s, the seconds all allocations held the
+#: minute), so the allocations never sum to more than the GPU's energy (two jobs holding a
+#: whole minute get half each; each once got all of it). The GPU reports one activity for
+#: all its processes, so equal shares per second held is the split it can support. What
+#: no allocation was given stays with the unallocated row (``uf``): attributed +
+#: unattributed = the GPU's energy. Shared allocations are found among all allocations
+#: of the scope, so a query for some runs gives them the same shares as the table.
 _ALLOCATED = fill("""
-ua AS (  -- allocations clipped to the range
-    SELECT job_id, run_index, node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS s,
-           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
-    FROM allocations
-    WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {nodes} AND {runs}
+ua AS (  -- allocations clipped to the range, shared when another run's overlaps on the GPU
+    SELECT a.*, EXISTS (SELECT 1 FROM allocations b
+                        WHERE b.node = a.node AND b.gpu_index = a.gpu_index
+                          AND b.start_ts < a.e AND coalesce(b.end_ts, a.e) > a.s
+                          AND (b.job_id <> a.job_id OR b.run_index <> a.run_index)) AS shared
+    FROM (SELECT job_id, run_index, node, gpu_index,
+                 greatest(start_ts, $start::TIMESTAMP) AS s,
+                 least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
+          FROM allocations
+          WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {nodes}) a
+),
+um0 AS (
+    SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, a.shared,
+           {overlap_s} AS gpu_s, coalesce(m.energy_j, 0) AS minute_j,
+           coalesce(m.util_pct_avg, 0) AS util,
+           coalesce(m.util_pct_max, 0) < $idle_pct AS idle
+    FROM ua a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
+     AND m.ts >= date_trunc('minute', a.s) AND m.ts < a.e
+    WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end  -- zone maps
+      AND (a.shared OR {runs})
 ),
 um AS (
     SELECT ts, node, gpu_index, job_id, run_index, {measures}
-    FROM (SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, {overlap_s} AS gpu_s,
-                 {overlap_s} * coalesce(m.energy_j, 0) / 60.0 AS energy_j,
-                 coalesce(m.util_pct_avg, 0) AS util,
-                 coalesce(m.util_pct_max, 0) < $idle_pct AS idle
-          FROM ua a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
-           AND m.ts >= date_trunc('minute', a.s) AND m.ts < a.e
-          WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end)  -- zone maps
+    FROM (SELECT *, gpu_s * minute_j / 60.0 AS energy_j FROM um0 WHERE NOT shared
+          UNION ALL
+          SELECT * FROM (SELECT * EXCLUDE (held_s),
+                                gpu_s * minute_j / greatest(60.0, held_s) AS energy_j
+                         FROM (SELECT *, sum(gpu_s) OVER (PARTITION BY ts, node, gpu_index)
+                                         AS held_s FROM um0 WHERE shared))
+          WHERE {runs})
 )""", nodes=_NODES, runs=_RUNS, measures=_MEASURES, overlap_s=_OVERLAP_S)
 
 #: Per minute of telemetry in [$start, $end): what no allocation held (``uf``).
