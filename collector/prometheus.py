@@ -1,10 +1,13 @@
-"""Prometheus / Thanos as a telemetry source: one PromQL query per DCGM field per cycle.
+"""Any Prometheus-API store (Prometheus, VictoriaMetrics, Thanos, Mimir) as a telemetry source.
 
-For large fleets Prometheus scrapes the exporters and gpulens reads from it. Each cycle
-asks one query per field of :data:`collector.dcgm.FIELDS` (a field with several names,
-such as the renamed clock-event reasons, is one ``{__name__=~"a|b"}`` query), never one
-per GPU, and folds the answers into the same wide samples rows the exporter path makes
-(:func:`parse_results` is pure; tests pass literal API answers).
+For large fleets Prometheus scrapes the exporters and gpulens reads from it. A cycle
+without a gap reads the newest samples through ``/federate`` (``pull="federate"``, the
+default: the exposition text, :mod:`collector.federate`) or asks one instant query per
+field of :data:`collector.dcgm.FIELDS` (``pull="query"``; a field with several names,
+such as the renamed clock-event reasons, is one ``{__name__=~"a|b"}`` selector), never
+one per GPU; a server without ``/federate`` (Thanos, Mimir) turns the source to queries.
+Both fold into the same wide samples rows the exporter path makes (:func:`parse_results`
+is pure; tests pass literal API answers).
 
 Catch-up: the source remembers the last time it has stored (``cursor``; at start it is
 the newest sample in the warehouse). When a cycle finds a gap of more than one step -
