@@ -91,10 +91,49 @@ def test_node_energy_is_the_bmcs_where_it_measured_else_gpus_plus_overhead(wh):
     fleet = qe.energy_by(wh.reader(), start=T, end=T + H, by="fleet", opts=opts)
     assert (fleet["bmc_node_hours"].iloc[0], fleet["node_hours"].iloc[0]) == (2, 3)
     # the Energy page says which applied
-    assert node_energy_method(fleet) == ("BMC-measured for 67 % of node-hours, else GPUs + "
-                                         "configured node overhead")
-    assert node_energy_method(df.loc[["n1"]]) == "measured by the nodes' BMCs"
+    assert node_energy_method(fleet) == ("BMC power readings 67 %, GPUs + configured node "
+                                         "overhead 33 % of node-hours")
+    assert node_energy_method(df.loc[["n1"]]) == "node energy from the BMC power readings"
     assert node_energy_method(df.loc[["n0"]]).endswith("(no BMC readings)")
+
+
+def test_node_energy_from_the_bmc_energy_counter_before_its_power(wh):
+    # n1's BMC keeps a Redfish EnergykWh counter: readings every 10 min from 23:50 the day
+    # before, 1,800 W between readings (0.3 kWh a step) while its power readings say
+    # 9,000 W (a spike at each reading): the hour counts the counter, 1.8 kWh. A counter
+    # reset at 0:30 (back to 0) costs that step only: the hour is the other 5 steps'
+    # 1.5 kWh over 50 min, scaled to 60 min. n2: power readings only (2,000 W).
+    ingest(wh, *(samples(n, 0, T, 480, 600) for n in ("n1", "n2")))
+    steps = [T + timedelta(minutes=10 * k - 10) for k in range(8)]  # 23:50 .. 1:00
+    kwh = [5000.0 + 0.3 * k for k in range(8)]
+    counter = pd.DataFrame({"ts": steps, "node": "n1", "total_power_w": 9000.0,
+                            "energy_j": [k * 3.6e6 for k in kwh], "source": "redfish"})
+    power = pd.DataFrame({"ts": [T + timedelta(minutes=5)], "node": "n2",
+                          "total_power_w": 2000.0, "source": "ipmi"})
+    wh.ingest("node_power", pd.concat([counter, power], ignore_index=True)).result()
+    run_refresh(wh, now=T + 3 * H)
+    opts = Options(node_overhead_w=1500.0, pue=1.0, fallback_g_per_kwh=400.0)
+    df = qe.energy_by(wh.reader(), start=T, end=T + H, by="node", opts=opts).set_index("node")
+    assert df.loc["n1", "it_kwh"] == pytest.approx(1.8)
+    assert df.loc["n1", "other_kwh"] == pytest.approx(1.8 - 0.6)
+    assert df.loc["n2", "it_kwh"] == pytest.approx(2.0)
+    assert df["bmc_counter_node_hours"].to_dict() == {"n1": 1, "n2": 0}
+    assert node_energy_method(df.loc[["n1"]]) == "node energy from the BMC energy counter"
+    assert node_energy_method(df) == ("BMC energy counter 50 %, BMC power readings 50 % of "
+                                      "node-hours")
+    # the counter restarts at 0:30: that step is left out, the rest scaled to the hour
+    wh.write(lambda con: con.execute(
+        "UPDATE node_power SET energy_j = energy_j - 5001.2 * 3.6e6 "
+        "WHERE node = 'n1' AND ts >= ?", [T + timedelta(minutes=30)])).result()
+    df = qe.energy_by(wh.reader(), start=T, end=T + H, by="node", opts=opts).set_index("node")
+    assert df.loc["n1", "it_kwh"] == pytest.approx(1.5 * 60 / 50)
+    # a counter that did not move in the hour while the BMC read power (one counting
+    # whole kWh) is too coarse: that hour takes the power readings
+    wh.write(lambda con: con.execute(
+        "UPDATE node_power SET energy_j = 5000 * 3.6e6 WHERE node = 'n1'")).result()
+    df = qe.energy_by(wh.reader(), start=T, end=T + H, by="node", opts=opts).set_index("node")
+    assert df.loc["n1", "it_kwh"] == pytest.approx(9.0)
+    assert df.loc["n1", "bmc_counter_node_hours"] == 0
 
 
 def test_job_energy_follows_the_counter_not_the_power_readings(wh):

@@ -23,19 +23,27 @@ from dashboard.figures.base import (
     round_axis,
 )
 
+#: The node energy sources of :func:`node_energy_method`, as the page names them.
+NODE_SOURCES = {"counter": "BMC energy counter", "power": "BMC power readings",
+                "overhead": "GPUs + configured node overhead"}
+
 
 def node_energy_method(df: pd.DataFrame | None) -> str:
-    """Which node energy the figures count (issue 21): the BMCs' measurement where they
-    measured the node-hour, else GPU energy + the configured node overhead."""
+    """Which node energy the figures count (issue 21), from the node-hours of each source
+    in ``df`` (warehouse/queries/energy.py:energy_by): the BMC's energy counter where it
+    keeps one, else its power readings, else GPU energy + the configured node overhead."""
     if df is None or len(df) == 0 or "bmc_node_hours" not in df:
-        return "GPUs + configured node overhead"
-    bmc, total = df["bmc_node_hours"].sum(), df["node_hours"].sum()
+        return NODE_SOURCES["overhead"]
+    total, bmc = df["node_hours"].sum(), df["bmc_node_hours"].sum()
+    counter = df["bmc_counter_node_hours"].sum() if "bmc_counter_node_hours" in df else 0
+    hours = {"counter": counter, "power": bmc - counter, "overhead": total - bmc}
+    used = {k: h for k, h in hours.items() if h > 0}
     if bmc <= 0:
-        return "GPUs + configured node overhead (no BMC readings)"
-    if bmc >= total:
-        return "measured by the nodes' BMCs"
-    return (f"BMC-measured for {100 * bmc / total:.0f} % of node-hours, "
-            "else GPUs + configured node overhead")
+        return NODE_SOURCES["overhead"] + " (no BMC readings)"
+    if len(used) == 1:
+        return "node energy from the " + NODE_SOURCES[next(iter(used))]
+    return ", ".join(f"{NODE_SOURCES[k]} {100 * h / total:.0f} %" for k, h in used.items()
+                     ) + " of node-hours"
 
 
 def energy_over_time(df: pd.DataFrame | None, *, x: str, start: datetime | None = None,

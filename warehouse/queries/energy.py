@@ -2,10 +2,13 @@
 
 - Fleet/rack/node energy reads ``gpu_energy_1h`` (counter deltas, see
   warehouse/energy.py) plus non-GPU node energy per node-hour: ``other_power_w`` where a
-  source knows it; else, where the BMC measured the node (``total_power_w``, issue 21),
-  the BMC's mean power x 1 h minus the GPUs' energy (never below 0), so the node-hour
-  counts what the BMC measured; else ``node_overhead_w`` x 1 h. ``bmc_node_hours`` of
-  ``node_hours`` says how much of a group the BMC covered (docs/analytics.md).
+  source knows it; else, where the BMC keeps an energy counter (Redfish ``EnergykWh``,
+  ``energy_j``), the counter's deltas in the node-hour scaled to the hour, minus the GPUs'
+  energy (never below 0; a counter that did not move while the BMC read power is taken
+  as too coarse for that hour); else, where the BMC measured the node's power
+  (``total_power_w``, issue 21), the BMC's mean power x 1 h minus the GPUs' energy; else
+  ``node_overhead_w`` x 1 h. ``bmc_node_hours`` (``bmc_counter_node_hours`` from the
+  counter) of ``node_hours`` says how much of a group the BMC covered (docs/analytics.md).
 - Job energy is the 1-minute tier (energy counter deltas, else the power integral:
   warehouse/rollups.py) of the GPUs allocated to each run,
   prorated by the overlap of each minute with the allocation, plus the node's non-GPU
@@ -38,6 +41,10 @@ from warehouse.analytics import Options
 from warehouse.db import fill
 from warehouse.queries import fleet
 
+#: W: a BMC energy counter step implying more is not a reading of one node (a counter
+#: wrapped or replaced) and is skipped; no single server draws 100 kW.
+MAX_NODE_W = 100_000.0
+
 GROUPS = {"fleet": "'fleet'", "rack": "n.rack", "node": "e.node", "partition": "n.partition",
           "hour": "e.ts", "day": "date_trunc('day', e.ts)"}
 
@@ -51,17 +58,39 @@ measured AS (
            avg(total_power_w) AS bmc_w FROM node_power
     WHERE ts >= $start AND ts < $end GROUP BY ALL
 ),
+bmc_steps AS (  -- the BMC's energy counter between consecutive readings, in the later one's
+                -- hour: kept when not negative (a reset), within an hour, below $max_node_w
+    SELECT date_trunc('hour', ts) AS ts, node, d_j, gap_s FROM (
+        SELECT ts, node, energy_j - lag(energy_j) OVER w AS d_j,
+               (epoch_us(ts) - epoch_us(lag(ts) OVER w)) / 1e6 AS gap_s
+        FROM node_power
+        WHERE energy_j IS NOT NULL AND ts >= $start - INTERVAL 1 HOUR AND ts < $end
+        WINDOW w AS (PARTITION BY node ORDER BY ts))
+    WHERE ts >= $start AND d_j >= 0 AND gap_s > 0 AND gap_s <= 3600
+      AND d_j <= gap_s * $max_node_w
+),
+bmc_counter AS (  -- J in the node-hour: the counted joules scaled to the hour
+    SELECT ts, node, sum(d_j) * 3600.0 / sum(gap_s) AS j FROM bmc_steps GROUP BY ALL
+),
+node_m AS (  -- a counter that did not move while the node drew power is too coarse
+             -- (some BMCs count whole kWh): that hour takes the power readings
+    SELECT ts, node, m.w, m.bmc_w,
+           CASE WHEN c.j > 0 OR coalesce(m.bmc_w, 0) = 0 THEN c.j END AS counter_j
+    FROM measured m FULL JOIN bmc_counter c USING (ts, node)
+),
 buckets AS (SELECT DISTINCT ts FROM g),
 {ctes},
 e AS (
     SELECT g.ts, g.node, g.gpu_j,
            CASE WHEN m.w IS NOT NULL THEN m.w * 3600.0
+                WHEN m.counter_j IS NOT NULL THEN greatest(m.counter_j - g.gpu_j, 0.0)
                 WHEN m.bmc_w IS NOT NULL THEN greatest(m.bmc_w * 3600.0 - g.gpu_j, 0.0)
                 ELSE $node_w * 3600.0 END AS other_j,
-           CASE WHEN m.w IS NOT NULL THEN 'measured' WHEN m.bmc_w IS NOT NULL THEN 'bmc'
-                ELSE 'overhead' END AS node_source,
+           CASE WHEN m.w IS NOT NULL THEN 'measured'
+                WHEN m.counter_j IS NOT NULL THEN 'bmc_counter'
+                WHEN m.bmc_w IS NOT NULL THEN 'bmc' ELSE 'overhead' END AS node_source,
            p.pue, i.g_co2_per_kwh, i.intensity_source
-    FROM g LEFT JOIN measured m USING (ts, node)
+    FROM g LEFT JOIN node_m m USING (ts, node)
     JOIN pue_of p USING (ts) JOIN intensity i USING (ts)
 )
 SELECT {group} AS "{by}",
@@ -70,7 +99,9 @@ SELECT {group} AS "{by}",
        sum((e.gpu_j + e.other_j) * e.pue) / 3.6e6 AS facility_kwh,
        sum((e.gpu_j + e.other_j) * e.pue * e.g_co2_per_kwh) / 3.6e9 AS carbon_kg,
        list(DISTINCT e.intensity_source) AS intensity_sources,
-       count(*) AS node_hours, count(*) FILTER (e.node_source = 'bmc') AS bmc_node_hours
+       count(*) AS node_hours,
+       count(*) FILTER (e.node_source IN ('bmc', 'bmc_counter')) AS bmc_node_hours,
+       count(*) FILTER (e.node_source = 'bmc_counter') AS bmc_counter_node_hours
 FROM e LEFT JOIN nodes n USING (node)
 GROUP BY 1 ORDER BY 1
 """
@@ -249,7 +280,7 @@ def energy_by(cur, *, start: datetime, end: datetime, by: str = "rack",
     opts = opts or Options()
     sql = fill(_HOURLY_SQL, ctes=carbon.intensity_ctes().strip(), group=GROUPS[by], by=by)
     params = {"start": start, "end": end, "node_w": opts.node_overhead_w,
-              **_carbon_params(opts, timedelta(hours=1))}
+              "max_node_w": MAX_NODE_W, **_carbon_params(opts, timedelta(hours=1))}
     return cur.execute(sql, params).df()
 
 
