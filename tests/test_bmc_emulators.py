@@ -97,3 +97,45 @@ def test_ipmi_sim_session_opens_with_the_environment_password_and_its_refusal_is
     assert table.column("node").to_pylist() == ["gpu001"]
     assert "Invalid command" in source.targets_down[f"gpu009=ipmi://{ipmi_sim}"]
     assert IPMI_PASSWORD not in repr(source.targets_down)
+
+
+def test_node_energy_from_the_redfish_energy_counter_through_the_emulator(tmp_path):
+    """The BMC's EnergykWh read from a served mockup every 15 minutes (the counter moves
+    0.6 kWh a step: 2,400 W, while PowerWatts keeps saying 2,520.5 W) gives the node-hour
+    2.4 kWh, and the Energy page says it came from the BMC's counter."""
+    import json
+    import shutil
+    from datetime import timedelta
+
+    from dashboard.figures.energy import node_energy_method
+    from tests.support.runs import ingest, run_refresh, samples, topology
+    from warehouse import Warehouse
+    from warehouse.analytics import Options
+    from warehouse.queries import energy as qe
+
+    mockup = tmp_path / "mockup"
+    shutil.copytree(FIXTURES / "redfish-environment", mockup)
+    doc = mockup / "Chassis" / "1U" / "EnvironmentMetrics" / "index.json"
+    metrics = json.loads(doc.read_text())
+    server = SushyStatic(mockup)
+    wh = Warehouse(str(tmp_path / "w.duckdb"))
+    try:
+        topology(wh, nodes=1)
+        source = BmcSource(target_list(f"n0=http://{server.address}"), interval_s=900,
+                           timeout_s=5, username="root", password="calvin")
+        for k in range(6):  # 23:45 .. 1:00
+            metrics["EnergykWh"]["Reading"] = 18234.75 + 0.6 * k
+            doc.write_text(json.dumps(metrics))  # sushy-static reads the file per request
+            [(kind, table)] = source.collect(T - timedelta(minutes=15) + k * timedelta(
+                minutes=15))
+            wh.ingest(kind, table).result()
+        ingest(wh, samples("n0", 0, T, 240, 600))
+        run_refresh(wh, now=T + timedelta(hours=2))
+        df = qe.energy_by(wh.reader(), start=T, end=T + timedelta(hours=1), by="node",
+                          opts=Options(node_overhead_w=1500.0, pue=1.0))
+        assert df["it_kwh"].tolist() == pytest.approx([2.4])
+        assert df["gpu_kwh"].tolist() == pytest.approx([0.6])
+        assert node_energy_method(df) == "node energy from the BMC energy counter"
+    finally:
+        wh.close()
+        server.stop()
