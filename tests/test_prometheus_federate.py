@@ -315,3 +315,21 @@ def test_a_404_from_the_server_turns_the_source_to_queries():
     assert src.pull == "query"
     assert paths.count("/federate") >= 1 and paths.count("/api/v1/query") == len(FIELDS)
     assert b["samples"]["temp_c"].to_pylist() == [55.0]
+
+
+@pytest.mark.parametrize("setting, pull", [("", "federate"), ('pull = "query"\n', "query")])
+def test_serve_wires_the_pull_setting(tmp_path, setting, pull):
+    from gpulens.config import load
+    from gpulens.sources import build_sources
+    from warehouse import Warehouse
+
+    cfg = tmp_path / "gpulens.toml"
+    cfg.write_text('[collect]\nsource = "prometheus"\n[prometheus]\nurl = "http://127.0.0.1:1"\n'
+                   f"federate_workers = 2\n{setting}")
+    wh = Warehouse(":memory:")
+    try:
+        (source,) = build_sources(load(cfg, env={}), wh, now=T0)
+    finally:
+        wh.close()
+    assert source.pull == pull and source.federate_workers == 2
+    assert (source.federate is not None) == (pull == "federate")
