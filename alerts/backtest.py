@@ -25,7 +25,7 @@ model); :class:`WarehouseSource` reads them with the service's own queries.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -105,10 +105,14 @@ class Replay:
 
 def replay(rules: Iterable[Rule], source: Source, start: datetime, end: datetime, *,
            step_s: float = 15.0, every_s: float = 15.0, chunk_s: float = CHUNK_S,
-           state: State | None = None) -> Replay:
+           state: State | None = None,
+           progress: Callable[[int, int], None] | None = None) -> Replay:
     """Evaluate ``rules`` at ``start, start + every_s, ... <= end`` over ``source``'s
-    history (see module docstring). ``step_s``: the sampling period, seconds."""
+    history (see module docstring). ``step_s``: the sampling period, seconds.
+    ``progress(done, total)`` is called after each chunk with evaluation times done."""
     rules = tuple(rules)
+    total = int((end - start).total_seconds() // every_s) + 1 if end >= start else 0
+    done = 0
     out = Replay(start, end, every_s, rules)
     span_s, ev_span_s = window_span_s(rules), events_span_s(rules, step_s)
     inventory = source.inventory()
@@ -131,6 +135,9 @@ def replay(rules: Iterable[Rule], source: Source, start: datetime, end: datetime
             for a in result.upserts:
                 out.alerts[a.alert_id] = a
             out.notifications.extend(result.notifications)
+        done += len(times)
+        if progress is not None:
+            progress(done, total)
         t = times[-1] + timedelta(seconds=every_s)
     return out
 
@@ -337,11 +344,16 @@ def report(r: Replay, incidents: Iterable = ()) -> dict:
 
 def run(warehouse, config, *, since: datetime, until: datetime,
         overrides: Mapping[str, Any] = (), every_s: float | None = None,
-        incidents: Iterable = ()) -> dict:
+        incidents: Iterable = (), only: str | None = None,
+        progress: Callable[[int, int], None] | None = None) -> dict:
     """A backtest over ``warehouse`` (the service's or a file's) with the configured rules
-    and ``overrides``; starts no earlier than the oldest raw sample. Returns report()."""
+    and ``overrides``; starts no earlier than the oldest raw sample. Returns report().
+    ``only``: replay just that rule and the rules that can inhibit it (the Thermal page's
+    tuner): its rows equal those of a replay of every rule."""
     section = config.section("alerts")
     rules = with_overrides(section, dict(overrides or {}))
+    if only is not None:
+        rules = tuner_rules(rules, only)
     src = WarehouseSource(warehouse.reader)
     first = src.first_sample()
     if first is None or first > until:
@@ -353,7 +365,30 @@ def run(warehouse, config, *, since: datetime, until: datetime,
         raise RuleError(f"{(until - start).total_seconds() / every:.0f} evaluations asked; "
                         f"at most {MAX_EVALUATIONS} (shorten --since or raise --every)")
     incidents = [i for i in incidents if i.start <= until]
-    return report(replay(rules, src, start, until, step_s=step_s, every_s=every), incidents)
+    return report(replay(rules, src, start, until, step_s=step_s, every_s=every,
+                         progress=progress), incidents)
+
+
+#: the rule settings the Thermal page's tuner changes (numbers; see alerts.rules)
+TUNABLE = ("threshold", "clear", "hold_s", "resolve_hold_s")
+
+
+def tuner_rules(rules: Iterable[Rule], name: str) -> tuple[Rule, ...]:
+    """Rule ``name`` and the rack-scope rules, whose firing inhibits GPU-scope groups of
+    the same rack (alerts.engine): grouping is per rule and inhibition the only tie
+    between rules, so ``name``'s firings and pages are those of a replay of all rules."""
+    rules = tuple(rules)
+    if name not in {r.name for r in rules}:
+        raise RuleError(f"no enabled rule {name!r} (rules: {', '.join(r.name for r in rules)})")
+    return tuple(r for r in rules if r.name == name or r.scope == "rack")
+
+
+def only_rule(doc: dict, name: str) -> dict:
+    """report() ``doc`` cut to rule ``name``'s rows (firings, notifications, per rule and
+    rack; incidents keep their pages by that rule)."""
+    keep = {k: [x for x in doc[k] if x["rule"] == name]
+            for k in ("per_rule_rack", "firings", "notifications")}
+    return {**doc, **keep, "rules": [x for x in doc["rules"] if x["name"] == name]}
 
 
 MAX_EVALUATIONS = 400_000  # about 70 days at 15 s

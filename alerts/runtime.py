@@ -64,6 +64,15 @@ class AlertRuntime:
         self.backoff = Backoff(s["retry_initial_s"], s["retry_max_s"], s["give_up_h"] * 3600)
         self._resent_at: datetime | None = None
 
+    def reload_rules(self, config) -> None:
+        """Take the rules from ``config`` again (the Thermal page's tuner saved a change,
+        issue 22); the next evaluation uses them, with the alerts' state kept."""
+        rules = rules_mod.from_settings(config.section("alerts")) + (
+            self.pair.rules() if self.pair else ())
+        self.summaries = {r.name: r.summary for r in rules}
+        self.window_s = window_span_s(rules)
+        self.rules = rules
+
     # -- evaluation -------------------------------------------------------------------
     def window(self, now: datetime, samples=None) -> Window:
         """The data the rules read at ``now``: the last ``window_s`` of samples (those

@@ -104,7 +104,7 @@ def alert_card_texts(df: pd.DataFrame) -> tuple[str, str]:
     return fmt_int(len(df)), note
 
 
-def _alert_row(rec: dict) -> html.Div:
+def _alert_row(rec: dict, actions: bool = True) -> html.Div:
     acked = rec.get("acked_by")
     acked = None if missing(acked) else acked
     return html.Div([
@@ -115,16 +115,18 @@ def _alert_row(rec: dict) -> html.Div:
                            f"(threshold {rec['threshold_text']})"
                            + (f" · acknowledged by {acked}" if acked else ""),
                            className="panel-sub")], className="alert-text"),
-        html.Button("Acknowledge", id={"type": ids.ALERT_ACK, "alert": rec["alert_id"]},
-                    className="btn", disabled=bool(acked)),
-        html.Button("Silence 1 h", id={"type": ids.ALERT_SILENCE,
-                                       "alert": rec["alert_id"]}, className="btn"),
+        *([html.Button("Acknowledge", id={"type": ids.ALERT_ACK, "alert": rec["alert_id"]},
+                       className="btn", disabled=bool(acked)),
+           html.Button("Silence 1 h", id={"type": ids.ALERT_SILENCE,
+                                          "alert": rec["alert_id"]}, className="btn")]
+          if actions else []),
     ], className=f"alert-row alert-{rec.get('severity')}")
 
 
-def actionable_list(df: pd.DataFrame) -> html.Div:
+def actionable_list(df: pd.DataFrame, actions: bool = True) -> html.Div:
     """Active alerts grouped per rack incident, the most severe incident first
-    (:func:`order_alerts`), with Acknowledge and Silence buttons (pattern-matching ids)."""
+    (:func:`order_alerts`), with Acknowledge and Silence buttons (pattern-matching ids)
+    when ``actions`` (operators; viewers get the list without them)."""
     if df is None or len(df) == 0:
         return empty("No active alerts: every rack is within its thresholds.")
     d = order_alerts(df)
@@ -137,7 +139,7 @@ def actionable_list(df: pd.DataFrame) -> html.Div:
         head += f" · {fmt_int(len(recs))} alerts, {fmt_int(firing)} firing"
         head += f" ({fmt_int(critical)} critical)" if critical else ""
         groups.append(html.Div(
-            [html.H3(head, className="incident-title"), *[_alert_row(r) for r in recs]],
+            [html.H3(head, className="incident-title"), *[_alert_row(r, actions) for r in recs]],
             className="incident" + (" incident-critical" if critical else ""),
             **{"data-incident": str(incident)}))
     return html.Div(groups, className="alert-list")

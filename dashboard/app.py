@@ -66,6 +66,8 @@ def create_app(
     reports_dir: str | None = None,
     options: Options | None = None,
     cluster: str = default("cluster.name"),
+    config=None,
+    rules_saved: Callable[[dict], None] | None = None,
 ) -> dash.Dash:
     """Build the Dash app reading ``warehouse``; live pages refresh every ``refresh_s`` s.
 
@@ -74,11 +76,13 @@ def create_app(
     trusted proxy header; ``reports_dir`` is where weekly report files are listed from;
     ``options`` (``Options.from_settings(config)``) the analytics settings the pages use
     (PUE, node overhead, carbon region, idle threshold, checkpoint interval, lemon test);
-    ``cluster`` (the ``cluster.name`` setting) is named in the header.
+    ``cluster`` (the ``cluster.name`` setting) is named in the header; ``config`` and
+    ``rules_saved``: the Thermal page's rule tuner (dashboard.context.set_context).
     """
     context.set_context(warehouse, now, refresh_s=refresh_s, title=title,
                         reports_dir=reports_dir, options=options,
-                        simulated=context.simulated_label_for(_simulator_profile(warehouse)))
+                        simulated=context.simulated_label_for(_simulator_profile(warehouse)),
+                        config=config, rules_saved=rules_saved)
     _forget_unclaimed_page_callbacks()
     app = dash.Dash(
         "dashboard",

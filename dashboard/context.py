@@ -24,6 +24,8 @@ class Context:
     reports_dir: str | None = None  # where weekly report files are listed from
     options: Options = Options()  # the analytics settings (PUE, idle threshold, ...)
     simulated: str | None = None  # label of a simulated warehouse (simulated_label_for)
+    config: object | None = None  # gpulens.config.Config of the service (the rule tuner)
+    rules_saved: Callable[[dict], None] | None = None  # the service reloads its rules
 
 
 _context: Context | None = None
@@ -32,14 +34,18 @@ _context: Context | None = None
 def set_context(warehouse, now: Callable[[], datetime] = utcnow_naive, *,
                 refresh_s: float = default("dashboard.refresh_s"), title: str = "gpulens",
                 reports_dir: str | None = None, options: Options | None = None,
-                simulated: str | None = None) -> None:
+                simulated: str | None = None, config=None,
+                rules_saved: Callable[[dict], None] | None = None) -> None:
     """Point every page's callbacks at ``warehouse`` and the clock ``now``; ``options``:
     the configured analytics settings (``Options.from_settings(config)``; None: defaults);
-    ``simulated``: the label every page header shows of a simulated warehouse."""
+    ``simulated``: the label every page header shows of a simulated warehouse;
+    ``config``: the service's configuration (the Thermal page's rule tuner reads the rules
+    and the file to save to); ``rules_saved(values)``: called after the tuner saved rule
+    settings (``{"alerts.gpu_temp.threshold": 90.0}``) so the service reloads them."""
     global _context
     _context = Context(warehouse=warehouse, now=now, refresh_s=float(refresh_s), title=title,
                        reports_dir=reports_dir, options=options or Options(),
-                       simulated=simulated)
+                       simulated=simulated, config=config, rules_saved=rules_saved)
 
 
 def _get() -> Context:
@@ -54,6 +60,22 @@ def _get() -> Context:
 def warehouse():
     """The warehouse itself (for the few writes a page makes: acknowledge, silence)."""
     return _get().warehouse
+
+
+def config():
+    """The service's configuration (``gpulens.config.Config``), or None (an app built
+    without one: the rule tuner then uses the defaults and cannot save)."""
+    return _get().config
+
+
+def rules_saved(values: dict) -> bool:
+    """Tell the service the tuner saved ``values``; False when nothing listens (the
+    change then takes effect at the next start)."""
+    hook = _get().rules_saved
+    if hook is None:
+        return False
+    hook(values)
+    return True
 
 
 def reports_dir() -> str | None:

@@ -58,6 +58,18 @@ THERMAL_ALERTS = "thermal-alerts"
 ALERT_ACK = "alert-ack"  # pattern-matching button id: {"type": ALERT_ACK, "alert": id}
 ALERT_SILENCE = "alert-silence"
 THERMAL_ALERT_MSG = "thermal-alert-msg"
+# the Thermal page's rule tuner (issue 22)
+TUNER_RULE = "tuner-rule"
+TUNER_DAYS = "tuner-days"
+TUNER_FIELD = "tuner-field"  # prefix: tuner-field-threshold, tuner-field-hold_s, ...
+TUNER_RUN = "tuner-run"
+TUNER_SAVE = "tuner-save"
+TUNER_JOB = "tuner-job"
+TUNER_POLL = "tuner-poll"
+TUNER_STATUS = "tuner-status"
+TUNER_RESULT = "tuner-result"
+TUNER_SAVE_MSG = "tuner-save-msg"
+TUNER_CURRENT = "tuner-current"
 
 # -- jobs pages (dashboard/pages/jobs.py, job.py) --------------------------------------
 JOBS_QUERY = "jobs-query"

@@ -55,6 +55,17 @@ class Config:
             values[name] = _validate(BY_NAME[name], raw, "command line")
         return Config(values, self.source)
 
+    def update(self, values: Mapping[str, Any], where: str = "dashboard") -> None:
+        """Replace some settings in place (``{"alerts.gpu_temp.threshold": 90.0}``),
+        validated first: the running service's rules after the Thermal page's tuner
+        saved them (issue 22). All or nothing."""
+        checked = {}
+        for name, raw in values.items():
+            if name not in BY_NAME:
+                raise ConfigError(f"{where}: unknown setting {name!r}")
+            checked[name] = _validate(BY_NAME[name], raw, where)
+        self._values.update(checked)
+
 
 def _validate(setting: Setting, value: Any, where: str) -> Any:
     kind = setting.type

@@ -122,6 +122,15 @@ class Service:
             self.alerts.dashboard_url = url  # links in notifications point at this server
         return url
 
+    def _rules_saved(self, values: dict) -> None:
+        """The Thermal page's tuner saved rule settings to the configuration file: apply
+        them to the running configuration (the backtest API reads it too) and the rules
+        (issue 22)."""
+        self.config.update(values)
+        if self.alerts is not None:
+            self.alerts.reload_rules(self.config)
+        log.info("alert rules reloaded: %s", ", ".join(f"{k}={v}" for k, v in values.items()))
+
     def _incidents(self) -> list:
         """The simulated sources' ground-truth incidents (for a backtest's time to page)."""
         return [i for s in self.sources if hasattr(s, "cluster") for i in s.cluster.incidents()]
@@ -136,6 +145,7 @@ class Service:
             reports_dir=self.config["reports.dir"],
             options=analytics.Options.from_settings(self.config),
             cluster=self.config["cluster.name"],
+            config=self.config, rules_saved=self._rules_saved,
         )
         app.server.add_url_rule("/healthz", "healthz", self._healthz)
         exporter.install(app.server, self.warehouse.reader, now=self.now,

@@ -81,3 +81,23 @@ def event_counts(df: pd.DataFrame | None) -> go.Figure:
                       xaxis={**GRID, "title": {"text": "Events"}},
                       yaxis={"title": {"text": "Kind"}, "automargin": True})
     return fig
+
+
+def tuner_per_rack(rows: list[dict] | None, rule: str = "") -> go.Figure:
+    """The rule tuner's backtest per rack (rows of ``alerts.backtest.per_rule_rack``):
+    firings and pages (firing notifications) side by side, one pair of bars per rack."""
+    if not rows:
+        return empty_figure(f"{html.escape(rule) or 'The rule'} would not have fired in "
+                            "this window.", height=280)
+    racks = [html.escape(str(r["rack"])) for r in rows]
+    fig = go.Figure([
+        go.Bar(x=racks, y=[r["firings"] for r in rows], name="Firings",
+               marker_color=PALETTE[0], hovertemplate="%{x}: %{y} firings<extra></extra>"),
+        go.Bar(x=racks, y=[r["pages"] for r in rows], name="Pages",
+               marker_color=PALETTE[5], hovertemplate="%{x}: %{y} pages<extra></extra>"),
+    ])
+    fig.update_layout(**chart_layout(280, hovermode="closest", uirevision="tuner"),
+                      barmode="group",
+                      xaxis={"title": {"text": "Rack"}, "type": "category"},
+                      yaxis={**GRID, "title": {"text": "Count"}, "rangemode": "tozero"})
+    return fig

@@ -1,7 +1,8 @@
 """Thermal (``/thermal``): is a rack overheating right now, and what did heat cost?
 
 The live floor map with drill-down, per-rack temperature distributions, throttling over
-time, XID/ECC/throttle events, and the active alerts with acknowledge and silence.
+time, XID/ECC/throttle events, the active alerts with acknowledge and silence (buttons
+for operators only), and the rule tuner (dashboard/pages/thermal_tuner.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dashboard.figures import overview as floor_fig
 from dashboard.figures import thermal as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_span, fmt_time
+from dashboard.pages import thermal_tuner
 from warehouse.queries import alerts, overview, thermal
 from warehouse.queries.fleet import STALE_AFTER_S
 
@@ -23,6 +25,9 @@ dash.register_page(
     title=lambda **_: context.page_title("Thermal"),
     description="Live floor map, rack temperatures, throttling, XIDs and alerts.",
 )
+
+
+thermal_tuner.register()  # its callbacks, each time Dash loads this page
 
 
 EVENT_COLUMNS = (
@@ -59,6 +64,7 @@ def layout(**query) -> html.Div:
         ),
         components.panel("XID, ECC and throttle events", "Most recent first.",
                          html.Div(components.empty("Loading…"), id=ids.THERMAL_EVENTS)),
+        thermal_tuner.panel(),
     )
 
 
@@ -138,7 +144,7 @@ def update_alerts(data, _n=None, _msg=None):
     f = from_query(data)
     df = alerts.list_alerts(context.reader(), now=context.now(),
                             states=("pending", "firing"), rack=f.rack, limit=100)
-    return alerts_view.actionable_list(df)
+    return alerts_view.actionable_list(df, actions=auth.can_operate())
 
 
 @callback(
