@@ -92,7 +92,8 @@ def compare(fig: Figure, value: float | None) -> tuple[str, str, bool | None]:
 
 
 def published(fig: Figure) -> str:
-    rng = f"{fig.lo:g}" if fig.lo == fig.hi else f"{fig.lo:g}-{fig.hi:g}"
+    lo, hi = round(fig.lo, 1), round(fig.hi, 1)
+    rng = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
     return f"{rng} {fig.unit}"
 
 
