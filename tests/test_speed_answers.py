@@ -164,3 +164,31 @@ def test_job_energy_is_run_energy_per_job(seeded, hours, resolution, by):
     assert len(want) > 0 and want["carbon_kg"].sum() > 0
     pd.testing.assert_frame_equal(got[keys + cols], want[keys + cols], check_dtype=False,
                                   rtol=1e-12)
+
+
+def _gamma_quantile_200(a: float, p: float) -> float:
+    """The fixed 200-step bisection warehouse.reliability._gamma_quantile replaced."""
+    from warehouse.reliability import _gamma_p
+
+    lo, hi = 0.0, max(1.0, a)
+    while _gamma_p(a, hi) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if _gamma_p(a, mid) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+@given(st.integers(min_value=0, max_value=20_000),
+       st.sampled_from([0.5, 0.9, 0.95, 0.99]))
+def test_rate_interval_bounds_are_the_200_step_bisection(count, confidence):
+    """The bisection now stops when its midpoint rounds to an end: the same float."""
+    from warehouse import reliability
+
+    alpha = 1.0 - confidence
+    low, high = reliability.rate_interval(count, 1.0, confidence)
+    assert low == (0.0 if count == 0 else _gamma_quantile_200(float(count), alpha / 2))
+    assert high == _gamma_quantile_200(count + 1.0, 1.0 - alpha / 2)

@@ -141,12 +141,16 @@ def _gamma_p(a: float, x: float) -> float:
 
 
 def _gamma_quantile(a: float, p: float) -> float:
-    """x with P(a, x) = p, by bisection (monotone in x)."""
+    """x with P(a, x) = p, by bisection (monotone in x). It stops once the midpoint
+    rounds to an end (~60 steps, not 200: issue 17), where further steps keep returning
+    that same float."""
     lo, hi = 0.0, max(1.0, a)
     while _gamma_p(a, hi) < p:
         hi *= 2.0
     for _ in range(200):
         mid = (lo + hi) / 2.0
+        if mid in (lo, hi):
+            return mid
         if _gamma_p(a, mid) < p:
             lo = mid
         else:
