@@ -445,12 +445,14 @@ class PrometheusSource:
         pull: str = default("prometheus.pull"),
         federate: Callable[[str], str] | None = None,
         federate_workers: int = default("prometheus.federate_workers"),
+        federate_gzip: bool = default("prometheus.federate_gzip"),
     ):
         if pull not in ("federate", "query"):
             raise ValueError(f"pull must be 'federate' or 'query', not {pull!r}")
         self.client = client
         self.pull = pull
-        self.federate = federate or (_federate_via(client) if pull == "federate" else None)
+        self.federate = federate or (_federate_via(client, gzip=federate_gzip)
+                                     if pull == "federate" else None)
         self.federate_workers = federate_workers
         self.interval_s = interval_s  # seconds between cycles and between range steps
         self.queries = field_queries(selector)

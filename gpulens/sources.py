@@ -82,6 +82,7 @@ def _prometheus(config: Config, warehouse: Warehouse, now: datetime):
         resume_from=meta.latest_sample_ts(warehouse.reader()),
         max_catchup_s=p["max_catchup_h"] * 3600, chunk_s=p["chunk_min"] * 60,
         pull=p["pull"], federate_workers=p["federate_workers"],
+        federate_gzip=p["federate_gzip"],
     )
 
 

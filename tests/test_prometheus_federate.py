@@ -333,3 +333,45 @@ def test_serve_wires_the_pull_setting(tmp_path, setting, pull):
         wh.close()
     assert source.pull == pull and source.federate_workers == 2
     assert (source.federate is not None) == (pull == "federate")
+
+
+@pytest.mark.parametrize("gzip", [False, True])
+def test_federate_asks_uncompressed_unless_told(gzip):
+    """Over HTTP: Accept-Encoding identity by default (no CPU spent on gzip at either
+    end), gzip with prometheus.federate_gzip; the answer is read either way."""
+    import gzip as gz
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from collector.prometheus import connect
+
+    text = with_targets(render_dcgm(fleet(1, 2)), MS0).encode()
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            enc = self.headers.get("Accept-Encoding", "")
+            asked.append(enc)
+            body = text if "GPU_TEMP" in self.path else b""
+            self.send_response(200)
+            if "gzip" in enc:
+                body = gz.compress(body)
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        src = PrometheusSource(connect(f"http://127.0.0.1:{server.server_address[1]}"),
+                               interval_s=15, now=lambda: T0, federate_gzip=gzip)
+        b = dict(src.collect(T0))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert set(asked) == {"gzip" if gzip else "identity"} and len(asked) == len(FIELDS)
+    assert b["samples"]["temp_c"].to_pylist() == [40.0, 41.0]
