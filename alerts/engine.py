@@ -18,7 +18,11 @@ When only silenced alerts keep a group open, it closes without a message.
 
 Inhibition (as Alertmanager's inhibit rules): while a rack-scope alert fires for a rack,
 GPU-scope groups of that rack do not open, so a cooling failure pages once and not
-again for each GPU that heats up or throttles; groups already open carry on.
+again for each GPU that heats up or throttles; groups already open carry on. A GPU-scope
+alert active while its rack's alert fires stays inhibited until it resolves (its
+context keeps ``inhibited_by``, persisted with it): a GPU still throttling when the rack
+alert resolves is the same incident, and paging then made one incident page twice
+(issue 22).
 """
 
 from __future__ import annotations
@@ -90,8 +94,26 @@ def step(rules: tuple[Rule, ...], hits: dict[str, Hit], now: datetime, state: St
             resolved.append(new)
         else:
             alerts[fp] = new
+    marked = _mark_inhibited(alerts)
+    if marked:
+        alerts.update(marked)
+        upserts = [marked.get(a.fingerprint, a) if a.state != RESOLVED else a
+                   for a in upserts]
     groups, notes = _notify(state, alerts, resolved, now, silences, cluster)
     return Result(State(alerts, groups), tuple(upserts), tuple(dropped), tuple(notes))
+
+
+INHIBITED_BY = "inhibited_by"  # context key: the rack alert that inhibits a GPU alert
+
+
+def _mark_inhibited(alerts: dict[str, Alert]) -> dict[str, Alert]:
+    """GPU-scope alerts (pending or firing) of racks with a firing rack-scope alert, not
+    yet marked, with ``inhibited_by`` naming that rack alert's fingerprint."""
+    hot = {a.rack: a.fingerprint for a in alerts.values()
+           if a.state == FIRING and a.scope == "rack" and a.rack is not None}
+    return {fp: a.evolve(context={**a.context, INHIBITED_BY: hot[a.rack]})
+            for fp, a in alerts.items()
+            if a.scope == "gpu" and a.rack in hot and INHIBITED_BY not in a.context}
 
 
 def _advance(rule: Rule, old: Alert | None, hit: Hit | None, now: datetime) -> Alert | None:
@@ -112,7 +134,10 @@ def _advance(rule: Rule, old: Alert | None, hit: Hit | None, now: datetime) -> A
         )
     fresh = {"last_eval": now}
     if hit is not None:
-        fresh.update(value=value, context=hit.context, peak=max(old.peak, value))
+        context = dict(hit.context)
+        if INHIBITED_BY in old.context:  # kept for the episode's life (see _mark_inhibited)
+            context[INHIBITED_BY] = old.context[INHIBITED_BY]
+        fresh.update(value=value, context=context, peak=max(old.peak, value))
     if old.state == PENDING:
         if not above:
             return None
@@ -137,11 +162,10 @@ def _notify(state: State, alerts: dict[str, Alert], resolved: list[Alert], now: 
     """Open and close notification groups; return (open groups, notifications)."""
     loud: dict[str, list[Alert]] = {}
     quiet: set[str] = set()
-    hot_racks = {a.rack for a in alerts.values() if a.state == FIRING and a.scope == "rack"}
     for a in alerts.values():
         if a.state != FIRING:
             continue
-        inhibited = (a.scope == "gpu" and a.rack in hot_racks
+        inhibited = (a.scope == "gpu" and INHIBITED_BY in a.context
                      and a.group_key not in state.groups)
         if inhibited or silenced(a, silences, now):
             quiet.add(a.group_key)

@@ -40,7 +40,8 @@ DEFAULTS: tuple[Rule, ...] = (
          hold_s=30.0, resolve_hold_s=180.0, unit="C",
          summary="Rack running hotter than its own recent baseline or than the other "
                  "racks at similar load (cooling failure)",
-         params={"min_z": 1.5, "smooth_s": 60.0, "baseline_s": 180.0}),
+         params={"min_z": 1.5, "smooth_s": 60.0, "baseline_s": 180.0,
+                 "load_margin_c_per_w": 0.01}),
     Rule("temp_rise", "gpu_rate", "gpu", "warning", threshold=4.0, clear=2.0,
          hold_s=30.0, resolve_hold_s=120.0, unit="C/min",
          summary="GPU temperature rising fast at steady power",
