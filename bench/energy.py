@@ -14,7 +14,17 @@ total energy, mJ) is the exact integral: the ground truth. gpulens samples it ev
 time, ``energy_j`` the counter. Both go through the warehouse (ingest, rollups), and each
 job's GPU energy is read with ``warehouse.queries.energy.job_energy`` (the counter deltas
 of the minute tier) and, for comparison, as the integral of the sampled power (what the
-minute tier computed before issue 21). Prints per job both against the counter.
+minute tier computed before issue 21). Prints per job both against the counter, and
+the same jobs read from the 1-hour tier alone (``resolution="hour"``: the counter's
+energy of each GPU-hour shared by the allocation's seconds, what a job's energy is once
+the minute tier is gone: "counter, hourly-scaled").
+
+Then the simulator's ground truth: ``--sim-hours`` of a simulated rack (collector/
+simulator: the energy counter is the exact integral of the power it reports), each whole
+run's GPU energy (runs of at least 30 min) against its counter over its allocation
+(interpolated at the allocation's ends), from the minute tier and from the hour tier.
+Ends with one line per check: measured / target / met (target: within 2 % of the
+counter, issue 21); exit 1 if one is not met.
 """
 
 from __future__ import annotations
@@ -81,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", type=float, default=15.0, help="sampling interval, s")
     ap.add_argument("--jobs", type=int, default=4, help="jobs, one GPU each")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--sim-hours", type=float, default=12.0,
+                    help="hours of the simulated rack (0: skip the simulator)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     idle_w, load_w = _recorded_w("h100_real_idle.json"), _recorded_w("h100_real_load.json")
@@ -114,23 +126,97 @@ def main(argv: list[str] | None = None) -> int:
         opts = Options(node_overhead_w=0.0, pue=1.0)
         got = qe.job_energy(wh.reader(), start=T0, end=T0 + timedelta(seconds=secs),
                             opts=opts, resolution="minute").set_index("job_id")
+        hourly = qe.job_energy(wh.reader(), start=T0, end=T0 + timedelta(seconds=secs),
+                               opts=opts, resolution="hour").set_index("job_id")
         wh.close()
-    rows, worst = [], {"counter": 0.0, "power": 0.0}
+    rows, worst = [], {"counter": 0.0, "power": 0.0, "hourly": 0.0}
     for job, (counter_kwh, power_kwh) in truth.items():
         ours = float(got.loc[job, "gpu_kwh"])
         e_ours, e_pow = ours / counter_kwh - 1, power_kwh / counter_kwh - 1
+        e_hour = float(hourly.loc[job, "gpu_kwh"]) / counter_kwh - 1
         worst = {"counter": max(worst["counter"], abs(e_ours)),
-                 "power": max(worst["power"], abs(e_pow))}
+                 "power": max(worst["power"], abs(e_pow)),
+                 "hourly": max(worst["hourly"], abs(e_hour))}
         rows.append((job, f"{counter_kwh * 1000:.1f}", f"{ours * 1000:.1f}",
-                     f"{100 * e_ours:+.2f} %", f"{power_kwh * 1000:.1f}",
-                     f"{100 * e_pow:+.2f} %"))
+                     f"{100 * e_ours:+.2f} %", f"{100 * e_hour:+.2f} %",
+                     f"{power_kwh * 1000:.1f}", f"{100 * e_pow:+.2f} %"))
     print(f"H100 trace from the recorded fixtures: idle {idle_w:.1f} W, load {load_w:.1f} W; "
           f"{args.jobs} jobs x {args.minutes - 20} min, sampled every {args.interval:g} s")
-    print_table(["job", "counter Wh", "job_energy Wh", "vs counter", "power integral Wh",
-                 "vs counter"], rows)
+    print_table(["job", "counter Wh", "job_energy Wh", "vs counter", "hourly-scaled vs counter",
+                 "power integral Wh", "vs counter"], rows)
     print(f"worst: job_energy (counter deltas) {100 * worst['counter']:.2f} %, "
           f"power integral {100 * worst['power']:.2f} % (target: within 2 %)")
-    return 0 if worst["counter"] <= 0.02 else 1
+    checks = [("H100 fixture trace, energy counter (minute tier)", worst["counter"])]
+    if timedelta(minutes=args.minutes - 20) >= MIN_RUN:  # shorter jobs: see MIN_RUN
+        checks.append(("H100 fixture trace, counter hourly-scaled (hour tier)",
+                       worst["hourly"]))
+    if args.sim_hours > 0:
+        sim = simulator_truth(args.sim_hours, args.seed)
+        checks += [("simulator ground truth, energy counter (minute tier)", sim["minute"]),
+                   ("simulator ground truth, counter hourly-scaled (hour tier)", sim["hour"])]
+    print()
+    print_table(["check (worst run)", "measured", "target", "met"],
+                [(name, f"{100 * err:.2f} %", f"{100 * TARGET:.0f} %",
+                  "yes" if err <= TARGET else "NO") for name, err in checks])
+    return 0 if all(err <= TARGET for _, err in checks) else 1  # NaN (no run): not met
+
+
+TARGET = 0.02  # within 2 % of the counter (issue 21)
+#: Runs held to the target: whole runs (the simulator's: started and ended inside the
+#: simulated window) holding their GPUs at least this long. The minute tier splits a
+#: minute by overlap, so each end of a run can be off by up to a minute of the difference
+#: between its power and the GPU's before or after it (a few-minute run: up to 10 %); the
+#: hour tier splits an hour by overlap (a 5-minute job: 8 % on the H100 trace).
+MIN_RUN = timedelta(minutes=30)
+
+
+def counter_truth(samples: pd.DataFrame, allocs: pd.DataFrame) -> pd.Series:
+    """kWh per (job_id, run_index): each allocation's GPU energy counter interpolated at
+    its ends ``s`` and ``e`` (``samples``: raw ts, node, gpu_index, energy_j in J)."""
+    out: dict[tuple[str, int], float] = {}
+    for (node, gpu), a in allocs.groupby(["node", "gpu_index"]):
+        s = samples[(samples.node == node) & (samples.gpu_index == gpu)].sort_values("ts")
+        x = s.ts.to_numpy("datetime64[us]").astype(np.int64)
+        for r in a.itertuples():
+            lo, hi = (np.datetime64(t, "us").astype(np.int64) for t in (r.s, r.e))
+            j = np.interp(hi, x, s.energy_j) - np.interp(lo, x, s.energy_j)
+            key = (r.job_id, int(r.run_index))
+            out[key] = out.get(key, 0.0) + j / 3.6e6
+    return pd.Series(out, dtype=float)
+
+
+def simulator_truth(hours: float, seed: int) -> dict[str, float]:
+    """Worst relative error of run_energy (minute and hour tier) against the simulator's
+    counter over each whole run of at least :data:`MIN_RUN`, over ``hours`` of one
+    simulated rack."""
+    from collector.simulator import Cluster, SimConfig
+
+    start = datetime(2026, 11, 16)
+    end = start + timedelta(hours=hours)
+    lo, hi = start + timedelta(minutes=10), end - timedelta(minutes=10)  # counter both sides
+    cluster = Cluster(SimConfig(racks=1, seed=seed), anchor=start)
+    with tempfile.TemporaryDirectory() as tmp, Warehouse(str(Path(tmp) / "s.duckdb")) as wh:
+        cluster.backfill(lambda k, t: wh.ingest(k, t).result(), start, end, progress=False)
+        wh.rollup().result()
+        cur = wh.reader()
+        raw = cur.execute("SELECT ts, node, gpu_index, energy_j FROM gpu_samples").df()
+        allocs = cur.execute(
+            "SELECT job_id, run_index, node, gpu_index, start_ts AS s, end_ts AS e "
+            "FROM allocations WHERE start_ts >= $lo AND end_ts <= $hi AND end_ts - start_ts "
+            ">= $min", {"lo": lo, "hi": hi, "min": MIN_RUN}).df()
+        truth = counter_truth(raw, allocs)
+        opts = Options(node_overhead_w=0.0, pue=1.0)
+        worst = {}
+        for res in ("minute", "hour"):
+            got = qe.run_energy(cur, start=start, end=end, opts=opts, resolution=res)
+            got = got.set_index(["job_id", "run_index"])["gpu_kwh"]
+            err = (got.reindex(truth.index).fillna(0.0) / truth - 1).abs()
+            worst[res] = float(err.max()) if len(err) else float("nan")
+    print(f"simulator: {hours:g} h of one rack, {len(truth)} whole runs of at least "
+          f"{MIN_RUN.total_seconds() / 60:.0f} min ({truth.sum():.1f} kWh by the counter); "
+          f"worst error minute tier {100 * worst['minute']:.2f} %, hour tier "
+          f"{100 * worst['hour']:.2f} %")
+    return worst
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from dashboard.figures import energy as fig
 from dashboard.filters import from_query
 from dashboard.formatting import DASH, fmt_num, fmt_time, missing
 from warehouse.queries import energy as eq
+from warehouse.queries import energy_method as em
 from warehouse.queries import goodput_carbon as gc
 
 dash.register_page(
@@ -88,9 +89,11 @@ def _window(data):
     return f, start, end
 
 
-def totals(df, x: str = "hour") -> list[tuple[str, str, str]]:
+def totals(df, x: str = "hour", gpu_method: str | None = None) -> list[tuple[str, str, str]]:
     """Headline cards of the window from the energy-over-time frame (kWh, t CO₂e); the
-    emissions say which intensity sources applied to how many hours (days: ``x``)."""
+    emissions say which intensity sources applied to how many hours (days: ``x``), IT
+    energy where the node energy came from, the GPU share how the jobs' GPU energy was
+    measured (``gpu_method``: warehouse/queries/energy_method.py:window_method)."""
     if df is None or len(df) == 0:
         return [(t, DASH, "no energy data in this window") for t in
                 ("IT energy", "Facility energy", "Emissions", "GPU share")]
@@ -103,7 +106,9 @@ def totals(df, x: str = "hour") -> list[tuple[str, str, str]]:
         ("Emissions", fmt_num(s["carbon_kg"] / 1000, 2, "t CO₂e"),
          f"facility energy x grid intensity: {fig.intensity_sources(df, x=x)}"),
         ("GPU share", fmt_num(100 * s["gpu_kwh"] / s["it_kwh"] if s["it_kwh"] else None, 0,
-                              "%"), f"{fmt_num(s['gpu_kwh'], 0, 'kWh')} in GPUs"),
+                              "%"), f"{fmt_num(s['gpu_kwh'], 0, 'kWh')} in GPUs"
+                             + (f"; jobs' GPU energy from: {gpu_method}" if gpu_method
+                                else "")),
     ]
 
 
@@ -115,8 +120,9 @@ def update_over_time(data, _n=None):
     f, start, end = _window(data)
     by = "hour" if end - start <= HOURLY_UP_TO else "day"
     df = eq.energy_by(context.reader(), start=start, end=end, by=by, opts=context.options())
+    how = em.window_method(context.reader(), start=start, end=end)
     return (fig.energy_over_time(df, x=by, start=start, end=end),
-            fig.pue_and_intensity(df, x=by), components.cards(totals(df, by)),
+            fig.pue_and_intensity(df, x=by), components.cards(totals(df, by, how)),
             f"{f.label} · {fmt_time(end)}")
 
 

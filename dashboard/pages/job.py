@@ -180,6 +180,7 @@ ENERGY_COLUMNS = (
     num("gpu_kwh", "GPU energy", 1, "kWh"),
     num("facility_kwh", "Facility energy", 1, "kWh"),
     num("carbon_kg", "Emissions", 1, "kg CO₂e"),
+    Column("method", "GPU energy from"),
 )
 
 

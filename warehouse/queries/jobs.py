@@ -16,6 +16,7 @@ import pandas as pd
 from warehouse.analytics import Options
 from warehouse.db import fill
 from warehouse.queries import energy as qe
+from warehouse.queries import energy_method as em
 from warehouse.queries.utilisation import TIERS, bucket_s, tier
 
 MAX_JOB_SPAN = timedelta(days=31)
@@ -179,15 +180,19 @@ def energy(cur, *, job_id: str, now: datetime, opts: Options | None = None) -> p
     """Energy and carbon of each of the job's runs, counted as the Energy page counts
     them (:func:`warehouse.queries.energy.run_energy`: GPU energy, the node's non-GPU
     share, PUE, grid intensity). Columns: run_index, gpu_hours, gpu_kwh, it_kwh,
-    facility_kwh, carbon_kg, embodied_kg. Empty when the job never held a GPU."""
+    facility_kwh, carbon_kg, embodied_kg, method (how the GPU energy was measured:
+    warehouse/queries/energy_method.py). Empty when the job never held a GPU."""
     span = _span(cur, job_id, now)
     cols = ["run_index", "gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg",
-            "embodied_kg"]
+            "embodied_kg", "method"]
     if span is None:
         return pd.DataFrame(columns=cols)
     held = cur.execute(_HELD_RUNS, {"job_id": job_id}).fetchall()
-    df = qe.run_energy(cur, start=span[0], end=span[1], opts=opts,
-                       runs=[(job_id, int(r)) for (r,) in held])
+    runs = [(job_id, int(r)) for (r,) in held]
+    df = qe.run_energy(cur, start=span[0], end=span[1], opts=opts, runs=runs)
+    how = em.run_methods(cur, start=span[0], end=span[1], runs=runs)
+    df = df.merge(how[["job_id", "run_index", "method"]], on=["job_id", "run_index"],
+                  how="left")
     return df.sort_values("run_index", ignore_index=True)[cols]
 
 

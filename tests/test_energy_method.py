@@ -1,0 +1,54 @@
+"""The method behind each job energy figure (issue 21): energy counter, counter
+hourly-scaled, power integral (warehouse/queries/energy_method.py)."""
+
+import pytest
+
+from tests.support.runs import H, T, add_job, ingest, run_refresh, samples
+from warehouse.queries import energy_method as em
+from warehouse.queries import jobs as qj
+
+
+def test_label_names_one_method_or_the_shares():
+    assert em.label(3600, 0, 0) == "energy counter"
+    assert em.label(0, 7200, 10) == "counter, hourly-scaled"  # 99.9 %
+    assert em.label(0, 0, 60) == "power integral"
+    assert em.label(2700, 0, 900) == "energy counter 75 %, power integral 25 %"
+    assert em.label(0, 0, 0) == "no telemetry"
+
+
+def test_each_run_says_how_its_energy_was_measured(wh):
+    # GPU 0 keeps an energy counter (its first sample has no predecessor: 1 of 480 steps
+    # is power x interval); GPU 1 reports no counter. X holds GPU 0, Y both, Z GPU 1 for
+    # the first hour and GPU 0 for the second.
+    ingest(wh, samples("n0", 0, T, 480, 400), samples("n0", 1, T, 480, 300, counter=False))
+    add_job(wh, "X", [{"start": T, "end": T + 2 * H, "state": "COMPLETED", "nodes": ["n0"],
+                       "gpu_indices": [0]}], gpus=1)
+    add_job(wh, "Y", [{"start": T, "end": T + 2 * H, "state": "COMPLETED", "nodes": ["n0"],
+                       "gpu_indices": [0, 1]}], gpus=2)
+    add_job(wh, "Z", [{"start": T, "end": T + H, "state": "FAILED", "nodes": ["n0"],
+                       "gpu_indices": [1]},
+                      {"start": T + H, "end": T + 2 * H, "state": "COMPLETED",
+                       "nodes": ["n0"], "gpu_indices": [0]}], gpus=1)
+    run_refresh(wh, now=T + 3 * H)
+    rng = {"start": T, "end": T + 2 * H}
+    df = em.run_methods(wh.reader(), **rng).set_index(["job_id", "run_index"])
+    assert df.loc[("X", 0), "method"] == "energy counter"
+    assert df.loc[("X", 0), "power integral"] == pytest.approx(3600 / 240)  # the first step
+    assert df.loc[("Y", 0), "method"] == "energy counter 50 %, power integral 50 %"
+    assert df.loc[("Z", 0), "method"] == "power integral"
+    assert df.loc[("Z", 1), "method"] == "energy counter"
+    hourly = em.run_methods(wh.reader(), **rng, resolution="hour").set_index("job_id")
+    assert hourly.loc["X", "method"] == "counter, hourly-scaled"
+    assert hourly.loc["X", "counter, hourly-scaled"] == pytest.approx(7200 - 15)
+    only = em.run_methods(wh.reader(), **rng, runs=[("Z", 1)])
+    assert only[["job_id", "run_index", "method"]].values.tolist() == [
+        ["Z", 1, "energy counter"]]
+    # the whole window: 5 GPU-hours of GPU 0 (X 2, Y 2, Z 1; less X's and Y's first
+    # 15 s step) against 3 of GPU 1 (Y 2, Z 1): 17,970 s to 10,830 s
+    assert em.window_method(wh.reader(), **rng) == "energy counter 62 %, power integral 38 %"
+    assert em.window_method(wh.reader(), start=T + H, end=T + 2 * H) == (
+        "energy counter 75 %, power integral 25 %")
+    # the job page's energy table says it per run
+    e = qj.energy(wh.reader(), job_id="Z", now=T + 3 * H)
+    assert e["method"].tolist() == ["power integral", "energy counter"]
+    assert (e["gpu_kwh"] > 0).all()

@@ -1,0 +1,102 @@
+"""How each job run's GPU energy was measured (issue 21), for the pages to say beside it.
+
+A run's GPU energy (warehouse/queries/energy.py:run_energy) is read per part of the range
+(warehouse/usage.py:plan). Each GPU-second the run held is counted under one method:
+
+- ``energy counter``: from the 1-minute tier (live or the usage table), in a GPU-hour
+  whose sampling steps took the energy counter's delta (``gpu_energy_1h``:
+  counter_samples / samples, the same rule as the 1-minute rollup);
+- ``counter, hourly-scaled``: the same, but read from the 1-hour tier (the 1-minute tier
+  is gone, or ``resolution="hour"``): the GPU-hour's counter energy shared by the
+  seconds held;
+- ``power integral``: the steps where the counter was missing or not trusted (a reset,
+  a gap, no counter on the GPU) fall back to power x interval.
+
+A GPU-hour computed after its raw samples were gone (``method = 'rollup'``) counts as
+counter: the rollups took the counter's delta wherever it was trustworthy.
+Units: seconds (GPU-seconds held); ranges ``[start, end)`` naive UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pandas as pd
+
+from warehouse import usage
+
+METHODS = ("energy counter", "counter, hourly-scaled", "power integral")
+
+_SQL = """
+WITH a AS (
+    SELECT job_id, run_index, node, gpu_index,
+           greatest(start_ts, $start) AS s, least(coalesce(end_ts, $end), $end) AS e
+    FROM allocations
+    WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
+      AND ($runs::VARCHAR[] IS NULL OR job_id || ':' || run_index IN (SELECT unnest($runs)))
+),
+ao AS (
+    SELECT job_id, run_index, node, gpu_index, ts,
+           (epoch_us(least(ts + INTERVAL 1 HOUR, e)) - epoch_us(greatest(ts, s))) / 1e6
+           AS held_s
+    FROM (SELECT *, unnest(range(date_trunc('hour', s), e, INTERVAL 1 HOUR)) AS ts
+          FROM a WHERE e > s)
+)
+SELECT ao.job_id, ao.run_index, ao.ts, sum(ao.held_s) AS held_s,
+       sum(ao.held_s * CASE WHEN g.method = 'rollup' THEN 1.0
+                            ELSE g.counter_samples / g.samples END) AS counter_s
+FROM ao JOIN gpu_energy_1h g USING (node, gpu_index, ts)
+WHERE g.samples > 0
+GROUP BY ALL
+"""
+
+
+def run_methods(cur, *, start: datetime, end: datetime,
+                runs: list[tuple[str, int]] | None = None,
+                resolution: str | None = None) -> pd.DataFrame:
+    """Per run (job_id, run_index) the GPU-seconds held in ``[start, end)`` whose energy
+    came from each method (columns of :data:`METHODS`, seconds) and ``method``, the
+    label for the run (:func:`label`). ``runs``: only these; ``resolution`` as in
+    run_energy. GPU-hours without energy rows are not counted."""
+    params = {"start": start, "end": end,
+              "runs": None if runs is None else [f"{j}:{int(r)}" for j, r in runs]}
+    df = cur.execute(_SQL, params).df()
+    cols = ["job_id", "run_index", *METHODS, "method"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    hourly = pd.Series(False, index=df.index)
+    for p in usage.plan(cur, start, end, resolution=resolution):
+        if p.path == "hour":  # a GPU-hour read from the 1-hour tier in this part
+            ts = pd.to_datetime(df["ts"])
+            hourly |= (ts + pd.Timedelta(hours=1) > p.start) & (ts < p.end)
+    counter = df["counter_s"].fillna(0.0)
+    df["energy counter"] = counter.where(~hourly, 0.0)
+    df["counter, hourly-scaled"] = counter.where(hourly, 0.0)
+    df["power integral"] = df["held_s"] - counter
+    out = df.groupby(["job_id", "run_index"], as_index=False)[list(METHODS)].sum()
+    out["method"] = [label(*r) for r in out[list(METHODS)].itertuples(index=False)]
+    return out[cols]
+
+
+def label(counter_s: float, hourly_s: float, power_s: float) -> str:
+    """Pure: the method of a figure from its GPU-seconds under each method: one name
+    when one method gave (nearly, >= 99.5 %) all of it, else each method's share, e.g.
+    ``"energy counter 80 %, power integral 20 %"``; ``"no telemetry"`` for none."""
+    seconds = dict(zip(METHODS, (counter_s, hourly_s, power_s), strict=True))
+    total = sum(max(0.0, s) for s in seconds.values())
+    if total <= 0:
+        return "no telemetry"
+    shares = {m: max(0.0, s) / total for m, s in seconds.items()}
+    main = max(shares, key=shares.get)
+    if shares[main] >= 0.995:
+        return main
+    return ", ".join(f"{m} {100 * v:.0f} %" for m, v in shares.items() if v >= 0.005)
+
+
+def window_method(cur, *, start: datetime, end: datetime,
+                  resolution: str | None = None) -> str:
+    """The method label of all runs' GPU energy in ``[start, end)``."""
+    df = run_methods(cur, start=start, end=end, resolution=resolution)
+    if df.empty:
+        return label(0.0, 0.0, 0.0)
+    return label(*(float(df[m].sum()) for m in METHODS))
