@@ -23,7 +23,7 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
-from gpulens.config import BY_NAME, ConfigError, load
+from gpulens.config import BY_NAME, Config, ConfigError, load
 
 _TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 _ARRAY_TABLE = re.compile(r"^\s*\[\[")
@@ -106,6 +106,7 @@ def set_values(path: str | os.PathLike, values: Mapping[str, object]) -> None:
         if name not in BY_NAME:
             raise ConfigError(f"unknown setting {name!r}")
     before = load(path, env={})  # the file must be valid to start with
+    Config(dict(before._values), before.source).update(values, str(path))  # values valid
     try:
         original = path.read_text()
     except OSError as exc:
