@@ -36,6 +36,15 @@ def test_a_profile_fills_the_fields_left_at_default_once():
         SimConfig(profile="acme").resolved()
 
 
+def test_the_profile_setting_takes_only_a_declared_profile():
+    from gpulens.config import ConfigError
+
+    assert load(None).with_overrides(simulator__profile="realistic")[
+        "simulator.profile"] == "realistic"
+    with pytest.raises(ConfigError, match="simulator.profile = 'acme'.*demo or realistic"):
+        load(None).with_overrides(simulator__profile="acme")
+
+
 def test_the_demo_profile_is_the_simulator_as_it_was():
     assert SimConfig().resolved() == replace(SimConfig(), calibrated=True)
     assert PROFILES["demo"] == {}

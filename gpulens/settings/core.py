@@ -23,6 +23,12 @@ def _lake_tables_ok(value: str) -> bool:
     return all(t in PARTITIONED or t in WHOLE for t in names)
 
 
+def _simulator_profile_ok(value: object) -> bool:
+    from collector.simulator.config import PROFILES  # imports the settings: not at the top
+
+    return value in PROFILES
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("cluster.name", str, "default",
             "Name of the cluster this gpulens watches: exported Parquet rows "
@@ -111,7 +117,7 @@ SETTINGS: tuple[Setting, ...] = (
             "Calibration of the simulated cluster: demo (the embedded demo's workload and "
             "telemetry) or realistic (fitted to Acme's published figures; docs/simulator.md). "
             "`gpulens simulate --profile` sets it with the failure rate.",
-            lambda v: v in {"demo", "realistic"}, "demo or realistic"),
+            _simulator_profile_ok, "demo or realistic"),
     Setting("simulator.history_days", float, 7.0,
             "Days of history written in bulk when the service starts on an empty "
             "database.", between(0, 400), "a number of days from 0 to 400"),
