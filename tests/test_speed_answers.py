@@ -192,3 +192,23 @@ def test_rate_interval_bounds_are_the_200_step_bisection(count, confidence):
     low, high = reliability.rate_interval(count, 1.0, confidence)
     assert low == (0.0 if count == 0 else _gamma_quantile_200(float(count), alpha / 2))
     assert high == _gamma_quantile_200(count + 1.0, 1.0 - alpha / 2)
+
+
+def test_waits_read_the_fragmentation_frames_free_gpus():
+    """The report reads the free GPUs once: the waits from fleet_fragmentation's frame
+    equal the waits that read their own (tests/support/placement.py: job P pends 3 h,
+    2 of them scattered)."""
+    from tests.support.placement import NOW, T, seed_placement
+    from warehouse import Warehouse
+
+    w = Warehouse(":memory:")
+    try:
+        seed_placement(w)
+        window = {"start": T, "end": NOW, "now": NOW, "min_gpus": 10}
+        frag = pl.fleet_fragmentation(w.reader(), start=T, end=NOW, now=NOW)
+        own = pl.waits_while_scattered(w.reader(), **window)
+        shared = pl.waits_while_scattered(w.reader(), free=frag.attrs["free"], **window)
+        pd.testing.assert_frame_equal(shared, own)
+        assert own[["pending_h", "scattered_h"]].values.tolist() == [[3.0, 2.0]]
+    finally:
+        w.close()

@@ -296,21 +296,28 @@ def fleet_fragmentation(cur, *, start: datetime, end: datetime, now: datetime,
                         partition: str | None = None) -> pd.DataFrame:
     """:func:`fragmentation` at each whole hour of ``[start, min(end, now))`` and at
     ``now`` when it falls in ``[start, end]`` (the last row is then "now"), with the usual
-    multi-node job size of the window. ``attrs["usual_gpus"]`` holds those sizes."""
+    multi-node job size of the window. ``attrs["usual_gpus"]`` holds those sizes and
+    ``attrs["free"]`` :func:`free_gpus`' frame (for :func:`waits_while_scattered`)."""
     stop = min(end, now)
     ticks = hourly_ticks(start, stop)
     if start <= now <= end and (not ticks or ticks[-1] < now):
         ticks.append(now)
     usual = usual_gpus(cur, start=start - timedelta(days=7), end=stop)
-    frag = fragmentation(free_gpus(cur, ticks=ticks, partition=partition), usual)
+    free = free_gpus(cur, ticks=ticks, partition=partition)
+    frag = fragmentation(free, usual)
     frag.attrs["usual_gpus"] = usual
+    frag.attrs["free"] = free
     return frag
 
 
 def waits_while_scattered(cur, *, start: datetime, end: datetime, now: datetime,
-                          min_gpus: int, partition: str | None = None) -> pd.DataFrame:
+                          min_gpus: int, partition: str | None = None,
+                          free: pd.DataFrame | None = None) -> pd.DataFrame:
     """:func:`scattered_waits` of the jobs of at least ``min_gpus`` GPUs pending in
-    ``[start, end)``, on hourly instants; most hours waited while scattered first."""
+    ``[start, end)``, on hourly instants; most hours waited while scattered first.
+    ``free``: :func:`free_gpus`' frame of the same window and partition at every whole
+    hour of ``[start, min(end, now))`` (``fleet_fragmentation(...).attrs["free"]``), so
+    the report reads the free GPUs once (issue 17); None: read here."""
     stop = min(end, now)
     pending = pending_large(cur, start=start, end=stop, now=now, min_gpus=min_gpus,
                             partition=partition)
@@ -318,8 +325,12 @@ def waits_while_scattered(cur, *, start: datetime, end: datetime, now: datetime,
         return pending.assign(pending_h=pd.Series(dtype=float),
                               scattered_h=pd.Series(dtype=float))
     first = max(start, pending["submit_ts"].min().to_pydatetime())
-    frag = fragmentation(free_gpus(cur, ticks=hourly_ticks(first, stop), partition=partition),
-                         {})
+    ticks = hourly_ticks(first, stop)
+    if free is None:
+        free = free_gpus(cur, ticks=ticks, partition=partition)
+    else:  # the window's instants include these: keep exactly them
+        free = free[free["ts"].isin(pd.to_datetime(ticks))]
+    frag = fragmentation(free, {})
     node = cur.execute("SELECT coalesce(median(gpus), 1) FROM nodes").fetchone()[0]
     out = scattered_waits(pending, frag.attrs["by_partition"], now=now, node_gpus=float(node))
     return out.sort_values(["scattered_h", "gpus"], ascending=False, ignore_index=True)
