@@ -101,9 +101,13 @@ def test_attributed_plus_unattributed_is_the_gpus_energy(gpu_wh, spans):
         con.execute("DELETE FROM job_runs")
         con.execute("DELETE FROM jobs")
     gpu_wh.write(reset).result()
-    for i, (a, b) in enumerate(spans):
-        lo, hi = sorted((a, b))
-        _job(gpu_wh, f"j{i}", T + timedelta(seconds=lo), T + timedelta(seconds=hi + 1))
+    runs = pd.DataFrame([(f"j{i}", 0, T + timedelta(seconds=min(a, b)),
+                          T + timedelta(seconds=max(a, b) + 1)) for i, (a, b) in enumerate(spans)],
+                        columns=["job_id", "run_index", "start_ts", "end_ts"])
+    if len(runs):  # one ingest per table (a job per span, holding GPU n0/0)
+        gpu_wh.ingest("jobs", runs[["job_id"]].assign(user_name="ann", gpus=1)).result()
+        gpu_wh.ingest("runs", runs.assign(state="COMPLETED", gpus=1)).result()
+        gpu_wh.ingest("allocations", runs.assign(node="n0", gpu_index=0)).result()
     total = gpu_wh.reader().execute(
         "SELECT sum(energy_j) / 3.6e6 FROM gpu_samples_1m").fetchone()[0]
     for res in ("minute", "hour"):
