@@ -228,7 +228,7 @@ x AS (  -- one join of allocations with the hour tier
            h.j, h.data_s, least(aw.held_s, h.data_s) AS alloc_s
     FROM aw JOIN hours h USING (node, gpu_index, ts)
     WHERE aw.held_s > 0
-      AND ($runs::VARCHAR[] IS NULL OR aw.job_id || ':' || aw.run_index IN (SELECT unnest($runs)))
+      AND {runs}
 ),
 per_h AS (  -- an allocation's share of the GPU-hour's allocated seconds and energy
     SELECT job_id, run_index, ts, node, alloc_s * share AS gpu_s,
@@ -240,8 +240,8 @@ per_run_h AS (  -- the node's non-GPU power shared by GPU-seconds
            p.gpu_s * $node_w / {node_gpus} AS other_j, p.gpu_s
     FROM per_h p LEFT JOIN nodes n USING (node)
 ),
-""", hour_ctes=_HOUR_CTES, free_j=_FREE_J, node_gpus=fleet.NODE_GPUS_SQL
-) + run_energy_tail("per_run_h")
+""", hour_ctes=_HOUR_CTES, free_j=_FREE_J, node_gpus=fleet.NODE_GPUS_SQL,
+    runs=fill(usage.RUNS, alias="aw.")) + run_energy_tail("per_run_h")
 
 #: Each query per part path (warehouse/usage.py:plan): the table's hours, live minutes,
 #: or the 1-hour tier's approximation.
