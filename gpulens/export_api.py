@@ -15,7 +15,9 @@ that range. ``errors`` names each (table, day) that failed; the others are writt
 ``out`` (default: ``lake.dir``) must be the ``lake.dir`` folder or inside it, so the
 API writes nowhere else. A bad field answers 400 naming it. As every state-changing
 API request it needs the operator role, a same-origin ``Origin`` and the CSRF token
-(dashboard/auth.py, dashboard/web_security.py). One export runs at a time.
+(dashboard/auth.py, dashboard/web_security.py). One export runs at a time. A body
+without ``since`` while the history backfill of a fresh start runs answers 409
+"history backfill running" (the lake run would store half-written days as done).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 from flask import Blueprint, jsonify, request
 
-from gpulens.lake_job import LakeJob
+from gpulens.lake_job import BackfillRunning, LakeJob
 from warehouse.export import PARTITIONED, WHOLE
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,8 @@ def create_blueprint(lake: LakeJob, *, now: Callable[[], datetime]) -> Blueprint
                 result = lake.run()
             else:
                 result = lake.export(req.out, req.since, req.until, req.tables)
+        except BackfillRunning as exc:  # the scheduled run follows the backfill
+            return jsonify({"error": str(exc)}), 409
         except Exception as exc:  # the CLI shows it; the service log has the traceback
             log.exception("export on request failed")
             return jsonify({"error": f"{type(exc).__name__}: {exc}"}), 500

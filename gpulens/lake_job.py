@@ -18,6 +18,11 @@ the next run tries that day again (the run's ``done_until``, kept in the warehou
 ``meta``, stops at the first failed day). ``POST /api/export`` (gpulens/export_api.py)
 goes through the same object: without ``since`` it runs :meth:`run` now; with it an
 export of that range (:meth:`export`). One export runs at a time.
+
+While the history backfill of a fresh start writes older days (``busy()``), :meth:`run`
+refuses with :class:`BackfillRunning` (the API answers 409, the CLI says so): it would
+export half-written days and mark them done. The scheduled run waits instead (it runs
+once right after the backfill).
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ log = logging.getLogger(__name__)
 
 DAY = timedelta(days=1)
 MAX_LISTED_ERRORS = 20  # failed (table, day)s named in /healthz; the rest are counted
+
+
+class BackfillRunning(RuntimeError):
+    """The history backfill is writing older days: a lake run now would export them
+    half-written and store them as done."""
 
 
 def _midnight(day: date) -> datetime:
@@ -140,8 +150,14 @@ class LakeJob:
         return first, keep_from
 
     def run(self) -> ExportResult:
-        """The scheduled run now (see the module docstring); returns what was written."""
+        """The scheduled run now (see the module docstring); returns what was written.
+        BackfillRunning while the history backfill writes (``busy()``), nothing written."""
         with self._lock:
+            if self.busy():
+                with self._status_lock:
+                    self._state = "waiting for the history backfill"
+                raise BackfillRunning("history backfill running: the lake export runs "
+                                      "once it is done")
             self._last_start = time.monotonic()
             now = self.now()
             today = now.date()

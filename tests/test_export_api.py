@@ -3,10 +3,12 @@ POST /api/export, and a real service in a subprocess asked by the CLI."""
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
 
+import click
 import duckdb
 import pytest
 import requests
@@ -126,3 +128,34 @@ def test_cli_exports_through_the_running_service(tmp_path, monkeypatch):
     finally:
         code = svc.stop()
     assert code == 0, "".join(svc.output)
+
+
+def test_the_lake_run_on_request_answers_409_during_the_history_backfill(tmp_path):
+    """POST /api/export {} while the backfill writes: 409 "history backfill running",
+    and `gpulens export lake` (asking the service) says so; nothing is written."""
+    from flask import Flask
+    from werkzeug.serving import make_server
+
+    from gpulens.cli_export import _remote
+    from gpulens.config import load
+    from gpulens.export_api import create_blueprint
+    from gpulens.lake_job import LakeJob
+
+    lake = tmp_path / "lake"
+    job = LakeJob(None, load(None).with_overrides(lake__dir=str(lake)),
+                  now=lambda: NOW, busy=lambda: True)
+    app = Flask(__name__)
+    app.register_blueprint(create_blueprint(job, now=lambda: NOW))
+    res = app.test_client().post("/api/export", json={})
+    assert res.status_code == 409 and "history backfill running" in res.get_json()["error"]
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(click.ClickException, match="refused the export: history "
+                                                       "backfill running"):
+            _remote(f"http://127.0.0.1:{server.server_port}", {}, "The file is in use.")
+    finally:
+        server.shutdown()
+        thread.join()
+    assert not lake.exists()

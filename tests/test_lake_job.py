@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import warehouse.export as export_mod
 from gpulens.config import ConfigError, load
-from gpulens.lake_job import LakeJob, first_failed_day
+from gpulens.lake_job import BackfillRunning, LakeJob, first_failed_day
 from warehouse import Warehouse, meta
 from warehouse.export import (
     _swap_in,
@@ -275,3 +275,19 @@ def test_folder_names_in_the_lake_cost_only_themselves(names):
         sweep_trash(root, grace_s=0)
         gone = before - {p.name for p in root.iterdir()}
         assert all(re.fullmatch(r"\.trash-[0-9]+-.+", n, re.S) for n in gone)
+
+
+def test_a_run_on_request_during_the_history_backfill_is_refused(wh, tmp_path):
+    """POST /api/export {} and `gpulens export lake` go through run(): during the
+    backfill it writes nothing and stores no progress (it would mark half-written days
+    done); after it, the run exports as usual."""
+    lake = tmp_path / "lake"
+    config = load(None).with_overrides(lake__dir=str(lake), lake__interval_min=60.0)
+    busy = [True]
+    job = LakeJob(wh, config, now=lambda: datetime(2026, 11, 20, 6), busy=lambda: busy[0])
+    with pytest.raises(BackfillRunning, match="history backfill running"):
+        job.run()
+    assert not lake.exists() and job.status()["state"].startswith("waiting")
+    assert meta.get(wh.reader(), job._done_key) is None
+    busy[0] = False
+    assert job.run().days["gpu_samples_1m"] == [D18, D19]
