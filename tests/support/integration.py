@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,3 +78,51 @@ class ServiceProcess:
             rest, _ = self.proc.communicate()
         self.output.append(rest or "")
         return self.proc.returncode
+
+
+class Daemon:
+    """A server program on 127.0.0.1 and a free port (``self.port``, ``self.url``), its
+    output in ``root/<name>.log``, ready once ``GET url + ready_path`` answers 200.
+    Subclasses build the command line from the port in :meth:`argv`."""
+
+    name = "daemon"
+    ready_path = "/"
+
+    def __init__(self, binary: str, root: Path, timeout_s: float = 30.0):
+        self.root = Path(root)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(self.root / f"{self.name}.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen([binary, *self.argv()], stdout=self.log,
+                                     stderr=subprocess.STDOUT, cwd=self.root)
+        self._wait_ready(timeout_s)
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited:\n" + self.logs())
+            try:
+                if requests.get(self.url + self.ready_path, timeout=1).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} did not become ready:\n" + self.logs())
+
+    def logs(self) -> str:
+        """The last 3,000 characters of its output."""
+        return (self.root / f"{self.name}.log").read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()

@@ -9,7 +9,6 @@ storage, scraping given targets at a short interval; never as a system service.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -18,10 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow as pa
-import requests
 
 from collector.wire import render_dcgm
-from tests.support.integration import free_port
+from tests.support.integration import Daemon
 from warehouse.schema import SCHEMAS
 
 
@@ -87,52 +85,25 @@ def dcgm_text(index: int) -> str:
     return render_dcgm(samples)[f"gpu{index:03d}"]
 
 
-class Prometheus:
+class Prometheus(Daemon):
     """A real Prometheus on 127.0.0.1 scraping ``targets`` every ``interval_s``."""
 
+    name = "prometheus"
+    ready_path = "/-/ready"
+
     def __init__(self, binary: str, root: Path, targets: list[str], interval_s: float = 1.0):
-        self.root = Path(root)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.config = Path(root) / "prometheus.yml"
         listed = ", ".join(f"'{t}'" for t in targets)
-        config = self.root / "prometheus.yml"
-        config.write_text(
+        self.config.write_text(
             f"global:\n  scrape_interval: {interval_s:g}s\n  scrape_timeout: {interval_s:g}s\n"
             f"scrape_configs:\n  - job_name: dcgm\n    static_configs:\n"
             f"      - targets: [{listed}]\n")
-        self.log = open(self.root / "prometheus.log", "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={self.root}/data",
-             f"--web.listen-address=127.0.0.1:{self.port}",
-             "--storage.tsdb.retention.time=1h", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root)
-        self._wait_ready()
+        super().__init__(binary, root)
 
-    def _wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("prometheus exited:\n" + self.logs())
-            try:
-                if requests.get(self.url + "/-/ready", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("prometheus did not become ready:\n" + self.logs())
-
-    def logs(self) -> str:
-        return (self.root / "prometheus.log").read_text(errors="replace")[-3000:]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+    def argv(self) -> list[str]:
+        return [f"--config.file={self.config}", f"--storage.tsdb.path={self.root}/data",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=1h", "--log.level=warn"]
 
 
 def prometheus_binary() -> str | None:

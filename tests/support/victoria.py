@@ -10,14 +10,11 @@ otherwise wait out. Never run as a system service.
 
 from __future__ import annotations
 
-import subprocess
-import time
 from collections.abc import Mapping
-from pathlib import Path
 
 import requests
 
-from tests.support.integration import free_port
+from tests.support.integration import Daemon
 
 
 def with_targets(texts: Mapping[str, str], ts_ms: int, *, job: str = "dcgm") -> str:
@@ -37,33 +34,16 @@ def with_targets(texts: Mapping[str, str], ts_ms: int, *, job: str = "dcgm") -> 
     return "".join(out)
 
 
-class VictoriaMetrics:
+class VictoriaMetrics(Daemon):
     """Debian's ``victoria-metrics`` on 127.0.0.1 (a free port), data under ``root``."""
 
-    def __init__(self, binary: str, root: Path):
-        self.root = Path(root)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(self.root / "victoria.log", "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [binary, f"-storageDataPath={self.root}/vmdata",
-             f"-httpListenAddr=127.0.0.1:{self.port}", "-retentionPeriod=1y",
-             "-search.latencyOffset=0s", "-loggerLevel=ERROR"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.root)
-        self._wait_ready()
+    name = "victoria"
+    ready_path = "/health"
 
-    def _wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("victoria-metrics exited:\n" + self.logs())
-            try:
-                if requests.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("victoria-metrics did not become ready:\n" + self.logs())
+    def argv(self) -> list[str]:
+        return [f"-storageDataPath={self.root}/vmdata",
+                f"-httpListenAddr=127.0.0.1:{self.port}", "-retentionPeriod=1y",
+                "-search.latencyOffset=0s", "-loggerLevel=ERROR"]
 
     def import_text(self, text: str) -> None:
         """Store exposition-format lines (with timestamps) and make them searchable."""
@@ -78,16 +58,3 @@ class VictoriaMetrics:
                             timeout=10)
         resp.raise_for_status()
         return len(resp.json()["data"])
-
-    def logs(self) -> str:
-        return (self.root / "victoria.log").read_text(errors="replace")[-3000:]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
