@@ -92,7 +92,8 @@ class AlertRuntime:
 
         The evaluation time is the newest sample's (the sources' clock). Returns None
         (and changes nothing) when no sample arrived in the last minute: missing
-        telemetry is not a recovery, so firing alerts stay as they are.
+        telemetry is not a recovery, so firing alerts stay as they are, and are still
+        re-sent to Alertmanager when due.
         """
         if not self.enabled:
             return None
@@ -102,6 +103,7 @@ class AlertRuntime:
         win = self.window(now, samples)
         if (wall - now).total_seconds() > FRESH_S or not fresh(win):
             log.debug("alerts: no recent samples at %s; evaluation skipped", wall)
+            self._resend_if_due(wall, wall)  # firing stays firing in Alertmanager too
             return None
         if self.pair is not None:
             win = replace(win, twins=self.pair.twins(wall))
@@ -117,12 +119,19 @@ class AlertRuntime:
         for note in result.notifications:
             log.info("alert %s %s (%d alerts) queued for %s", note.group, note.kind,
                      len(note.alerts), ", ".join(self.sinks) or "no sink")
+        self._resend_if_due(wall, now)
+        return result
+
+    def _resend_if_due(self, wall: datetime, now: datetime) -> None:
+        """Re-send firing alerts to Alertmanager (as at ``now``) when the last re-send is
+        ``alerts.alertmanager_resend_s`` ago on the wall clock, which runs on while the
+        sources' clock stops in a telemetry outage (their alerts carry no endsAt, and
+        Alertmanager would resolve them after its resolve_timeout)."""
         if "alertmanager" in self.sinks and (
                 self._resent_at is None
-                or (now - self._resent_at).total_seconds() >= self.resend_s):
-            self._resent_at = now
+                or (wall - self._resent_at).total_seconds() >= self.resend_s):
+            self._resent_at = wall
             self.resend_alertmanager(now)
-        return result
 
     def _document(self, note: Notification, now: datetime) -> dict:
         nodes = payloads.nodes_of(note)

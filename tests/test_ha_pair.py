@@ -283,3 +283,32 @@ def test_a_twin_watching_another_cluster_is_reported(caplog):
         assert pair.poll_once() and pair.poll_once()
     [record] = caplog.records
     assert "'rsc-2'" in record.getMessage() and "'rsc-1'" in record.getMessage()
+
+
+@pytest.mark.slow
+def test_firing_alerts_are_re_sent_to_alertmanager_while_telemetry_is_missing(tmp_path):
+    """Firing alerts carry no endsAt: without re-sends in a telemetry outage Alertmanager
+    would resolve them after its resolve_timeout. Missing samples are not a recovery."""
+    from alerts.receiver import start_receiver
+    from tests.support.alerts import Incident
+
+    rx = start_receiver()
+    inc = Incident(tmp_path / "w.duckdb", alertmanager_url=f"{rx.url}api/v2/alerts",
+                   alertmanager_resend_s=60)
+    try:
+        inc.run_until(22)
+        active = q.active_alerts(inc.wh.reader())
+        assert "rack_cooling" in set(active["rule"])  # the rack is hot and firing
+        inc.now += 5 * STEP  # the last sample is more than a minute old from here on
+        before = len(rx.received)
+        for _ in range(20):  # five minutes without a sample: every evaluation skips
+            inc.now += STEP
+            assert inc.rt.evaluate_once() is None
+        firing = [i for r in rx.received[before:] for i in r.body
+                  if i["labels"]["alertname"] == "rack_cooling" and "endsAt" not in i]
+        assert len(firing) >= 4  # one re-send a minute, still firing
+        assert [i for r in rx.received[before:] for i in r.body if "endsAt" in i] == []
+        assert "rack_cooling" in set(q.active_alerts(inc.wh.reader())["rule"])
+    finally:
+        inc.wh.close()
+        rx.stop()
