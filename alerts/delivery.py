@@ -10,6 +10,7 @@ that honours it never pages twice when a response got lost after it was handled.
 In an HA pair (alerts/ha.py) a ``gate`` decides per row before it is sent: ``send``,
 ``hold`` (the twin is responsible: the row waits and keeps its sink's order) or
 ``covered`` (the twin delivered the same notification: the row is marked ``twin``).
+A row held for ``give_up_s`` is marked dead like one that failed that long.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def deliver_due(warehouse, sinks: Mapping[str, Sink], *, now: datetime,
                 only: Collection[str] | None = None,
                 gate: Callable[[Any, datetime], str] | None = None) -> dict[str, int]:
     """One pass over the outbox at ``now``; returns counts of delivered and failed (and,
-    with a ``gate``, of covered and held rows).
+    with a ``gate``, of covered and held rows, and ``expired``: held past give-up).
 
     A sink object with a ``deliver(body, key, timeout_s=...)`` method (the e-mail sink,
     alerts/mail.py) sends its rows itself; the others go through ``send`` (HTTP POST).
@@ -54,7 +55,8 @@ def deliver_due(warehouse, sinks: Mapping[str, Sink], *, now: datetime,
     ``gate(row, now)``: ``send``, ``hold`` or ``covered`` (see the module docstring).
     """
     rows = q.pending_notifications(warehouse.reader())
-    counts = {"delivered": 0, "failed": 0} | ({"covered": 0, "held": 0} if gate else {})
+    counts = {"delivered": 0, "failed": 0} | (
+        {"covered": 0, "held": 0, "expired": 0} if gate else {})
     blocked: set[str] = set()
     for row in rows.itertuples(index=False):
         if row.sink in blocked or (only is not None and row.sink not in only):
@@ -63,6 +65,17 @@ def deliver_due(warehouse, sinks: Mapping[str, Sink], *, now: datetime,
             blocked.add(row.sink)
             continue
         verdict = "send" if gate is None else gate(row, now)
+        if verdict == "hold" and _expired(row, now, backoff):
+            # held past give-up (the twin was alive and never delivered it): paging it at
+            # the next absence of the twin, days late, would mislead
+            warehouse.write(lambda con, r=row: store.mark_failed(
+                con, r.notification_key, r.sink, attempts=int(r.attempts),
+                next_attempt_at=now, error="held for the twin past give-up", dead=True),
+                urgent=True).result()
+            counts["expired"] += 1
+            log.warning("notification %s (%s %s) for %s held for the twin past give-up; "
+                        "marked dead", row.notification_key, row.kind, row.group_key, row.sink)
+            continue
         if verdict == "hold":
             blocked.add(row.sink)
             counts["held"] += 1
@@ -87,7 +100,7 @@ def deliver_due(warehouse, sinks: Mapping[str, Sink], *, now: datetime,
             blocked.add(row.sink)
             counts["failed"] += 1
             wait = backoff.delay_s(attempts)
-            dead = (now - row.created_at).total_seconds() >= backoff.give_up_s
+            dead = _expired(row, now, backoff)
             warehouse.write(lambda con, r=row, a=attempts, w=wait, e=str(exc), d=dead:
                             store.mark_failed(con, r.notification_key, r.sink, attempts=a,
                                               next_attempt_at=now + timedelta(seconds=w),
@@ -102,3 +115,8 @@ def deliver_due(warehouse, sinks: Mapping[str, Sink], *, now: datetime,
         log.info("notification %s (%s %s) delivered to %s", row.notification_key, row.kind,
                  row.group_key, row.sink)
     return counts
+
+
+def _expired(row: Any, now: datetime, backoff: Backoff) -> bool:
+    """Whether an outbox row was queued ``backoff.give_up_s`` seconds or more ago."""
+    return (now - row.created_at).total_seconds() >= backoff.give_up_s

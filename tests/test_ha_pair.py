@@ -163,7 +163,7 @@ def test_deliver_due_keeps_order_behind_a_held_row_and_marks_covered_ones():
         counts = deliver_due(wh, {"webhook": Sink("webhook", "http://x/")}, now=T0,
                              send=lambda *a, **k: sent.append(a[2]) or 200,
                              gate=lambda r, now: verdicts[r.notification_key])
-        assert counts == {"delivered": 0, "failed": 0, "covered": 1, "held": 1}
+        assert counts == {"delivered": 0, "failed": 0, "covered": 1, "held": 1, "expired": 0}
         assert sent == []  # k3 waits behind the held k2: a sink's order is kept
         status = q.list_notifications(wh.reader(), now=T0 + STEP).set_index(
             "notification_key")["status"].to_dict()
@@ -312,3 +312,34 @@ def test_firing_alerts_are_re_sent_to_alertmanager_while_telemetry_is_missing(tm
     finally:
         inc.wh.close()
         rx.stop()
+
+
+def test_a_row_held_past_give_up_is_marked_dead_not_paged_days_later():
+    """The standby holds rows while the primary lives; one held for the give-up time
+    (the primary never delivered it) is dead, not sent at the primary's next absence."""
+    from alerts.delivery import Backoff
+
+    wh = Warehouse(":memory:")
+    sent = []
+    try:
+        rows = [{"notification_key": key, "sink": "webhook", "kind": "firing",
+                 "group_key": "rack_cooling/r2", "created_at": at, "body": "{}",
+                 "status": "pending", "attempts": 0, "next_attempt_at": at}
+                for key, at in [("old", T0), ("new", T0 + timedelta(hours=23))]]
+        wh.write(lambda con: store.enqueue(con, rows)).result()
+        verdict = {"v": HOLD}
+        sinks, backoff = {"webhook": Sink("webhook", "http://x/")}, Backoff(give_up_s=86400)
+        kw = {"backoff": backoff, "send": lambda *a, **k: sent.append(a[2]) or 200,
+              "gate": lambda r, now: verdict["v"]}
+        day = T0 + timedelta(hours=24)
+        assert deliver_due(wh, sinks, now=day - STEP, **kw)["expired"] == 0
+        counts = deliver_due(wh, sinks, now=day, **kw)
+        assert counts["expired"] == 1 and counts["held"] == 1
+        status = q.list_notifications(wh.reader(), now=day, since_s=2 * 86400).set_index(
+            "notification_key")["status"].to_dict()
+        assert status == {"old": "dead", "new": "pending"}
+        verdict["v"] = SEND  # the primary is gone days later: only the recent row goes
+        deliver_due(wh, sinks, now=day + timedelta(minutes=1), **kw)
+        assert sent == ["new"]
+    finally:
+        wh.close()
