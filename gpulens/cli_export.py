@@ -18,7 +18,7 @@ others are written.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import click
@@ -74,6 +74,7 @@ def parquet(since, until, out, tables, db, config_path, url):
     from gpulens.config import load
     from warehouse import Warehouse, WarehouseLocked
     from warehouse.export import export_parquet
+    from warehouse.rollups import Retention, retention_cutoffs
 
     start = _when(since)
     end = _when(until, _utcnow())
@@ -92,12 +93,15 @@ def parquet(since, until, out, tables, db, config_path, url):
         return
     try:
         result = export_parquet(wh.reader(), out, since=start, until=end,
-                                tables=list(tables) or None, cluster=config["cluster.name"])
+                                tables=list(tables) or None, cluster=config["cluster.name"],
+                                kept_from=retention_cutoffs(
+                                    _utcnow(), Retention(**config.section("retention"))))
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     finally:
         wh.close()
-    _report(result.start, result.end, result.rows, result.days, out, result.errors)
+    _report(result.start, result.end, result.rows, result.days, out, result.errors,
+            result.skipped)
 
 
 @export.command("lake")
@@ -128,7 +132,7 @@ def lake(db, config_path, url):
     finally:
         wh.close()
     _report(result.start, result.end, result.rows, result.days, config["lake.dir"],
-            result.errors)
+            result.errors, result.skipped)
 
 
 def _remote(url: str, body: dict, locked: str) -> dict:
@@ -149,18 +153,24 @@ def _remote(url: str, body: dict, locked: str) -> dict:
 
 def _report_answer(answer: dict, where: str) -> None:
     _report(datetime.fromisoformat(answer["start"]), datetime.fromisoformat(answer["end"]),
-            answer["rows"], answer["days"], where, answer.get("errors") or {})
+            answer["rows"], answer["days"], where, answer.get("errors") or {},
+            {t: date.fromisoformat(d) for t, d in (answer.get("skipped") or {}).items()})
 
 
 def _report(start: datetime, end: datetime, rows: dict, days: dict, where: str,
-            errors: dict) -> None:
-    """Print what was written; exit 1 (after printing) when some (table, day) failed."""
+            errors: dict, skipped: dict | None = None) -> None:
+    """Print what was written (``skipped``: table -> first day written where the
+    warehouse's retention left the day before partial); exit 1 (after printing) when
+    some (table, day) failed."""
     click.echo(f"exported {start:%Y-%m-%d} .. {end - timedelta(days=1):%Y-%m-%d}"
                f" (UTC days) to {where}")
     for table, n in rows.items():
         parts = days.get(table)
         what = f"{len(parts)} day(s)" if parts is not None else "whole table"
         click.echo(f"  {table:<18} {n:>12,} rows  {what}")
+    for table, day in (skipped or {}).items():
+        click.echo(f"  {table}: from {day:%Y-%m-%d}: the warehouse's retention left the "
+                   "day before partial; the days before stay as they are in the output")
     for key, message in errors.items():
         click.echo(f"  FAILED {key}: {message}", err=True)
     if errors:

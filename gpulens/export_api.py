@@ -11,6 +11,8 @@ through a reader cursor and writes with warehouse/export.py, which swaps each da
 folder in whole, through the lake job (gpulens/lake_job.py): a body without ``since``
 runs its scheduled run (recent days, catch-up, retention) now; with ``since`` it exports
 that range. ``errors`` names each (table, day) that failed; the others are written.
+``skipped`` names, per table, the first day written where the warehouse's retention
+left the days before it partial (those stay as the lake has them).
 ``until`` (default: now) and ``tables`` (default: all) may be left out;
 ``out`` (default: ``lake.dir``) must be the ``lake.dir`` folder or inside it, so the
 API writes nowhere else. A bad field answers 400 naming it. As every state-changing
@@ -123,6 +125,7 @@ def create_blueprint(lake: LakeJob, *, now: Callable[[], datetime]) -> Blueprint
             "cluster": result.cluster, "out": str(req.out), "rows": result.rows,
             "days": {t: [d.isoformat() for d in ds] for t, ds in result.days.items()},
             "errors": result.errors,
+            "skipped": {t: d.isoformat() for t, d in result.skipped.items()},
         })
 
     return bp

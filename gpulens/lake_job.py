@@ -9,6 +9,9 @@ run, :meth:`LakeJob.run`:
    first run exports everything the warehouse holds); days of jobs, runs and
    allocations still open or ended within those days go again too, whatever their age
    (a row lives in its submit or start day's partition and changes until it ends);
+   a table with warehouse retention (``retention.*``) starts at the first midnight after
+   its cutoff: the day the warehouse's retention cut mid-day is never written over the
+   lake's complete copy;
 2. drops this cluster's day partitions older than ``lake.retention_days`` (0: none),
    never today nor a day the run still exports.
 
@@ -43,6 +46,7 @@ from warehouse.export import (
     export_parquet,
     open_days,
 )
+from warehouse.rollups import Retention, retention_cutoffs
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,8 @@ class LakeJob:
         self.interval_min = config["lake.interval_min"]
         self.reexport_days = config["lake.reexport_days"]
         self.retention_days = config["lake.retention_days"]
+        #: the warehouse's retention: a table's oldest day there is partial, never exported
+        self.warehouse_keep = Retention(**config.section("retention"))
         self.tables = [t.strip() for t in config["lake.tables"].split(",") if t.strip()] or None
         self._last_start: float | None = None  # time.monotonic() of the last run's start
         self.now = now
@@ -231,7 +237,8 @@ class LakeJob:
         try:
             result = export_parquet(self.warehouse.reader(), out, since=since, until=until,
                                     tables=tables, cluster=self.cluster, extra_days=extra,
-                                    on_day=on_day)
+                                    on_day=on_day,
+                                    kept_from=retention_cutoffs(now, self.warehouse_keep))
         except Exception as exc:
             with self._status_lock:
                 self._state = "idle"
@@ -259,6 +266,8 @@ class LakeJob:
                 "days_written": days, "rows": rows,
                 "errors": dict(sorted(result.errors.items())[:MAX_LISTED_ERRORS]),
                 "errors_total": len(result.errors),
+                "skipped": {t: f"days before {d.isoformat()} (partial in the warehouse)"
+                            for t, d in result.skipped.items()},
             }
         return result
 

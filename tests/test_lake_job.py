@@ -23,11 +23,13 @@ from warehouse import Warehouse, meta
 from warehouse.export import (
     _swap_in,
     drop_days_before,
+    first_whole_day,
     lake_days,
     open_days,
     sweep_trash,
     trash_path,
 )
+from warehouse.rollups import Retention
 
 START = datetime(2026, 11, 18)  # the two days of sim_days_db: 2026-11-18 and 19
 D18, D19 = date(2026, 11, 18), date(2026, 11, 19)
@@ -291,3 +293,45 @@ def test_a_run_on_request_during_the_history_backfill_is_refused(wh, tmp_path):
     assert meta.get(wh.reader(), job._done_key) is None
     busy[0] = False
     assert job.run().days["gpu_samples_1m"] == [D18, D19]
+
+
+def _lake_rows(lake: Path, table: str, day: date) -> int:
+    return duckdb.connect().execute(
+        "SELECT count(*) FROM read_parquet(?)",
+        [str(lake / table / "cluster=default" / f"date={day.isoformat()}" / "*.parquet")]
+    ).fetchone()[0]
+
+
+def test_the_day_the_warehouse_retention_cut_does_not_replace_the_lakes_whole_copy(
+        wh, tmp_path):
+    """Retention deletes at now - raw_days, mid-day: the warehouse's oldest raw day is
+    partial. Re-exporting it (reexport_days reaching it, or an explicit range) must leave
+    the lake's complete day as it is."""
+    lake = tmp_path / "lake"
+    assert _job(wh, lake, datetime(2026, 11, 20, 6)).run().errors == {}
+    full = _lake_rows(lake, "gpu_samples", D18)
+    assert full > 0
+    now = datetime(2026, 11, 20, 12)
+    config = load(None).with_overrides(lake__dir=str(lake), lake__reexport_days=5,
+                                       retention__raw_days=1.75)  # cutoff 2026-11-18 18:00
+    wh.apply_retention(now, Retention(**config.section("retention"))).result()
+    left = wh.reader().execute("SELECT count(*) FROM gpu_samples").fetchone()[0]
+    assert 0 < wh.reader().execute(
+        "SELECT count(*) FROM gpu_samples WHERE ts < '2026-11-19'").fetchone()[0] < full
+    job = LakeJob(wh, config, now=lambda: now)
+    result = job.run()
+    assert result.errors == {} and result.skipped["gpu_samples"] == D19
+    assert D18 not in result.days["gpu_samples"] and D19 in result.days["gpu_samples"]
+    assert _lake_rows(lake, "gpu_samples", D18) == full  # the whole day stays
+    assert D18 in result.days["gpu_samples_1m"]  # minute tier: 90 days kept, day whole
+    assert "gpu_samples" in job.status()["last_run"]["skipped"]
+    # an explicit range from the first day: the same
+    again = job.export(lake, datetime(2026, 11, 18), datetime(2026, 11, 20), ["gpu_samples"])
+    assert again.days == {"gpu_samples": [D19]} and _lake_rows(lake, "gpu_samples", D18) == full
+    assert left > 0
+
+
+def test_first_whole_day():
+    assert first_whole_day(datetime(2026, 11, 18)) == D18
+    assert first_whole_day(datetime(2026, 11, 18, 0, 0, 1)) == D19
+    assert first_whole_day(datetime(2026, 11, 18, 23, 59)) == D19

@@ -20,8 +20,12 @@ the day is absent). The old day's files stay in ``DIR/.trash-*`` for
 each export deletes older trash). A day with no rows in the range is left as it is in the lake (the
 warehouse may have dropped it under its retention; the lake keeps it). One failing
 (table, day) costs itself: it is reported in :attr:`ExportResult.errors` and the others
-are written. :func:`drop_days_before` is the lake's retention: whole day folders of one
-cluster go, each with one rename.
+are written. The warehouse's retention deletes mid-day (``now - retention.raw_days``),
+so the oldest day it holds of a table with retention is partial: given the retention
+cutoffs (``kept_from``), each such table is exported from the first midnight after its
+cutoff, and the boundary day (and older) is left as the lake has it
+(:attr:`ExportResult.skipped`). :func:`drop_days_before` is the lake's retention: whole
+day folders of one cluster go, each with one rename.
 
 OpenMetrics (:func:`write_openmetrics`): raw samples as dcgm-exporter series with
 explicit timestamps, the input of ``promtool tsdb create-blocks-from openmetrics``
@@ -107,6 +111,17 @@ class ExportResult:
     cluster: str  # the cluster=NAME partition written
     #: "table" or "table/YYYY-MM-DD" -> what went wrong; those were not written
     errors: dict[str, str] = field(default_factory=dict)
+    #: table -> the first day exported of a table whose warehouse retention left the
+    #: day before it partial: earlier days in the range were not written (the lake keeps
+    #: its complete copies)
+    skipped: dict[str, date] = field(default_factory=dict)
+
+
+def first_whole_day(cutoff: datetime) -> date:
+    """The first UTC day wholly at or after ``cutoff`` (naive UTC): the cutoff's day when
+    it is midnight, else the next."""
+    day = cutoff.date()
+    return day if cutoff == datetime.combine(day, datetime.min.time()) else day + DAY
 
 
 def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -250,12 +265,16 @@ def export_parquet(con: duckdb.DuckDBPyConnection, out: str | Path, *, since: da
                    until: datetime, tables: list[str] | None = None,
                    cluster: str = default("cluster.name"),
                    extra_days: Callable[[str], list[date]] | None = None,
-                   on_day: Callable[[str, date, int], None] | None = None) -> ExportResult:
+                   on_day: Callable[[str, date, int], None] | None = None,
+                   kept_from: dict[str, datetime] | None = None) -> ExportResult:
     """Write ``[since, until)`` (widened to whole UTC days; ``since`` None: from each
     table's first row) of cluster ``cluster`` under ``out``; see the module docstring for
     the layout. ``tables`` restricts the export (default: all of them); ``extra_days``
     (table -> days) adds days before the range to write again; ``on_day(table, day,
-    rows)`` is called after each day written. ValueError names an unknown table or a bad
+    rows)`` is called after each day written; ``kept_from`` (table -> the warehouse's
+    retention cutoff, warehouse/rollups.retention_cutoffs) leaves out each such table's
+    days before :func:`first_whole_day` of its cutoff (partial in the warehouse), named in
+    the result's ``skipped``. ValueError names an unknown table or a bad
     cluster name, before anything is written; any other failure of a (table, day) lands
     in the result's ``errors`` and the export goes on.
 
@@ -270,6 +289,7 @@ def export_parquet(con: duckdb.DuckDBPyConnection, out: str | Path, *, since: da
     rows: dict[str, int] = {}
     days: dict[str, list[date]] = {}
     errors: dict[str, str] = {}
+    skipped: dict[str, date] = {}
     for table in wanted:
         if table not in present:
             continue
@@ -280,6 +300,14 @@ def export_parquet(con: duckdb.DuckDBPyConnection, out: str | Path, *, since: da
             todo = days_with_rows(con, table, None if since is None else start, end)
             if extra_days is not None:
                 todo = sorted(set(todo) | set(extra_days(table)))
+            if kept_from is not None and table in kept_from:
+                whole = first_whole_day(kept_from[table])
+                if todo and todo[0] < whole:
+                    skipped[table] = whole
+                    log.info("lake export of %s starts at %s: the warehouse's retention "
+                             "left the day before partial; the lake keeps its copies",
+                             table, whole)
+                todo = [d for d in todo if d >= whole]
         except Exception as exc:  # this table costs itself
             errors[table] = f"{type(exc).__name__}: {exc}"
             log.warning("lake export of %s failed: %s", table, errors[table])
@@ -300,7 +328,7 @@ def export_parquet(con: duckdb.DuckDBPyConnection, out: str | Path, *, since: da
     if since is None:
         first = min((d for ds in days.values() for d in ds), default=end.date())
         start = min(end, datetime.combine(first, datetime.min.time()))
-    return ExportResult(start, end, rows, days, cluster, errors)
+    return ExportResult(start, end, rows, days, cluster, errors, skipped)
 
 
 def lake_days(out: str | Path, table: str, cluster: str) -> list[date]:

@@ -173,9 +173,10 @@ class Retention:
     hour_days: float = setting_field("retention.hour_days")
 
 
-def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retention) -> dict:
-    """Delete rows older than each tier's retention; return rows deleted per table."""
-    cutoffs = {
+def retention_cutoffs(now: datetime, keep: Retention) -> dict[str, datetime]:
+    """Table -> the time (naive UTC) before which :func:`apply_retention` at ``now``
+    deletes its rows. The day of a cutoff is left partial in the warehouse."""
+    return {
         "gpu_samples": now - timedelta(days=keep.raw_days),
         "gpu_mig_samples": now - timedelta(days=keep.raw_days),
         "gpu_samples_1m": now - timedelta(days=keep.minute_days),
@@ -185,6 +186,11 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retenti
         "gpu_usage_hours": now - timedelta(days=keep.hour_days),
         "gpu_events": now - timedelta(days=keep.hour_days),
     }
+
+
+def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retention) -> dict:
+    """Delete rows older than each tier's retention; return rows deleted per table."""
+    cutoffs = retention_cutoffs(now, keep)
     deleted = {}
     with transaction(con):
         for table, cutoff in cutoffs.items():
