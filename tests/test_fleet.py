@@ -288,3 +288,17 @@ def test_bench_fleet_quick_run_finds_the_lake_equal_to_the_warehouse(capsys):
 
     assert bench_fleet.main(["--quick"]) == 0
     assert "the lake's figures equal the warehouse's: yes" in capsys.readouterr().out
+
+
+def test_a_cursor_held_across_a_change_of_the_tables_keeps_reading(tmp_path):
+    """A new table in the lake opens the cluster again; a query another thread runs on
+    a cursor of the former connection goes on (it is not closed under it)."""
+    _parquet(tmp_path / "nodes" / "cluster=c" / "nodes.parquet",
+             "SELECT 'n1' AS node, 'r1' AS rack, 8 AS gpus")
+    lake = lf.Lake(str(tmp_path))
+    held = lake.reader("c")
+    _parquet(tmp_path / "racks" / "cluster=c" / "racks.parquet", "SELECT 'r1' AS rack")
+    fresh = lake.reader("c")  # the table set changed: opened again
+    assert fresh.execute("SELECT rack FROM racks").fetchall() == [("r1",)]
+    assert held.execute("SELECT node, gpus FROM nodes").fetchall() == [("n1", 8)]
+    lake.close()

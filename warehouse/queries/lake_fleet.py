@@ -153,8 +153,9 @@ def open_cluster(lake: str, cluster: str, *, memory_limit_mb: float | None = Non
 
 class Lake:
     """Every cluster of a lake, each opened once (:func:`open_cluster`) and opened again
-    when the set of its tables changes; :meth:`reader` hands out cursors (one per query,
-    like ``Warehouse.reader``). Thread-safe."""
+    when the set of its tables changes (the old one is dropped, never closed under a
+    query still reading it); :meth:`reader` hands out cursors (one per query, like
+    ``Warehouse.reader``). Thread-safe."""
 
     def __init__(self, path: str, *, memory_limit_mb: float | None = None):
         self.path = _root(path)
@@ -172,8 +173,8 @@ class Lake:
         with self._lock:
             known = self._open.get(cluster)
             if known is None or known[0] != tables:
-                if known is not None:
-                    known[1].close()
+                # the old connection is dropped, not closed: cursors other threads hold
+                # keep it (and its views) alive until they are done; then it is freed
                 con = open_cluster(self.path, cluster, memory_limit_mb=self.memory_limit_mb)
                 self._open[cluster] = known = (tables, con)
             cur = known[1].cursor()
