@@ -15,7 +15,9 @@ that range. ``errors`` names each (table, day) that failed; the others are writt
 left the days before it partial (those stay as the lake has them).
 ``until`` (default: now) and ``tables`` (default: all) may be left out;
 ``out`` (default: ``lake.dir``) must be the ``lake.dir`` folder or inside it, so the
-API writes nowhere else. A bad field answers 400 naming it. As every state-changing
+API writes nowhere else, but not in a table's folder of the lake (``gpu_samples/...``
+would nest partitions in another cluster's) nor a folder starting with ``.`` (staging,
+trash). A bad field answers 400 naming it. As every state-changing
 API request it needs the operator role, a same-origin ``Origin`` and the CSRF token
 (dashboard/auth.py, dashboard/web_security.py). One export runs at a time. A body
 without ``since`` while the history backfill of a fresh start runs answers 409
@@ -88,6 +90,12 @@ def parse_request(body: Any, now: datetime, lake: Path) -> ExportRequest:
         path = (lake / out).resolve()  # relative paths are inside the lake
         if path != lake and lake not in path.parents:
             raise ValueError(f"out: {out!r} is outside the lake folder {lake} (lake.dir)")
+        top = path.relative_to(lake).parts[:1]
+        if top and (top[0] in PARTITIONED or top[0] in WHOLE or top[0].startswith(".")):
+            raise ValueError(f"out: {out!r} is inside the lake's own {top[0]!r} folder "
+                             "(a table's or the export's staging and trash): pick a "
+                             "folder of lake.dir not named after a table nor starting "
+                             "with '.'")
     tables = body.get("tables")
     if tables is not None:
         if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):

@@ -47,6 +47,11 @@ def test_a_request_is_read_with_its_defaults(tmp_path):
     ({"since": "2026-11-18", "out": "/etc"}, "out: '/etc' is outside the lake folder"),
     ({"since": "2026-11-18", "out": "../x"}, "out: '../x' is outside the lake folder"),
     ({"since": "2026-11-18", "out": "a\x00b"}, "out: expected a folder path"),
+    ({"since": "2026-11-18", "out": "gpu_samples/cluster=other"},
+     "out: 'gpu_samples/cluster=other' is inside the lake's own 'gpu_samples' folder"),
+    ({"since": "2026-11-18", "out": "nodes"}, "out: 'nodes' is inside the lake's own"),
+    ({"since": "2026-11-18", "out": "./jobs/x"}, "out: './jobs/x' is inside the lake's own"),
+    ({"since": "2026-11-18", "out": ".trash-1-x"}, "out: '.trash-1-x' is inside the lake"),
     ({"since": "2026-11-18", "tables": ["secrets"]}, "tables: cannot export 'secrets'"),
     ({"since": "2026-11-18", "tables": "jobs"}, "tables: expected a list"),
     ({"since": "2026-11-18", "drop": True}, "drop: unknown field"),
@@ -78,6 +83,8 @@ def test_any_body_is_a_request_inside_the_lake_or_a_value_error(body):
         assert (req.out, req.tables) == (lake, None)
         return
     assert req.until > req.since and (req.out == lake or lake in req.out.parents)
+    top = req.out.relative_to(lake).parts[:1]  # never a table's folder, staging, trash
+    assert not top or not (top[0] in {"jobs", "nodes", "gpu_samples"} or top[0][0] == ".")
 
 
 @pytest.mark.integration
