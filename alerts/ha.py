@@ -135,18 +135,40 @@ def parse_twin(raw: bytes | str) -> TwinView:
                     delivered=tuple(delivered), dropped=dropped)
 
 
-def match(row: Any, delivered: tuple[Delivered, ...], match_s: float) -> Delivered | None:
+def match(row: Any, delivered: tuple[Delivered, ...], match_s: float,
+          local: Any = None) -> Delivered | None:
     """The twin's delivery that stands for outbox ``row`` (notification_key, sink, kind,
-    group_key, created_at), or None: same sink, kind and group, and the same key or
-    creation times at most ``match_s`` apart (a week's report: its group alone)."""
-    for d in delivered:
-        if d.sink != row.sink or d.kind != row.kind or d.group != row.group_key:
-            continue
+    group_key, created_at), or None. Same sink, kind and group, and the same key (a
+    week's report: its group alone); failing that, the nearest delivery created at most
+    ``match_s`` seconds apart (the twin fired a tick later, across a minute turn) whose
+    key is not a key of this instance's outbox (that would be another episode's) and
+    that no other local row took already: each delivery stands for one row.
+
+    ``local``: this instance's outbox rows around ``row`` (a frame with
+    notification_key, sink, kind, group_key, created_at and status), or None."""
+    same = [d for d in delivered
+            if d.sink == row.sink and d.kind == row.kind and d.group == row.group_key]
+    for d in same:
         if d.key == row.notification_key or d.kind == "report":
             return d
-        if abs((d.created_at - _naive(row.created_at)).total_seconds()) <= match_s:
-            return d
-    return None
+    at = _naive(row.created_at)
+    mine = {row.notification_key}
+    taken: list[datetime] = []  # local rows already marked twin by time
+    if local is not None and len(local):
+        mine |= set(local["notification_key"])
+        twin_keys = {d.key for d in same}
+        for r in local.itertuples(index=False):
+            if (r.status == "twin" and r.sink == row.sink and r.kind == row.kind
+                    and r.group_key == row.group_key and r.notification_key not in twin_keys
+                    and r.notification_key != row.notification_key):
+                taken.append(_naive(r.created_at))
+    free = [d for d in same if d.key not in mine]
+    for t in sorted(taken):  # each took the nearest free delivery in its reach
+        near = [d for d in free if abs((d.created_at - t).total_seconds()) <= match_s]
+        if near:
+            free.remove(min(near, key=lambda d: abs((d.created_at - t).total_seconds())))
+    near = [d for d in free if abs((d.created_at - at).total_seconds()) <= match_s]
+    return min(near, key=lambda d: abs((d.created_at - at).total_seconds()), default=None)
 
 
 def _naive(ts) -> datetime:
@@ -165,7 +187,8 @@ class Pair:
     """This instance's view of its twin (see module docstring). Thread-safe."""
 
     def __init__(self, config, *, name: str, now: Callable[[], datetime] = utcnow,
-                 fetch: Callable[[str, float], bytes] = _fetch):
+                 fetch: Callable[[str, float], bytes] = _fetch,
+                 reader: Callable[[], Any] | None = None):
         s = config.section("ha")
         self.peer_url: str = s["peer_url"]
         self.role: str = s["role"]
@@ -176,6 +199,7 @@ class Pair:
         self.gone_after_s: float = s["twin_gone_after_s"]
         self.match_s: float = s["match_s"]
         self.now, self.fetch = now, fetch
+        self.reader = reader  # a warehouse cursor: this instance's outbox, for match()
         self.twin_id = urlsplit(self.peer_url).netloc or self.peer_url  # the alert's node
         self.started_at = now()
         self.seen_at: datetime | None = None
@@ -238,11 +262,22 @@ class Pair:
             return SEND
         with self._lock:
             view = self.view
-        if view is not None and match(row, view.delivered, self.match_s) is not None:
+        if view is not None and match(row, view.delivered, self.match_s,
+                                      self._local(row)) is not None:
             return COVERED
         if self.role == "primary" or self.gone(self.now()):
             return SEND
         return HOLD
+
+    def _local(self, row: Any):
+        """This instance's outbox rows created within 3 x ``match_s`` of ``row`` (None
+        without a reader)."""
+        if self.reader is None:
+            return None
+        span = 3 * self.match_s
+        return q.list_notifications(self.reader(),
+                                    now=_naive(row.created_at) + timedelta(seconds=span),
+                                    since_s=2 * span)
 
     # -- /healthz ---------------------------------------------------------------------
     def report(self, cur, now: datetime) -> dict:

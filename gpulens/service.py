@@ -92,7 +92,8 @@ class Service:
                                    memory_limit_mb=self.config["warehouse.memory_limit_mb"])
         try:
             self.sources = build_sources(self.config, self.warehouse, now=self.now())
-            self.pair = Pair(self.config, name=socket.gethostname(), now=self.now)
+            self.pair = Pair(self.config, name=socket.gethostname(), now=self.now,
+                             reader=self.warehouse.reader)
             gate = self.pair.gate if self.pair.enabled else None
             self.alerts = AlertRuntime(self.warehouse, self.config, now=self.now,
                                        pair=self.pair if self.pair.enabled else None)

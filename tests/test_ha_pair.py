@@ -343,3 +343,65 @@ def test_a_row_held_past_give_up_is_marked_dead_not_paged_days_later():
         assert sent == ["new"]
     finally:
         wh.close()
+
+
+def _outbox(wh, *rows):
+    wh.write(lambda con: store.enqueue(con, [
+        {"notification_key": key, "sink": "webhook", "kind": "firing",
+         "group_key": "rack_cooling/r2", "created_at": at, "body": "{}",
+         "status": "pending", "attempts": 0, "next_attempt_at": at} for key, at in rows])
+    ).result()
+
+
+def _statuses(wh, now):
+    return q.list_notifications(wh.reader(), now=now, since_s=86400).set_index(
+        "notification_key")["status"].to_dict()
+
+
+def test_a_flapping_groups_second_episode_is_not_taken_for_the_twins_first():
+    """The primary delivered episode 1 (key k1) and died; the group fired again 90 s
+    later (k2). k1 is this standby's own key too, so it stands for k1 alone: k2 is held,
+    and sent once the primary is gone (before, it was marked twin: the page was lost)."""
+    wh = Warehouse(":memory:")
+    clock, sent = Clock(T0 + timedelta(seconds=100)), []
+    try:
+        _outbox(wh, ("k1", T0), ("k2", T0 + timedelta(seconds=90)))
+        ep1 = {"key": "k1", "sink": "webhook", "kind": "firing", "group": "rack_cooling/r2",
+               "created_at": "2026-11-02T12:00:00Z"}
+        pair = Pair(pair_config(), name="a", now=clock, fetch=lambda url, t: healthz(ep1),
+                    reader=wh.reader)
+        assert pair.poll_once()
+        sinks = {"webhook": Sink("webhook", "http://x/")}
+        kw = {"send": lambda *a, **k: sent.append(a[2]) or 200, "gate": pair.gate}
+        counts = deliver_due(wh, sinks, now=clock.now, **kw)
+        assert counts["covered"] == 1 and counts["held"] == 1
+        assert _statuses(wh, clock.now) == {"k1": "twin", "k2": "pending"}
+        clock.now += timedelta(seconds=61)  # the primary is gone: the standby pages k2
+        deliver_due(wh, sinks, now=clock.now, **kw)
+        assert sent == ["k2"]
+    finally:
+        wh.close()
+
+
+def test_one_twin_delivery_under_another_key_stands_for_one_local_row():
+    """The twin fired a tick later across a minute turn (key x): it stands for the
+    nearest local row of the group; a second local row in reach is not covered too."""
+    wh = Warehouse(":memory:")
+    now = T0 + timedelta(seconds=100)
+    try:
+        _outbox(wh, ("a", T0), ("b", T0 + timedelta(seconds=60)))
+        x = {"key": "x", "sink": "webhook", "kind": "firing", "group": "rack_cooling/r2",
+             "created_at": "2026-11-02T12:00:15Z"}
+        pair = Pair(pair_config(), name="a", now=lambda: now,
+                    fetch=lambda url, t: healthz(x), reader=wh.reader)
+        assert pair.poll_once()
+        for _ in range(2):  # a second pass (the row a now 'twin') changes nothing
+            deliver_due(wh, {"webhook": Sink("webhook", "http://x/")}, now=now,
+                        send=lambda *a, **k: 200, gate=pair.gate)
+        assert _statuses(wh, now) == {"a": "twin", "b": "pending"}
+        far = {**x, "created_at": "2026-11-02T12:03:00Z"}  # beyond ha.match_s (120 s)
+        late = Pair(pair_config(), name="a", now=lambda: now, fetch=lambda url, t: healthz(far))
+        assert late.poll_once() and late.gate(row(key="c"), now) == HOLD
+        assert late.gate(row(key="c", at=T0 + timedelta(seconds=61)), now) == COVERED
+    finally:
+        wh.close()

@@ -36,8 +36,10 @@ SETTINGS: tuple[Setting, ...] = (
             "The twin counts as gone when it has not answered for this long: the "
             "twin_gone alert fires and a standby starts sending direct notifications.",
             between(1, 86400), "a number of seconds from 1 to 86400"),
-    Setting("ha.match_s", float, 600.0,
-            "A notification the twin delivered stands for this instance's own of the same "
-            "group, kind and sink when their creation times are at most this far apart.",
-            between(0, 86400), "a number of seconds from 0 to 86400"),
+    Setting("ha.match_s", float, 120.0,
+            "A notification the twin delivered under another key stands for one of this "
+            "instance's own of the same group, kind and sink when their creation times are "
+            "at most this far apart (about twice the key's one-minute slot) and its key is "
+            "not one of this instance's.",
+            between(0, 600), "a number of seconds from 0 to 600"),
 )
