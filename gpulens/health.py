@@ -7,6 +7,10 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from gpulens.settings import default
+
+STALE_TICKS = 3  # a source is stale after this many collection intervals without success
+
 
 @dataclass
 class SourceHealth:
@@ -56,7 +60,9 @@ class Health:
         source's own ``status`` says so; the others go on) or the history backfill
         failed. ``failing``: the source's latest cycle failed."""
         if isinstance(stale_after_s, dict):
-            per_source, stale_after_s = stale_after_s, max(stale_after_s.values(), default=45.0)
+            per_source, stale_after_s = stale_after_s, max(
+                stale_after_s.values(),
+                default=STALE_TICKS * default("collect.interval_s"))
         else:
             per_source = {}
         with self._lock:

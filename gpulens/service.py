@@ -29,7 +29,7 @@ from dashboard.report import api as reports_api
 from dashboard.report.schedule import ReportScheduler
 from gpulens import __version__, exporter
 from gpulens.config import BY_NAME, Config
-from gpulens.health import Health
+from gpulens.health import STALE_TICKS, Health
 from gpulens.history_progress import HistoryProgress
 from gpulens.lake_job import LakeJob
 from gpulens.sources import build_sources
@@ -395,7 +395,7 @@ class Service:
     def _healthz(self):
         # each source is stale after three of its own intervals (a 15-min grid fetch must
         # not make a 15-s scrape look fresh for 45 min)
-        stale = {s.name: 3 * s.interval_s for s in self.sources}
+        stale = {s.name: STALE_TICKS * s.interval_s for s in self.sources}
         report = self.health.report(self.now(), stale_after_s=stale)
         for source in self.sources:
             entry = report["sources"].setdefault(source.name, {})
