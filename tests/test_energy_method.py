@@ -52,3 +52,18 @@ def test_each_run_says_how_its_energy_was_measured(wh):
     e = qj.energy(wh.reader(), job_id="Z", now=T + 3 * H)
     assert e["method"].tolist() == ["power integral", "energy counter"]
     assert (e["gpu_kwh"] > 0).all()
+
+
+def test_the_method_reads_the_energy_queries_allocation_hours_and_runs_filter():
+    """One text for the allocations' seconds per GPU-hour (energy.ALLOC_HOUR_CTES) and
+    the runs filter that keeps the given jobs' rows by job id first (usage.RUNS, issue
+    17), not a copy of either."""
+    from warehouse import usage
+    from warehouse.db import fill
+    from warehouse.queries import energy as qe
+
+    head, _, tail = qe.ALLOC_HOUR_CTES.partition("{runs}")
+    assert tail and head in em._SQL and tail in em._SQL and head in qe._HOUR_CTES
+    assert fill(usage.RUNS, alias="") in em._SQL
+    assert "job_id || ':' || run_index IN" not in em._SQL.replace(
+        fill(usage.RUNS, alias=""), "")

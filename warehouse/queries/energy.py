@@ -164,11 +164,14 @@ FROM t
 #: and data seconds inside the range (``hours``), the fleet's idle power in W
 #: (``idle_power``: the mean power of GPU-hours idle the whole hour) and the seconds
 #: allocations held each GPU-hour (``held``).
-_HOUR_CTES = """
+#: Allocations clipped to ``[$start, $end)`` whose rows pass ``{runs}`` (``a``) and the
+#: seconds each held in each GPU-hour (``ao``: ``overlap_s``); also read by
+#: warehouse/queries/energy_method.py.
+ALLOC_HOUR_CTES = """
 a AS (
     SELECT job_id, run_index, node, gpu_index,
            greatest(start_ts, $start) AS s, least(coalesce(end_ts, $end), $end) AS e
-    FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
+    FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {runs}
 ),
 ao AS MATERIALIZED (
     SELECT job_id, run_index, node, gpu_index, ts,
@@ -176,7 +179,9 @@ ao AS MATERIALIZED (
            AS overlap_s
     FROM (SELECT *, unnest(range(date_trunc('hour', s), e, INTERVAL 1 HOUR)) AS ts
           FROM a WHERE e > s)
-),
+)"""
+
+_HOUR_CTES = fill(ALLOC_HOUR_CTES, runs="TRUE") + """,
 hours AS (
     SELECT ts, node, gpu_index, util_pct_max,
            least(coalesce(covered_s, 0), 3600.0) * w AS data_s, coalesce(energy_j, 0) * w AS j

@@ -24,31 +24,20 @@ from datetime import datetime
 import pandas as pd
 
 from warehouse import usage
+from warehouse.db import fill
+from warehouse.queries.energy import ALLOC_HOUR_CTES
 
 METHODS = ("energy counter", "counter, hourly-scaled", "power integral")
 
-_SQL = """
-WITH a AS (
-    SELECT job_id, run_index, node, gpu_index,
-           greatest(start_ts, $start) AS s, least(coalesce(end_ts, $end), $end) AS e
-    FROM allocations
-    WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
-      AND ($runs::VARCHAR[] IS NULL OR job_id || ':' || run_index IN (SELECT unnest($runs)))
-),
-ao AS (
-    SELECT job_id, run_index, node, gpu_index, ts,
-           (epoch_us(least(ts + INTERVAL 1 HOUR, e)) - epoch_us(greatest(ts, s))) / 1e6
-           AS held_s
-    FROM (SELECT *, unnest(range(date_trunc('hour', s), e, INTERVAL 1 HOUR)) AS ts
-          FROM a WHERE e > s)
-)
-SELECT ao.job_id, ao.run_index, ao.ts, sum(ao.held_s) AS held_s,
-       sum(ao.held_s * CASE WHEN g.method = 'rollup' THEN 1.0
-                            ELSE g.counter_samples / g.samples END) AS counter_s
+_SQL = fill("""
+WITH {ctes}
+SELECT ao.job_id, ao.run_index, ao.ts, sum(ao.overlap_s) AS held_s,
+       sum(ao.overlap_s * CASE WHEN g.method = 'rollup' THEN 1.0
+                               ELSE g.counter_samples / g.samples END) AS counter_s
 FROM ao JOIN gpu_energy_1h g USING (node, gpu_index, ts)
 WHERE g.samples > 0
 GROUP BY ALL
-"""
+""", ctes=fill(ALLOC_HOUR_CTES, runs=fill(usage.RUNS, alias="")))
 
 
 def run_methods(cur, *, start: datetime, end: datetime,
