@@ -176,11 +176,18 @@ def _naive(ts) -> datetime:
 
 
 def _fetch(url: str, timeout_s: float) -> bytes:
-    """GET ``url``; the body whatever the status (a degraded /healthz answers 503)."""
+    """GET ``url``; the body whatever the status (a degraded /healthz answers 503),
+    read up to just past ``MAX_ANSWER_BYTES`` (parse_twin refuses a longer one)."""
     with requests.Session() as session:
         session.trust_env = False  # no proxy or .netrc from the environment
-        response = session.get(url, timeout=timeout_s)
-        return response.content
+        with session.get(url, timeout=timeout_s, stream=True) as response:
+            chunks, size = [], 0
+            for chunk in response.iter_content(64 * 1024):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    break
+            return b"".join(chunks)
 
 
 class Pair:
@@ -257,7 +264,8 @@ class Pair:
 
     # -- who sends --------------------------------------------------------------------
     def gate(self, row: Any, now: datetime) -> str:
-        """``send``, ``hold`` or ``covered`` for an outbox row (alerts/delivery.py)."""
+        """``send``, ``hold`` or ``covered`` for an outbox row (alerts/delivery.py) at
+        ``now`` (naive UTC; whether the twin is gone is judged then)."""
         if not self.enabled or row.sink in UNGATED:
             return SEND
         with self._lock:
@@ -265,7 +273,7 @@ class Pair:
         if view is not None and match(row, view.delivered, self.match_s,
                                       self._local(row)) is not None:
             return COVERED
-        if self.role == "primary" or self.gone(self.now()):
+        if self.role == "primary" or self.gone(now):
             return SEND
         return HOLD
 

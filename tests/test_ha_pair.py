@@ -122,10 +122,10 @@ def test_standby_holds_direct_sinks_until_the_twin_delivers_or_is_gone():
     answer["body"] = None
     clock.now = T0 + timedelta(seconds=59)
     assert not pair.poll_once() and pair.last_error == "ConnectionError"
-    assert pair.gate(row(kind="resolved"), T0) == HOLD
+    assert pair.gate(row(kind="resolved"), clock.now) == HOLD
     clock.now = T0 + timedelta(seconds=61)  # unseen for 61 s: the standby pages
-    assert pair.gate(row(kind="resolved"), T0) == SEND
-    assert pair.gate(row(), T0) == COVERED  # what the twin delivered stays delivered
+    assert pair.gate(row(kind="resolved"), clock.now) == SEND
+    assert pair.gate(row(), clock.now) == COVERED  # what the twin delivered stays delivered
     assert pair.twins(clock.now) == {"gpulens-b:8050": 61.0}
 
 
@@ -405,3 +405,50 @@ def test_one_twin_delivery_under_another_key_stands_for_one_local_row():
         assert late.gate(row(key="c", at=T0 + timedelta(seconds=61)), now) == COVERED
     finally:
         wh.close()
+
+
+def test_the_gate_judges_the_twin_gone_at_the_time_it_is_given():
+    """deliver_due passes its ``now``; the gate uses it, not the pair's own clock."""
+    pair = Pair(pair_config(twin_gone_after_s=60), name="a", now=lambda: T0,
+                fetch=lambda url, t: b"")
+    assert pair.gate(row(), T0 + timedelta(seconds=59)) == HOLD
+    assert pair.gate(row(), T0 + timedelta(seconds=61)) == SEND
+
+
+def test_a_huge_healthz_answer_is_read_only_past_the_limit_and_refused():
+    """A twin (or whatever answers at its address) sending 20 MiB: the poll reads just
+    past MAX_ANSWER_BYTES and refuses the answer, naming its size."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from alerts.ha import MAX_ANSWER_BYTES, _fetch
+
+    block = b"x" * (1024 * 1024)
+
+    class Huge(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's naming)
+            self.send_response(200)
+            self.send_header("Content-Length", str(20 * len(block)))
+            self.end_headers()
+            try:
+                for _ in range(20):
+                    self.wfile.write(block)
+            except OSError:  # the client stopped reading
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Huge)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        body = _fetch(url + "healthz", 5.0)
+        assert MAX_ANSWER_BYTES < len(body) <= MAX_ANSWER_BYTES + 64 * 1024
+        pair = Pair(load(None, env={}).with_overrides(ha__peer_url=url), name="a")
+        assert not pair.poll_once()
+        assert pair.last_error.startswith(f"answer of {len(body)} bytes")
+    finally:
+        server.shutdown()
+        server.server_close()
