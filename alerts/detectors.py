@@ -13,9 +13,10 @@ compares values with ``threshold``. All work is vectorised over the GPUs.
   (a) its own at the start of the window (first ``baseline_s``) and (b) the other racks
   of the same GPU model (counted when the robust z-score across them is at least
   ``min_z`` and there are 4 such racks or more); the value is the larger excess, in C.
-  The own excess is lowered by ``load_margin_c_per_w`` times the change of the rack's
-  median power since the baseline (W): the fitted heating coefficient's error, times
-  that change, is not a cooling problem.
+  The own excess is the larger of two baselines, the window's first ``baseline_s`` and
+  the ``baseline_s`` ending ``recent_s`` before now, each lowered by
+  ``load_margin_c_per_w`` times the change of the rack's median power since it (W): the
+  fitted heating coefficient's error, times that change, is not a cooling problem.
 - ``gpu_rate``: temperature rise over ``window_s`` in C per minute, counted only while
   power changed by at most ``max_power_change_w`` and the GPU is at ``min_temp_c`` or
   above (a job starting heats a GPU fast; that is not an anomaly).
@@ -114,16 +115,16 @@ def rack_hot(rule: Rule, win: Window) -> list[Hit]:
     first = width - win.cols(p["smooth_s"])
     k = _c_per_w(win, first, width)
     now, gpus = group_median(_adjusted(win, first, width, k)[keep], codes, n)
-    base_stop = win.cols(p["baseline_s"])
-    base, _ = group_median(_adjusted(win, 0, base_stop, k)[keep], codes, n)
-    # the rack's load change since its baseline, W: an error of the fitted k moves the
-    # load-adjusted level by (error x change), so the own excess is discounted by
-    # load_margin_c_per_w per W (issue 22: an idle rack taking a whole-rack job rose 4 C
-    # against its baseline while a failing, idle and hot rack pulled the fleet's k down)
-    s = win.series
-    load_now, _ = group_median(mean(s["power_w"], first, width)[keep], codes, n)
-    load_base, _ = group_median(mean(s["power_w"], 0, base_stop)[keep], codes, n)
-    margin = p.get("load_margin_c_per_w", 0.0) * np.nan_to_num(np.abs(load_now - load_base))
+    load_now, _ = group_median(mean(win.series["power_w"], first, width)[keep], codes, n)
+    own = np.full(n, -np.inf)
+    # two baselines of baseline_s: the window's start and the one ending recent_s before
+    # now (a rack whose job ended minutes before its cooling failed is level with the
+    # second one; issue 22)
+    base_cols = win.cols(p["baseline_s"])
+    for stop in sorted({base_cols, max(base_cols, width - win.cols(p.get("recent_s", 0.0)))}):
+        own = np.fmax(own, _own_excess(win, k, keep, codes, n, now, load_now,
+                                       stop - base_cols, stop,
+                                       p.get("load_margin_c_per_w", 0.0)))
     temp = latest(win.series["temp_c"], win.cols(60.0))[keep].astype(np.float64)
     power = latest(win.series["power_w"], win.cols(60.0))[keep]
     temp_med, _ = group_median(temp, codes, n)
@@ -138,7 +139,7 @@ def rack_hot(rule: Rule, win: Window) -> list[Hit]:
     rack_model = win.model[keep][head].astype(str)
     dev, z, peers = robust_z(now[enough], rack_model[enough])
     peer = np.where((peers >= MIN_RACKS_FOR_PEERS) & (z >= p["min_z"]), dev, 0.0)
-    own = now[enough] - base[enough] - margin[enough]
+    own = own[enough]
     value = np.fmax(np.nan_to_num(peer, nan=0.0), own)
     hits = []
     for i, v, d, o in zip(enough, value, dev, own, strict=True):
@@ -151,6 +152,18 @@ def rack_hot(rule: Rule, win: Window) -> list[Hit]:
             "gpus": int(gpus[i]), "nodes": nodes,
         }))
     return hits
+
+
+def _own_excess(win: Window, k: dict, keep, codes, n: int, now, load_now, first: int,
+                stop: int, margin_c_per_w: float) -> np.ndarray:
+    """Each rack's median load-adjusted temperature ``now`` above its own over columns
+    ``[first, stop)``, C, less ``margin_c_per_w`` times the change of its median power
+    (W): an error of the fitted k moves the load-adjusted level by (error x change)
+    (issue 22: an idle rack taking a whole-rack job rose 4 C against its baseline while
+    a failing, idle and hot rack pulled the fleet's k down)."""
+    base, _ = group_median(_adjusted(win, first, stop, k)[keep], codes, n)
+    load, _ = group_median(mean(win.series["power_w"], first, stop)[keep], codes, n)
+    return now - base - margin_c_per_w * np.nan_to_num(np.abs(load_now - load))
 
 
 def gpu_rate(rule: Rule, win: Window) -> list[Hit]:

@@ -41,7 +41,7 @@ DEFAULTS: tuple[Rule, ...] = (
          summary="Rack running hotter than its own recent baseline or than the other "
                  "racks at similar load (cooling failure)",
          params={"min_z": 1.5, "smooth_s": 60.0, "baseline_s": 180.0,
-                 "load_margin_c_per_w": 0.01}),
+                 "recent_s": 300.0, "load_margin_c_per_w": 0.01}),
     Rule("temp_rise", "gpu_rate", "gpu", "warning", threshold=4.0, clear=2.0,
          hold_s=30.0, resolve_hold_s=120.0, unit="C/min",
          summary="GPU temperature rising fast at steady power",
@@ -85,6 +85,7 @@ def window_s(rules: tuple[Rule, ...]) -> float:
     for rule in rules:
         p = rule.params
         need.append(p.get("smooth_s", 0.0) + p.get("baseline_s", 0.0) + rule.hold_s)
+        need.append(p.get("recent_s", 0.0) + p.get("baseline_s", 0.0))
         if rule.kind == "gpu_rate":
             need.append(p["window_s"] + 60.0)
     return max(need)

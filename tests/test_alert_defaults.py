@@ -114,3 +114,41 @@ def test_inhibition_survives_a_restart_through_the_stored_alert():
 def test_a_gpu_alert_before_any_rack_alert_pages_once():
     pages, _ = _run([(False, True), (True, True), (False, True)])
     assert pages == ["thermal_throttle/r2", "rack_cooling/r2"]
+
+
+def _job_ended_then_cooling_failed():
+    """Six H100 racks half busy; r3 ran a whole-rack job (650 W) until 7.5 minutes before
+    now, then idled, and its inlet rises by 2.4 C a minute from 2.75 minutes before now
+    (the seeded month's rack r03: paged 6.3 minutes after the onset, the margin of its
+    load change hiding it from the window-start baseline)."""
+    rng = np.random.default_rng(3)
+    racks, per_rack = 6, 16
+    n = racks * per_rack
+    rack = np.repeat([f"r{i}" for i in range(racks)], per_rack)
+    node = [f"{r}n{i // 8}" for r, i in zip(rack, np.arange(n) % per_rack, strict=True)]
+    rows = []
+    for k in range(60):
+        power = np.where(np.arange(n) % 2 == 0, 650.0, 65.0)
+        power = np.where(rack == "r3", 650.0 if k < 30 else 65.0, power)
+        rise = 2.4 * min(5, (k - 48) // 4 + 1) if k >= 48 else 0.0  # one-minute steps
+        temp = 24 + 0.066 * power + rng.normal(0, 0.3, n) + np.where(rack == "r3", rise, 0.0)
+        rows.append(pd.DataFrame({"ts": T0 - (59 - k) * STEP, "node": node,
+                                  "gpu_index": np.arange(n) % 8, "temp_c": temp,
+                                  "power_w": power, "mem_temp_c": temp,
+                                  "throttle_thermal": 0.0}))
+    samples = pd.concat(rows)
+    gpus = samples[["node", "gpu_index"]].drop_duplicates()
+    gpus["rack"] = gpus["node"].str[:2]
+    gpus["model"] = "H100"
+    return build_window(samples, gpus, pd.DataFrame(), T0, 900, 15)
+
+
+def test_a_cooling_failure_minutes_after_a_job_ended_is_seen_against_the_recent_baseline():
+    win = _job_ended_then_cooling_failed()
+    start_only = replace(RACK_COOLING, params={**RACK_COOLING.params, "recent_s": 0.0})
+    [old] = [h for h in detect(start_only, win) if h.rack == "r3"] or [None]
+    assert old is None or old.context["above_baseline_c"] < RACK_COOLING.threshold
+    [hit] = [h for h in detect(RACK_COOLING, win) if h.rack == "r3"]
+    assert hit.context["above_baseline_c"] >= RACK_COOLING.threshold
+    assert [h.rack for h in detect(RACK_COOLING, win)
+            if h.value >= RACK_COOLING.threshold] == ["r3"]
