@@ -12,6 +12,7 @@ per 1,000 GPUs (<= 1), median time from incident start to page (<= 3 min), p95 o
 and pages per rack incident (exactly 1).
 
     .venv/bin/python bench/alert_quality.py [--days 30] [--sizes 512,4096] [--quick]
+                                            [--every 15] [--offset 0]
 
 ``--quick``: 3 days at the demo's size (512 GPUs) only.
 """
@@ -77,7 +78,7 @@ class SimSource:
         return self.inv
 
 
-def measure(gpus: int, days: float, every_s: float, seed: int) -> dict:
+def measure(gpus: int, days: float, every_s: float, seed: int, offset_days: float = 0.0) -> dict:
     nodes_per_rack, gpn = 8, 8
     racks = max(4, gpus // (nodes_per_rack * gpn))
     sim = replace(SimConfig(), racks=racks, nodes_per_rack=nodes_per_rack, gpus_per_node=gpn,
@@ -85,7 +86,8 @@ def measure(gpus: int, days: float, every_s: float, seed: int) -> dict:
     live = ANCHOR + timedelta(days=1)
     cluster = Cluster(sim, anchor=ANCHOR, live_start=live)
     src = SimSource(cluster)
-    start, end = live, live + timedelta(days=days)
+    start = live + timedelta(days=offset_days)
+    end = start + timedelta(days=days)
     a, b = ((t - ANCHOR).total_seconds() for t in (start, end))
     t0 = time.perf_counter()
     result = backtest.replay(DEFAULTS, src, start, end, step_s=sim.interval_s, every_s=every_s)
@@ -134,13 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="512,4096", help="GPU counts, comma-separated")
     ap.add_argument("--every", type=float, default=15.0, help="seconds between evaluations")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--offset", type=float, default=0.0,
+                    help="days after the live start where the replay begins (to run the "
+                         "days of a span as separate processes)")
     ap.add_argument("--quick", action="store_true", help="3 days at 512 GPUs")
     args = ap.parse_args(argv)
     if args.quick:
         args.days, args.sizes = min(args.days, 3.0), "512"
     ok = True
     for gpus in (int(s) for s in args.sizes.split(",")):
-        q = measure(gpus, args.days, args.every, args.seed)
+        q = measure(gpus, args.days, args.every, args.seed, args.offset)
         print(f"alert quality: {q['gpus']} GPUs, {q['days']:g} simulated days, "
               f"{q['incidents']} incidents, {q['confounders']} confounders, "
               f"{q['evaluations']} evaluations every {args.every:g} s "
