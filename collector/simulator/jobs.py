@@ -62,7 +62,7 @@ TYPES = {
 # commonest end of a small job; pre-training campaigns are mostly stopped by their users
 # (CANCELLED: 61-66 % of GPU time), framework errors are rarer than script errors.
 REALISTIC_TYPES = {
-    "pretrain": JobType("pretrain", 1, 0, 0.05, 0.03, 0.75, 0.0, True, 14 * DAY),
+    "pretrain": JobType("pretrain", 1, 0, 0.10, 0.03, 0.75, 0.0, True, 14 * DAY),
     "sft": JobType("sft", 2, 0, 0.12, 0.22, 0.10, 0.0, True, 24 * HOUR),
     "eval": JobType("eval", 3, 1, 0.12, 0.33, 0.10, 0.002, False, 2 * HOUR),
     "debug": JobType("debug", 4, 0, 0.14, 0.36, 0.10, 0.01, False, 1 * HOUR),
