@@ -58,6 +58,26 @@ def test_two_time_sliced_jobs_share_the_overlap(wh):
     assert alone["gpu_kwh"].tolist() == pytest.approx([0.1])
 
 
+
+def test_migration_13_recomputes_hours_written_before_the_split(wh):
+    # a warehouse whose usage table was computed before the split: A and B each took the
+    # whole overlap (A 0.4, B 0.2 kWh); migration 13 empties the ledger, so the next
+    # refresh writes the split again
+    from warehouse.migrate import available
+
+    ingest(wh, samples("n0", 0, T, 480, 400))
+    _job(wh, "A", T, T + H)
+    _job(wh, "B", T + 30 * M, T + H)
+    run_refresh(wh, now=T + 3 * H)
+    wh.write(lambda con: con.execute(
+        "UPDATE gpu_usage_1h SET energy_j = energy_j * 2 WHERE job_id = 'B'")).result()
+    run_refresh(wh, now=T + 3 * H)
+    assert _jobs(wh)["B"] == pytest.approx(0.2)  # the ledger keeps the stale hour
+    split = next(m.sql for m in available() if m.version == 13)
+    wh.write(lambda con: con.execute(split)).result()
+    run_refresh(wh, now=T + 3 * H)
+    assert _jobs(wh) == pytest.approx({"A": 0.3, "B": 0.1})
+
 def test_three_mps_clients_for_the_hour_and_a_job_on_a_third_of_another_gpu(wh):
     # GPU 0 (300 W): three MPS clients the whole first hour: 0.1 kWh each, none left over.
     # GPU 1 (600 W): one job for 20 minutes: 0.2 kWh; the other 40 minutes unallocated.
