@@ -4,7 +4,6 @@ failing provider or reading costing only itself, the providers built from the se
 The warehouse and a running service: tests/test_grid_warehouse.py."""
 
 import time
-from datetime import datetime
 
 import pytest
 
@@ -13,23 +12,12 @@ from collector.grid.source import GridSource, build_providers
 from collector.grid.ukgrid import UkGrid
 from collector.grid.watttime import WattTime
 from collector.http import session
-from tests.support.grid import GridApi, fixture
-
-NOW = datetime(2022, 7, 15, 1, 0)
-EM_TOKEN = "em-secret-token-123"
-WT_PASSWORD = "wt-secret-password-456"
-WT_BASIC = "Basic dXNlcjp3dC1zZWNyZXQtcGFzc3dvcmQtNDU2"  # user:wt-secret-password-456
+from tests.support.grid import EM_TOKEN, NOW, WT_BASIC, WT_PASSWORD, documented_api, fixture
 
 
 @pytest.fixture
 def api():
-    server = GridApi()
-    server.answer("/v3/carbon-intensity/history", "electricitymaps_history.json",
-                  auth=("auth-token", EM_TOKEN))
-    server.answer("/login", "watttime_login.json", auth=("Authorization", WT_BASIC))
-    server.answer("/v3/historical", "watttime_historical.json",
-                  auth=("Authorization", "Bearer <TOKEN>"))
-    server.answer("/intensity", "ukgrid_intensity.json")
+    server = documented_api()
     yield server
     server.close()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -75,3 +76,23 @@ class GridApi:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+#: the hour the documented examples answer for (UTC)
+NOW = datetime(2022, 7, 15, 1, 0)
+EM_TOKEN = "em-secret-token-123"
+WT_PASSWORD = "wt-secret-password-456"
+WT_BASIC = "Basic dXNlcjp3dC1zZWNyZXQtcGFzc3dvcmQtNDU2"  # user:wt-secret-password-456
+
+
+def documented_api() -> GridApi:
+    """A :class:`GridApi` answering every provider's endpoint with its documented example,
+    behind the credentials above (WattTime's user is ``user``); ``close()`` it."""
+    server = GridApi()
+    server.answer("/v3/carbon-intensity/history", "electricitymaps_history.json",
+                  auth=("auth-token", EM_TOKEN))
+    server.answer("/login", "watttime_login.json", auth=("Authorization", WT_BASIC))
+    server.answer("/v3/historical", "watttime_historical.json",
+                  auth=("Authorization", "Bearer <TOKEN>"))
+    server.answer("/intensity", "ukgrid_intensity.json")
+    return server
