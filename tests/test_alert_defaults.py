@@ -7,15 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 
 from alerts import persist
 from alerts.detectors import detect
 from alerts.engine import INHIBITED_BY, evaluate, step
 from alerts.model import FIRING, RESOLVED, Hit, Rule, State, fingerprint
 from alerts.rules import DEFAULTS
-from alerts.window import build_window
-from tests.support.alerts import STEP, T0
+from tests.support.alerts import STEP, T0, fleet_frame, fleet_window
 
 RACK_COOLING = next(r for r in DEFAULTS if r.name == "rack_cooling")
 
@@ -37,15 +35,8 @@ def _fleet(racks: int = 6, per_rack: int = 16, seed: int = 1):
         power = np.where(rack == "r5", 650.0 if k >= 52 else 65.0, power)
         temp = 24 + offset + 0.066 * power + rng.normal(0, 0.3, n)
         temp = temp + np.where(rack == "r0", 15.0, 0.0)
-        rows.append(pd.DataFrame({"ts": T0 - (59 - k) * STEP, "node": node,
-                                  "gpu_index": np.arange(n) % 8, "temp_c": temp,
-                                  "power_w": power, "mem_temp_c": temp,
-                                  "throttle_thermal": 0.0}))
-    samples = pd.concat(rows)
-    gpus = samples[["node", "gpu_index"]].drop_duplicates()
-    gpus["rack"] = gpus["node"].str[:2]
-    gpus["model"] = "H100"
-    return build_window(samples, gpus, pd.DataFrame(), T0, 900, 15)
+        rows.append(fleet_frame(k, node, temp, power))
+    return fleet_window(rows)
 
 
 def test_a_rack_taking_a_job_while_another_fails_is_not_a_cooling_failure():
@@ -132,15 +123,8 @@ def _job_ended_then_cooling_failed():
         power = np.where(rack == "r3", 650.0 if k < 30 else 65.0, power)
         rise = 2.4 * min(5, (k - 48) // 4 + 1) if k >= 48 else 0.0  # one-minute steps
         temp = 24 + 0.066 * power + rng.normal(0, 0.3, n) + np.where(rack == "r3", rise, 0.0)
-        rows.append(pd.DataFrame({"ts": T0 - (59 - k) * STEP, "node": node,
-                                  "gpu_index": np.arange(n) % 8, "temp_c": temp,
-                                  "power_w": power, "mem_temp_c": temp,
-                                  "throttle_thermal": 0.0}))
-    samples = pd.concat(rows)
-    gpus = samples[["node", "gpu_index"]].drop_duplicates()
-    gpus["rack"] = gpus["node"].str[:2]
-    gpus["model"] = "H100"
-    return build_window(samples, gpus, pd.DataFrame(), T0, 900, 15)
+        rows.append(fleet_frame(k, node, temp, power))
+    return fleet_window(rows)
 
 
 def test_a_cooling_failure_minutes_after_a_job_ended_is_seen_against_the_recent_baseline():

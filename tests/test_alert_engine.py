@@ -11,8 +11,7 @@ import pandas as pd
 from alerts.engine import evaluate
 from alerts.model import FIRING, PENDING, RESOLVED, Rule, Silence, State
 from alerts.rules import DEFAULTS, from_settings
-from alerts.window import build_window
-from tests.support.alerts import STEP, T0, Cluster, series_window
+from tests.support.alerts import STEP, T0, Cluster, fleet_frame, fleet_window, series_window
 
 RULE = Rule("hot", "gpu_column", "gpu", "critical", threshold=85.0, clear=80.0, hold_s=60.0,
             resolve_hold_s=30.0, unit="C", params={"column": "temp_c"})
@@ -111,23 +110,15 @@ def _fleet(hot_rack_delta: float, hot_gpu_delta: float = 0.0, racks: int = 6):
     n = racks * 16
     rack = np.repeat([f"r{i}" for i in range(racks)], 16)
     power = np.where(np.arange(n) % 2 == 0, 650.0, 65.0)
+    node = [f"{r}n{i // 8}" for r, i in zip(rack, np.arange(n) % 16, strict=True)]
     rows = []
     for k in range(60):
-        ts = T0 - (59 - k) * STEP
         temp = 24 + 0.066 * power + rng.normal(0, 0.3, n)
         if k >= 50:
             temp = temp + np.where(rack == "r3", hot_rack_delta, 0.0)
         temp[0] += hot_gpu_delta
-        rows.append(pd.DataFrame({"ts": ts, "node": [f"{r}n{i // 8}" for r, i in
-                                                     zip(rack, np.arange(n) % 16, strict=True)],
-                                  "gpu_index": np.arange(n) % 8, "temp_c": temp,
-                                  "power_w": power, "mem_temp_c": temp,
-                                  "throttle_thermal": 0.0}))
-    samples = pd.concat(rows)
-    gpus = samples[["node", "gpu_index"]].drop_duplicates()
-    gpus["rack"] = gpus["node"].str[:2]
-    gpus["model"] = "H100"
-    return build_window(samples, gpus, pd.DataFrame(), T0, 900, 15)
+        rows.append(fleet_frame(k, node, temp, power))
+    return fleet_window(rows)
 
 
 def test_rack_cooling_names_the_hot_rack_only():

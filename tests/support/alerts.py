@@ -10,13 +10,32 @@ import pandas as pd
 
 from alerts.runtime import AlertRuntime
 from alerts.sinks import post
-from alerts.window import Window
+from alerts.window import Window, build_window
 from gpulens.config import load
 from warehouse import Warehouse
 from warehouse.queries import alerts as q
 
 T0 = datetime(2026, 11, 2, 12, 0, 0)
 STEP = timedelta(seconds=15)
+
+
+def fleet_frame(k: int, node, temp, power) -> pd.DataFrame:
+    """The samples of minute ``k`` (0-59, the last at T0) of a hand-built fleet: one row
+    per GPU, ``gpu_index`` cycling over 8, HBM at the die's temperature, no throttling."""
+    n = len(temp)
+    return pd.DataFrame({"ts": T0 - (59 - k) * STEP, "node": node,
+                         "gpu_index": np.arange(n) % 8, "temp_c": temp, "power_w": power,
+                         "mem_temp_c": temp, "throttle_thermal": 0.0})
+
+
+def fleet_window(frames: list[pd.DataFrame]) -> Window:
+    """The evaluation window at T0 (15 min, 15-s steps) over ``fleet_frame`` rows; a
+    node's rack is the first two letters of its name, every GPU an H100."""
+    samples = pd.concat(frames)
+    gpus = samples[["node", "gpu_index"]].drop_duplicates()
+    gpus["rack"] = gpus["node"].str[:2]
+    gpus["model"] = "H100"
+    return build_window(samples, gpus, pd.DataFrame(), T0, 900, 15)
 
 
 def series_window(now: datetime, temps: dict[datetime, float], *, width: int = 60,
