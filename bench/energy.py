@@ -46,6 +46,7 @@ from bench.common import print_table  # noqa: E402
 from warehouse import Warehouse  # noqa: E402
 from warehouse.analytics import Options  # noqa: E402
 from warehouse.queries import energy as qe  # noqa: E402
+from warehouse.queries import energy_method as qm  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "nvml"
 T0 = datetime(2026, 11, 22, 12, 0)
@@ -199,11 +200,8 @@ def simulator_truth(hours: float, seed: int) -> dict[str, float]:
         cluster.backfill(lambda k, t: wh.ingest(k, t).result(), start, end, progress=False)
         wh.rollup().result()
         cur = wh.reader()
-        raw = cur.execute("SELECT ts, node, gpu_index, energy_j FROM gpu_samples").df()
-        allocs = cur.execute(
-            "SELECT job_id, run_index, node, gpu_index, start_ts AS s, end_ts AS e "
-            "FROM allocations WHERE start_ts >= $lo AND end_ts <= $hi AND end_ts - start_ts "
-            ">= $min", {"lo": lo, "hi": hi, "min": MIN_RUN}).df()
+        raw = qm.raw_counters(cur)
+        allocs = qm.whole_allocations(cur, start=lo, end=hi, min_length=MIN_RUN)
         truth = counter_truth(raw, allocs)
         opts = Options(node_overhead_w=0.0, pue=1.0)
         worst = {}

@@ -19,7 +19,7 @@ Units: seconds (GPU-seconds held); ranges ``[start, end)`` naive UTC.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pandas as pd
 
@@ -89,3 +89,22 @@ def window_method(cur, *, start: datetime, end: datetime,
     if df.empty:
         return label(0.0, 0.0, 0.0)
     return label(*(float(df[m].sum()) for m in METHODS))
+
+
+def raw_counters(cur) -> pd.DataFrame:
+    """Every raw sample's energy counter (``ts``, ``node``, ``gpu_index``, ``energy_j``
+    in joules), for checking a run's energy against the counter itself
+    (bench/energy.py)."""
+    return cur.execute("SELECT ts, node, gpu_index, energy_j FROM gpu_samples").df()
+
+
+def whole_allocations(cur, *, start: datetime, end: datetime,
+                      min_length: timedelta) -> pd.DataFrame:
+    """Allocations (``job_id``, ``run_index``, ``node``, ``gpu_index``, ``s``, ``e``)
+    lying wholly inside ``[start, end]`` and held at least ``min_length``: the runs whose
+    energy the counter can check from end to end."""
+    return cur.execute(
+        "SELECT job_id, run_index, node, gpu_index, start_ts AS s, end_ts AS e "
+        "FROM allocations WHERE start_ts >= $lo AND end_ts <= $hi "
+        "AND end_ts - start_ts >= $min",
+        {"lo": start, "hi": end, "min": min_length}).df()
