@@ -7,6 +7,9 @@ and raises only ``ValueError`` naming the input it refuses (issue 21).
   412 Watts") or FreeIPMI's ``ipmi-dcmi --get-system-power-statistics`` ("Current Power :
   412 Watts"). A reading whose state is not active ("Power reading state is:
   deactivated") is refused: BMCs then report a stale or zero value.
+- IPMI SDR: the text of ``ipmitool sdr elist full`` (or ``sdr list full``), read when a
+  BMC refuses DCMI; the node's power is its total power sensor, else the sum of its power
+  supplies' input sensors (:func:`sdr_power`).
 - Redfish: ``/redfish/v1/Chassis/{id}/Power`` (``PowerControl[].PowerConsumedWatts``,
   deprecated but what most BMCs serve) and the newer
   ``/redfish/v1/Chassis/{id}/EnvironmentMetrics`` (``PowerWatts.Reading`` and the
@@ -23,8 +26,9 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["MAX_NODE_W", "BmcTarget", "PowerReading", "chassis_links", "chassis_members",
-           "parse_dcmi", "parse_environment_metrics", "parse_power", "parse_targets"]
+__all__ = ["MAX_NODE_W", "BmcTarget", "DcmiInactive", "PowerReading", "SdrList", "SdrSensor",
+           "chassis_links", "chassis_members", "parse_dcmi", "parse_environment_metrics",
+           "parse_power", "parse_sdr", "parse_sensor_choice", "parse_targets", "sdr_power"]
 
 MAX_NODE_W = 30_000.0  # a DGX B200 is ~14.3 kW; above this a reading is a unit mix-up
 PROTOCOLS = ("ipmi", "redfish")
@@ -43,6 +47,11 @@ class PowerReading:
 
     power_w: float | None
     energy_j: float | None = None
+    method: str = ""  # what answered, set by the source: dcmi, sdr, redfish
+
+
+class DcmiInactive(ValueError):
+    """The BMC answers DCMI but says its power measurement is not active."""
 
 
 def _watts(raw, where: str) -> float:
@@ -67,8 +76,9 @@ def parse_dcmi(text: str) -> PowerReading:
     """The instantaneous power of ``ipmitool dcmi power reading`` (or FreeIPMI's
     ``ipmi-dcmi --get-system-power-statistics``) output, in watts.
 
-    Raises ValueError quoting the input when it holds no power line, when the BMC says
-    the reading is not active, or when the value is not 0-MAX_NODE_W W."""
+    Raises ValueError quoting the input when it holds no power line or the value is not
+    0-MAX_NODE_W W; DcmiInactive (a ValueError) when the BMC says the reading is not
+    active."""
     if not isinstance(text, str):
         raise ValueError(f"DCMI reading {_show(text)} is not text")
     found = _DCMI_POWER.findall(text)
@@ -77,9 +87,172 @@ def parse_dcmi(text: str) -> PowerReading:
                          f"line, found {len(found)}")
     state = _DCMI_STATE.search(text)
     if state and state.group(1).lower() not in ("activated", "active"):
-        raise ValueError(f"DCMI reading {_show(text)}: power measurement is "
+        raise DcmiInactive(f"DCMI reading {_show(text)}: power measurement is "
                          f"{state.group(1)!r}, not active")
     return PowerReading(_watts(found[0], f"DCMI reading {_show(text)}"))
+
+
+# -------------------------------------------------------------------------- IPMI SDR
+#
+# ``ipmitool sdr elist full`` prints one full sensor record a line:
+#   "PS1 Input Power  | 64h | ok  | 10.1 | 280 Watts"
+#   (name | sensor number | status | entity.instance | reading[, discrete states])
+# and ``sdr list full`` the shorter "name | reading | status". A reading is a number and a
+# unit, or words ("No Reading", "Disabled", "Device Present"); status "ns" means none.
+
+SDR_AUTO = "auto"
+_SDR_NUMBER = re.compile(r"^[ \t]*([-+]?[0-9]+(?:\.[0-9]+)?)[ \t]+(\S.*?)[ \t]*$")
+_SDR_STATES = ("ok", "ns", "nc", "cr", "nr", "lnc", "lcr", "lnr", "unc", "ucr", "unr")
+# names that say a power supply (or the entity is 10, "Power Supply")
+_PSU = re.compile(r"^(?:ps|psu|pws|pwr ?supply|power ?supply)[ _-]?[0-9]", re.I)
+_PSU_IN = re.compile(r"input|(?:^|[ _])p?in(?:$|[ _])|pin(?:$|[ _])", re.I)
+_PSU_OUT = re.compile(r"output|(?:^|[ _])p?out(?:$|[ _])|pout(?:$|[ _])", re.I)
+# watt sensors of one part of the node, never its total
+_PART = re.compile(r"cpu|proc|mem|dimm|fan|gpu|hdd|ssd|disk|storage|nic|pcie|pch|vr|riser"
+                   r"|peak|max|min|limit|cap|threshold", re.I)
+# the node's total under the names BMCs give it, best first (Dell, Lenovo/Inspur, Gigabyte,
+# Huawei, HPE, Intel); another watt sensor that is no part and no supply comes after these
+_TOTALS = ("pwr consumption", "power consumption", "total_power", "total power",
+           "sys_power", "sys power", "system power", "power meter", "system level", "power")
+
+
+@dataclass(frozen=True)
+class SdrSensor:
+    """One line of ``ipmitool sdr elist full``: the sensor's name, its entity
+    ("10.1", "" when the layout has none), status and reading (``value`` in ``unit``,
+    "W" for watts; None when the BMC gave no number)."""
+
+    name: str
+    entity: str
+    status: str
+    value: float | None
+    unit: str
+
+    @property
+    def watts(self) -> float | None:
+        """The reading in watts, or None when this is no watt sensor with a reading."""
+        return self.value if self.unit == "W" and self.status != "ns" else None
+
+
+@dataclass(frozen=True)
+class SdrList:
+    """The sensors of one SDR listing and how many of its lines were refused (a line
+    that is no sensor, or a watt reading that is not 0-MAX_NODE_W: one bad sensor costs
+    that sensor only)."""
+
+    sensors: tuple[SdrSensor, ...]
+    refused: int
+
+
+def _unit(text: str) -> str:
+    return "W" if text.lower() in ("watts", "watt", "w") else text
+
+
+def _sdr_line(line: str) -> SdrSensor | None:
+    fields = [f.strip() for f in line.split("|")]
+    if len(fields) == 5:  # elist: name | 64h | ok | 10.1 | reading
+        name, number, status, entity, reading = fields
+        if not re.fullmatch(r"[0-9A-Fa-f]{1,2}h", number):
+            return None
+    elif len(fields) == 3:  # list: name | reading | status
+        (name, reading, status), entity = fields, ""
+    else:
+        return None
+    status = status.lower()
+    if not name or status not in _SDR_STATES:
+        return None
+    m = _SDR_NUMBER.match(reading.split(",", 1)[0])
+    if m is None or status == "ns":
+        return SdrSensor(name, entity, status, None, "")
+    unit = _unit(m.group(2))
+    value = float(m.group(1))
+    if unit == "W" and not 0 <= value <= MAX_NODE_W:
+        return None
+    return SdrSensor(name, entity, status, value, unit)
+
+
+def parse_sdr(text) -> SdrList:
+    """The sensors of ``ipmitool sdr elist full`` (or ``sdr list full``) output.
+
+    Lines that are no sensor line, and watt readings that are not 0-MAX_NODE_W W, are
+    refused one by one (counted in ``refused``). Raises ValueError quoting the input when
+    it is not text or not one of its lines is a sensor."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")  # a name's bad bytes cost nothing else
+    if not isinstance(text, str):
+        raise ValueError(f"IPMI SDR listing {_show(text)} is not text")
+    lines = [line for line in text.splitlines() if line.strip()]
+    sensors = [s for s in map(_sdr_line, lines) if s is not None]
+    if not sensors:
+        raise ValueError(f"IPMI SDR listing {_show(text)} holds no sensor line")
+    return SdrList(tuple(sensors), len(lines) - len(sensors))
+
+
+def parse_sensor_choice(text: str, where: str = "bmc.ipmi_power_sensor") -> tuple[str, ...]:
+    """``auto`` (returned as ``()``) or sensor names separated by commas, whose readings
+    are summed. Raises ValueError naming ``where`` when there is neither."""
+    if not isinstance(text, str):
+        raise ValueError(f"{where}: {_show(text)} is not text")
+    if text.strip().lower() == SDR_AUTO:
+        return ()
+    names = tuple(n.strip() for n in text.split(","))
+    if not names or any(not n or "|" in n for n in names):
+        raise ValueError(f"{where}: {_show(text)} is not 'auto' or sensor names separated "
+                         "by commas")
+    return names
+
+
+def _is_psu(s: SdrSensor) -> bool:
+    return bool(_PSU.match(s.name)) or s.entity.split(".")[0] == "10"
+
+
+def sdr_power(sdr: SdrList, choice: tuple[str, ...] = ()) -> PowerReading:
+    """The node's input power (W) from its SDR sensors.
+
+    ``choice`` names the sensors to sum (:func:`parse_sensor_choice`); each must be in
+    the listing with a reading in watts. ``()`` ("auto") takes, among the sensors with a
+    reading in watts:
+
+    1. the node's total: the first of the names in ``_TOTALS`` (Dell's "Pwr
+       Consumption", "Total_Power", "SYS_POWER", HPE's "Power Meter", ...), else the
+       first watt sensor that is neither a power supply nor a part (CPU, memory, fans,
+       GPU, disks, peak or limit values);
+    2. else the sum of the power supplies' input sensors (a name like "PS1 Input Power"
+       or entity 10): those saying input where any of them has a reading, else all
+       that do not say output. A supply without a reading (failed, pulled, "ns") adds
+       nothing.
+
+    Raises ValueError naming the listing's watt sensors when none of these is found, a
+    named sensor is missing or has no reading, or the sum is not 0-MAX_NODE_W W."""
+    watts = [s for s in sdr.sensors if s.watts is not None]
+    where = "IPMI SDR (watt sensors: " + (
+        ", ".join(repr(s.name) for s in watts[:12]) or "none") + ")"
+    if choice:
+        by_name: dict[str, SdrSensor] = {}
+        for s in sdr.sensors:
+            by_name.setdefault(s.name.lower(), s)
+        picked = []
+        for name in choice:
+            s = by_name.get(name.lower())
+            if s is None or s.watts is None:
+                state = "is not listed" if s is None else "has no reading in watts"
+                raise ValueError(f"{where}: sensor {name!r} {state}")
+            picked.append(s)
+        return PowerReading(_watts(sum(s.watts for s in picked), where))
+    others = [s for s in watts if not _is_psu(s) and not _PART.search(s.name)]
+    for total in _TOTALS:
+        for s in others:
+            if s.name.lower() == total:
+                return PowerReading(_watts(s.watts, where))
+    if others:
+        return PowerReading(_watts(others[0].watts, where))
+    supplies = [s for s in watts if _is_psu(s)]
+    read = ([s.watts for s in supplies if _PSU_IN.search(s.name)]
+            or [s.watts for s in supplies if not _PSU_OUT.search(s.name)])
+    if not read:
+        raise ValueError(f"{where}: no total power sensor and no power supply reading "
+                         "in watts")
+    return PowerReading(_watts(sum(read), where))
 
 
 # --------------------------------------------------------------------------- Redfish

@@ -14,10 +14,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 
 import pyarrow as pa
@@ -33,6 +35,7 @@ from warehouse.schema import SCHEMAS
 __all__ = ["BmcSource", "read_ipmi", "RedfishReader"]
 
 REFUSED = "reading: refused by the parser"
+SENSOR_REFUSED = "sdr line: refused by the parser"
 
 
 class TransportError(RuntimeError):
@@ -49,24 +52,74 @@ def _host_port(address: str) -> tuple[str, str]:
     return host, port
 
 
-def read_ipmi(target: bmc.BmcTarget, *, username: str, password: str, timeout_s: float,
-              ipmitool: str = default("bmc.ipmitool"),
-              cipher_suite: int = default("bmc.ipmi_cipher_suite")) -> bmc.PowerReading:
-    """One DCMI power reading over IPMI-over-LAN (lanplus, RMCP+ ``cipher_suite``)."""
+# ipmitool's words when the BMC refuses DCMI's Get Power Reading as unsupported: completion
+# codes C1h (invalid command, ipmi_sim), C2h (invalid for this LUN), CCh (invalid data
+# field: no DCMI group extension DCh), D5h (not supported in present state), D6h (command
+# disabled); or an answer that is not DCMI's. Session, timeout and privilege failures are
+# no refusal of DCMI: the SDR would fail alike, so they are not retried there.
+_DCMI_REFUSED = re.compile(r"DCMI request failed because: .*\((?:c1|c2|cc|d5|d6)\)"
+                           r"|A valid DCMI command was not returned", re.I)
+
+
+class DcmiRefused(TransportError):
+    """The BMC answered DCMI's power reading with a refusal (see ``_DCMI_REFUSED``)."""
+
+
+def _ipmitool(target: bmc.BmcTarget, args: list[str], *, username: str, password: str,
+              timeout_s: float, ipmitool: str, cipher_suite: int) -> str:
+    """ipmitool's standard output for ``args`` over lanplus; the password travels in its
+    environment (``-E``), never on its command line. Raises TransportError (DcmiRefused
+    for a refused DCMI command) with ipmitool's last line, never the password."""
     host, port = _host_port(target.address)
     cmd = [ipmitool, "-I", "lanplus", "-C", str(cipher_suite), "-H", host,
-           *(["-p", port] if port else []), "-U", username, "-E", "dcmi", "power", "reading"]
+           *(["-p", port] if port else []), "-U", username, "-E", *args]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, "IPMI_PASSWORD": password}, check=False)
+        done = subprocess.run(cmd, capture_output=True, timeout=timeout_s, check=False,
+                              env={**os.environ, "IPMI_PASSWORD": password})
     except subprocess.TimeoutExpired:
         raise TransportError(f"ipmitool timed out after {timeout_s:g} s") from None
     except OSError as exc:
         raise TransportError(f"cannot run {ipmitool}: {exc.strerror}") from None
+    out = done.stdout.decode("utf-8", "replace")  # one sensor's bad bytes cost nothing else
     if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
-        raise TransportError(f"ipmitool exit {done.returncode}: {tail[0][:200]}")
-    return bmc.parse_dcmi(done.stdout)
+        err = done.stderr.decode("utf-8", "replace")
+        tail = (err or out).strip().splitlines()[-1:] or [""]
+        kind = DcmiRefused if _DCMI_REFUSED.search(err + out) else TransportError
+        raise kind(f"ipmitool exit {done.returncode}: {tail[0].strip()[:200]}")
+    return out
+
+
+def read_ipmi(target: bmc.BmcTarget, *, username: str, password: str, timeout_s: float,
+              ipmitool: str = default("bmc.ipmitool"),
+              cipher_suite: int = default("bmc.ipmi_cipher_suite"),
+              power_sensor: str = default("bmc.ipmi_power_sensor"), method: str = "dcmi",
+              on_refused: Callable[[int], None] | None = None) -> bmc.PowerReading:
+    """One power reading (W) over IPMI-over-LAN (lanplus, RMCP+ ``cipher_suite``).
+
+    ``method`` "dcmi" asks ``dcmi power reading`` first and, when the BMC refuses DCMI
+    (``_DCMI_REFUSED``) or says its power measurement is not active, reads the SDR's
+    power sensors (``sdr elist full``, :func:`collector.bmc.sdr_power` with
+    ``power_sensor``); "sdr" reads the SDR at once. The reading's ``method`` says which
+    answered; ``on_refused`` gets the count of SDR lines refused."""
+    ask = {"username": username, "password": password, "timeout_s": timeout_s,
+           "ipmitool": ipmitool, "cipher_suite": cipher_suite}
+    choice = bmc.parse_sensor_choice(power_sensor)
+    why = ""
+    if method == "dcmi":
+        try:
+            reading = bmc.parse_dcmi(_ipmitool(target, ["dcmi", "power", "reading"], **ask))
+            return replace(reading, method="dcmi")
+        except (DcmiRefused, bmc.DcmiInactive) as exc:
+            why = f"DCMI: {exc}; "
+    try:
+        listing = bmc.parse_sdr(_ipmitool(target, ["sdr", "elist", "full"], **ask))
+        if on_refused is not None and listing.refused:
+            on_refused(listing.refused)
+        return replace(bmc.sdr_power(listing, choice), method="sdr")
+    except TransportError as exc:
+        raise TransportError(f"{why}SDR: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{why}SDR: {exc}") from None
 
 
 class RedfishReader:
@@ -143,11 +196,16 @@ class BmcSource:
                  workers: int = default("bmc.workers"),
                  ipmitool: str = default("bmc.ipmitool"),
                  cipher_suite: int = default("bmc.ipmi_cipher_suite"), ca_file: str = "",
-                 verify_tls: bool = True):
+                 verify_tls: bool = True,
+                 ipmi_power_sensor: str = default("bmc.ipmi_power_sensor")):
         self.interval_s = interval_s
         self._targets = targets
+        bmc.parse_sensor_choice(ipmi_power_sensor)  # a bad setting stops the start
         self._ipmi = {"username": username, "password": password, "timeout_s": timeout_s,
-                      "ipmitool": ipmitool, "cipher_suite": cipher_suite}
+                      "ipmitool": ipmitool, "cipher_suite": cipher_suite,
+                      "power_sensor": ipmi_power_sensor}
+        self._method: dict[str, str] = {}  # IPMI target key -> "sdr" once DCMI was refused
+        self._method_lock = threading.Lock()
         self._redfish = RedfishReader(username=username, password=password,
                                       timeout_s=timeout_s, ca_file=ca_file,
                                       verify_tls=verify_tls)
@@ -155,11 +213,23 @@ class BmcSource:
         self.dropped = DropCounter()
         self.targets_down: dict[str, str] = {}
         self.targets_total: int | None = None
+        self.answered_by: dict[str, str] = {}  # target key -> dcmi, sdr or redfish
 
     def _read(self, target: bmc.BmcTarget) -> bmc.PowerReading:
-        if target.protocol == "ipmi":
-            return read_ipmi(target, **self._ipmi)
-        return self._redfish.read(target)
+        if target.protocol != "ipmi":
+            return replace(self._redfish.read(target), method="redfish")
+        with self._method_lock:
+            method = self._method.get(target.key, "dcmi")
+        try:
+            reading = read_ipmi(target, **self._ipmi, method=method,
+                                on_refused=lambda n: self.dropped.add({SENSOR_REFUSED: n}))
+        except Exception:
+            with self._method_lock:  # ask DCMI again next cycle: the BMC may have changed
+                self._method.pop(target.key, None)
+            raise
+        with self._method_lock:
+            self._method[target.key] = reading.method
+        return reading
 
     def _attempt(self, target: bmc.BmcTarget):
         try:
@@ -177,16 +247,18 @@ class BmcSource:
         ts = naive_utc(ts)
         with ThreadPoolExecutor(max(1, min(self._workers, len(targets) or 1))) as pool:
             results = list(pool.map(self._attempt, targets))
-        rows, down, refused = [], {}, 0
+        rows, down, refused, answered = [], {}, 0, {}
         for target, (reading, error) in zip(targets, results, strict=True):
             if error is not None:
                 refused += error[0]
                 down[target.key] = error[1]
                 continue
+            answered[target.key] = reading.method
             rows.append({"ts": ts, "node": target.node, "total_power_w": reading.power_w,
                          "energy_j": reading.energy_j, "source": target.protocol})
         self.dropped.add({REFUSED: refused})
         self.targets_down, self.targets_total = down, len(targets)
+        self.answered_by = answered
         return [("node_power", pa.Table.from_pylist(rows, schema=SCHEMAS["node_power"]))]
 
 

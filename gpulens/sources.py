@@ -110,7 +110,8 @@ def _bmc(config: Config, warehouse: Warehouse, now: datetime):
     return BmcSource(targets, interval_s=b["interval_s"], timeout_s=b["timeout_s"],
                      username=b["username"], password=b["password"], workers=b["workers"],
                      ipmitool=b["ipmitool"], cipher_suite=b["ipmi_cipher_suite"],
-                     ca_file=b["ca_file"], verify_tls=b["verify_tls"])
+                     ca_file=b["ca_file"], verify_tls=b["verify_tls"],
+                     ipmi_power_sensor=b["ipmi_power_sensor"])
 
 
 def _grid(config: Config, warehouse: Warehouse, now: datetime):

@@ -8,6 +8,16 @@ import re
 from gpulens.settings.base import Setting, between, positive
 
 
+def _ipmi_power_sensor_ok(value: str) -> bool:
+    from collector.bmc import parse_sensor_choice  # imports the settings: not at the top
+
+    try:
+        parse_sensor_choice(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _regex(value: str) -> bool:
     try:
         re.compile(value)
@@ -100,7 +110,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("topology.slurm_conf", str, "",
             "Slurm's topology.conf: each leaf switch is a rack, its parent switch a zone."),
     Setting("bmc.targets", str, "",
-            "BMCs measuring node power: items node=ipmi://host[:port] (DCMI over lanplus) or "
+            "BMCs measuring node power: items node=ipmi://host[:port] (DCMI over lanplus, "
+            "else the sensor records) or "
             "node=redfish://host[:port] (https; http:// for plain HTTP; #id picks a chassis), "
             "separated by commas, or @path of a file of such items, one per line, re-read "
             "every cycle."),
@@ -119,6 +130,13 @@ SETTINGS: tuple[Setting, ...] = (
             "RMCP+ cipher suite for IPMI over lanplus (ipmitool -C): 17 (HMAC-SHA256, "
             "ipmitool's default) or 3 (HMAC-SHA1) for older BMCs.", between(0, 17),
             "an integer from 0 to 17"),
+    Setting("bmc.ipmi_power_sensor", str, "auto",
+            "Where IPMI BMCs that refuse DCMI (or whose DCMI power measurement is off) "
+            "report node power in their sensor records: auto (the total sensor, such as "
+            "'Pwr Consumption' or 'Total_Power', else the sum of the power supplies' input "
+            "sensors) or sensor names separated by commas, summed, e.g. "
+            "'PS1 Input Power,PS2 Input Power'.",
+            _ipmi_power_sensor_ok, "auto, or sensor names separated by commas"),
     Setting("bmc.ca_file", str, "", "CA bundle for Redfish's TLS (empty: the system's)."),
     Setting("bmc.verify_tls", bool, True,
             "Verify Redfish BMCs' TLS certificates (turn off only for testing)."),
