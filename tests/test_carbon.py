@@ -50,7 +50,7 @@ def test_defaults_when_no_series_applies(wh):
     df = qe.energy_by(wh.reader(), start=T, end=T + H, opts=fr)
     table = carbon.region_defaults().set_index("region")
     assert df["carbon_kg"].iloc[0] == pytest.approx(table.loc["FR", "g_co2_per_kwh"] / 1000)
-    assert df["intensity_sources"].iloc[0] == ["table:FR 2023"]
+    assert df["intensity_sources"].iloc[0] == ["table:FR 2024"]
     unknown = Options(node_overhead_w=0.0, pue=1.0, region="ZZ", fallback_g_per_kwh=123.0)
     df = qe.energy_by(wh.reader(), start=T, end=T + H, opts=unknown)
     assert df["carbon_kg"].iloc[0] == pytest.approx(0.123)
@@ -97,4 +97,4 @@ def test_carbon_of_lost_gpu_hours(wh):
 def test_window_is_a_parameter():
     p = carbon.intensity_params(region="de", fallback_g=1.0, max_age_h=2, pue=1.2,
                                 width=timedelta(minutes=1))
-    assert p["default_source"] == "table:DE 2023" and p["max_age"] == timedelta(hours=2)
+    assert p["default_source"] == "table:DE 2024" and p["max_age"] == timedelta(hours=2)

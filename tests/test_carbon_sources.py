@@ -72,7 +72,7 @@ def test_other_regions_readings_do_not_apply(wh):
     readings(wh, [(T, 100.0, "electricitymaps")])
     fr = Options(node_overhead_w=0.0, pue=1.0, region="FR")
     kg, sources = hours(wh, fr, n=1)
-    assert sources == ["table:FR 2023"]
+    assert sources == ["table:FR 2024"]
 
 
 def test_a_providers_revised_reading_replaces_its_own_only(wh):

@@ -13,8 +13,10 @@ which):
    stands (the first of SOURCE_ORDER among readings at that time), if it is at most
    ``max_age`` old;
 2. the region's row of the static annual table
-   ``warehouse/data/grid_intensity_defaults.csv`` (Ember yearly figures via Our World in
-   Data, cited in the file), source ``table:<REGION> <year>``;
+   ``warehouse/data/grid_intensity_defaults.csv`` (countries: Ember via Our World in
+   Data; sub-national zones: Electricity Maps; cited in the file), else its parent
+   zone's row (``US-CAL-XYZ`` -> ``US``; warehouse/grid_table.py), source
+   ``table:<REGION> <year>`` naming the row that applied;
 3. the configured fallback (default 481 g/kWh, the 2023 world average, Ember), source
    ``fallback``.
 
@@ -28,7 +30,8 @@ from datetime import timedelta
 
 import pandas as pd
 
-from warehouse.db import read_data_csv, shipped, write_frame
+from warehouse import grid_table
+from warehouse.db import write_frame
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 
@@ -39,20 +42,20 @@ SOURCE_ORDER = ("import", "electricitymaps", "ukgrid", "watttime")
 
 
 def region_defaults() -> pd.DataFrame:
-    """The shipped per-region defaults: region, g_co2_per_kwh, year."""
-    df = read_data_csv(shipped("grid_intensity_defaults.csv"))
-    df["g_co2_per_kwh"] = df["g_co2_per_kwh"].astype(float)
-    return df
+    """The shipped per-region defaults (warehouse/grid_table.py): region,
+    g_co2_per_kwh (gCO2e/kWh), year, source, licence; one row per region."""
+    rows = grid_table.shipped_table().rows.values()
+    return pd.DataFrame([vars(r) for r in rows],
+                        columns=["region", "g_co2_per_kwh", "year", "source", "licence"])
 
 
 def default_intensity(region: str, fallback_g: float) -> tuple[float, str]:
     """(gCO2e/kWh, source) for a region without a reading: its row of the shipped annual
-    table, else the fallback. source is 'table:<REGION> <year>' or 'fallback'."""
-    table = region_defaults()
-    hit = table[table["region"].str.upper() == (region or "").upper()]
-    if region and len(hit):
-        year = str(hit["year"].iloc[0]).strip()
-        return float(hit["g_co2_per_kwh"].iloc[0]), f"table:{region.upper()} {year}"
+    table, else its parent zone's (US-CAL-XYZ -> US), else the fallback. source is
+    'table:<ROW REGION> <year>' or 'fallback'."""
+    row = grid_table.lookup(grid_table.shipped_table(), region)
+    if row is not None:
+        return row.g_co2_per_kwh, row.label
     return float(fallback_g), "fallback"
 
 
