@@ -54,8 +54,10 @@ SETTINGS: tuple[Setting, ...] = (
             "trusted; longer gaps fall back to power x interval.", positive,
             "a positive number of seconds"),
     Setting("carbon.region", str, "",
-            "Grid region of the site (ISO 3166 code, e.g. DE): selects imported intensity "
-            "series and the default of warehouse/data/grid_intensity_defaults.csv."),
+            "Grid region of the site, an ISO 3166 code (e.g. DE) or an Electricity Maps "
+            "zone (e.g. US-CAL-CISO): selects imported intensity series and the row of "
+            "warehouse/data/grid_intensity_defaults.csv (a zone it lacks takes its "
+            "country's)."),
     Setting("carbon.fallback_g_per_kwh", float, 481.0,
             "Carbon intensity (gCO2e/kWh) when no series and no regional default applies "
             "(world average 2023, Ember).", _nonneg, "a number, 0 or more"),
