@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -72,7 +73,14 @@ from collector.slurm_fields import (
     text,
     unix_time,
 )
-from collector.slurm_gres import gpu_count, gpus_from_tres_list, parse_gres_detail, requested_gpus
+from collector.slurm_gres import (
+    Device,
+    gpu_count,
+    gpus_from_tres_list,
+    node_holdings,
+    parse_gres_detail,
+    requested_gpus,
+)
 from warehouse.clock import naive_utc
 from warehouse.schema import SCHEMAS
 
@@ -175,19 +183,23 @@ def _reason(*parts: str | None) -> str | None:
 
 
 def parse_squeue(doc: str | bytes | dict, now: datetime, job_type_regex: str | None = None,
-                 gpus_per_node: int | None = None) -> SchedulerBatch:
+                 gpus_per_node: int | None = None,
+                 devices: Mapping[str, Sequence[Device]] | None = None) -> SchedulerBatch:
     """Jobs, current runs and GPU allocations from ``squeue --json``.
 
     ``now`` (the time of the query) bounds the times: a start in the future means not
     started yet. ``job_type_regex``: see :func:`infer_job_type`. ``gpus_per_node``
-    bounds GPU indices (else 128). Raises :class:`SlurmParseError` only for the
+    bounds GPU indices (else 128). ``devices``: per node with MIG instances, its GRES
+    devices in Slurm's order (:func:`collector.slurm_gres.device_order`), so a MIG GRES
+    index becomes (GPU, GPU instance). Raises :class:`SlurmParseError` only for the
     document; bad records and values are counted in the result's ``dropped``.
     """
     now = naive_utc(now)
     drops = Drops("squeue")
     jobs, runs, allocs = [], [], []
     read = lambda i, rec: _squeue_record(i, rec, now, job_type_regex,  # noqa: E731
-                                         gpus_per_node or MAX_GPUS_PER_NODE, drops)
+                                         gpus_per_node or MAX_GPUS_PER_NODE, drops,
+                                         devices or {})
     for job, run, alloc in _each_record(load_jobs(doc, "squeue"), drops, read):
         jobs.append(job)
         if run is not None:
@@ -197,7 +209,7 @@ def parse_squeue(doc: str | bytes | dict, now: datetime, job_type_regex: str | N
 
 
 def _squeue_record(i: int, rec, now: datetime, job_type_regex: str | None, max_index: int,
-                   drops: Drops):
+                   drops: Drops, devices: Mapping[str, Sequence[Device]]):
     jid = _job_id(rec, i, "squeue")
     what = f"squeue job {jid}"
     st = state(rec.get("job_state"), f"{what}: job_state")
@@ -226,12 +238,13 @@ def _squeue_record(i: int, rec, now: datetime, job_type_regex: str | None, max_i
     if not started:
         return job, None, []
     nodelist = nodes_of(rec.get("nodes"))
-    indices = _gres_indices(rec, nodelist, what, max_index, drops)
-    allocs = [{"job_id": jid, "run_index": restart, "node": node, "gpu_index": idx,
-               "start_ts": start, "end_ts": end}
-              for node, idx_list in indices for idx in idx_list]
-    if any(idx_list for _, idx_list in indices):  # gres_detail is the truth
-        job["gpus"] = gpus = len(allocs)
+    holdings = _gres_holdings(rec, nodelist, what, max_index, drops, devices)
+    allocs = [{"job_id": jid, "run_index": restart, "node": node, "gpu_index": h.gpu_index,
+               "start_ts": start, "end_ts": end, "share": h.share,
+               "gpu_i_ids": list(h.gpu_i_ids) if h.gpu_i_ids else None}
+              for node, held in holdings for h in held]
+    if any(h.devices for _, held in holdings for h in held):  # gres_detail is the truth
+        job["gpus"] = gpus = sum(h.devices for _, held in holdings for h in held)
     ending = run_ending(rec, st, what, drops) if finished else Ending(None, None)
     run = {"job_id": jid, "run_index": restart, "start_ts": start, "end_ts": end, "state": st,
            "exit_code": ending.exit_code, "signal": ending.signal,
@@ -250,10 +263,11 @@ def _squeue_gpus(rec: dict, started: bool, node_count: int | None, what: str) ->
     return gpus
 
 
-def _gres_indices(rec: dict, nodelist: str | None, what: str, max_index: int,
-                  drops: Drops) -> list[tuple[str, list[int]]]:
-    """(node, GPU indices) per allocated node from ``gres_detail``; a node whose entry is
-    refused keeps no indices (counted)."""
+def _gres_holdings(rec: dict, nodelist: str | None, what: str, max_index: int,
+                   drops: Drops, devices: Mapping[str, Sequence[Device]]
+                   ) -> list[tuple[str, list]]:
+    """(node, what the run holds of each GPU: collector.slurm_gres.Holding) per allocated
+    node from ``gres_detail``; a node whose entry is refused holds nothing (counted)."""
     detail = rec.get("gres_detail") or []
     if not isinstance(detail, list):
         drops.add(SlurmParseError(f"{what}: gres_detail is not a list: {detail!r:.80}",
@@ -275,8 +289,10 @@ def _gres_indices(rec: dict, nodelist: str | None, what: str, max_index: int,
             drops.add(SlurmParseError(f"{what}: gres_detail entry {entry!r:.80}",
                                       "gres_detail"))
             continue
-        out.append((node, drops.soft(parse_gres_detail, entry, f"{what}: gres_detail",
-                                     max_index, default=[])))
+        out.append((node, drops.soft(
+            lambda e, node=node: node_holdings(e, f"{what}: gres_detail on {node}",
+                                               devices=devices.get(node),
+                                               max_index=max_index), entry, default=[])))
     return out
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -42,6 +42,7 @@ from collector.jobcomp import JobcompReader
 from collector.sanitize import DropCounter
 from collector.slurm import SchedulerBatch, SlurmParseError, job_ids, parse_sacct, parse_squeue
 from collector.slurm_fields import Drops
+from collector.slurm_gres import Device, device_order
 from gpulens.settings import default
 
 __all__ = ["CommandStatus", "SlurmCommandError", "SlurmSource", "run_command"]
@@ -152,6 +153,7 @@ class SlurmSource:
         job_type_regex: str | None = None,
         timeout_s: float = COMMAND_TIMEOUT_S,
         run: Callable[[Sequence[str]], str] | None = None,
+        mig_layout: Callable[[datetime], Mapping[str, tuple]] | None = None,
     ):
         self.interval_s = interval_s  # seconds between cycles
         self.squeue, self.sacct = squeue, sacct
@@ -160,6 +162,8 @@ class SlurmSource:
         self.gpus_per_node = gpus_per_node
         self.job_type_regex = job_type_regex or None
         self.run = run or (lambda argv: run_command(argv, timeout_s))
+        # per node with MIG: (GPU indices, [(gpu_index, gpu_i_id, profile)]) at a time
+        self.mig_layout = mig_layout
         self.jobcomp = (JobcompReader(jobcomp_file, tz=jobcomp_tz,
                                       job_type_regex=self.job_type_regex)
                         if jobcomp_file else None)
@@ -226,6 +230,18 @@ class SlurmSource:
         st.up, st.last_success, st.last_error = True, ts, None
         return result
 
+    def _devices(self, ts: datetime) -> dict[str, tuple[Device, ...]]:
+        """Per node with MIG instances, its GRES devices in Slurm's order (issue 21); none
+        when no layout is given or it cannot be read (MIG GRES are then refused)."""
+        if self.mig_layout is None:
+            return {}
+        try:
+            layout = self.mig_layout(ts)
+        except Exception as exc:  # noqa: BLE001 - no layout costs the MIG nodes, not squeue
+            log.warning("slurm: MIG layout unreadable: %s", exc)
+            return {}
+        return {node: device_order(gpus, inst) for node, (gpus, inst) in layout.items()}
+
     def collect(self, ts: datetime) -> list[tuple[str, pa.Table]]:
         """One cycle at ``ts`` (naive UTC): sacct (or jobcomp), then squeue. Raises only
         when every command failed (the first error)."""
@@ -239,7 +255,8 @@ class SlurmSource:
             history = self._attempt("jobcomp", ts,
                                     lambda: self._count(self.jobcomp.read(now=ts)))
         current = self._attempt("squeue", ts, lambda: self._count(parse_squeue(
-            self.run([self.squeue, "--json"]), ts, self.job_type_regex, self.gpus_per_node)))
+            self.run([self.squeue, "--json"]), ts, self.job_type_regex, self.gpus_per_node,
+            self._devices(ts))))
         if history is not None and current is not None:
             history, current = _merge_ended(history, current)
         for part in (history, current):  # squeue last: the newest view of running jobs

@@ -88,6 +88,7 @@ def _prometheus(config: Config, warehouse: Warehouse, now: datetime):
 
 def _slurm(config: Config, warehouse: Warehouse, now: datetime):
     from collector.slurm_source import SlurmSource
+    from warehouse.mig import mig_layout
 
     s = config.section("slurm")
     return SlurmSource(
@@ -95,6 +96,7 @@ def _slurm(config: Config, warehouse: Warehouse, now: datetime):
         jobcomp_file=s["jobcomp_file"], jobcomp_tz=s["jobcomp_tz"],
         overlap_s=s["sacct_overlap_min"] * 60, lookback_s=s["lookback_h"] * 3600,
         gpus_per_node=s["gpus_per_node"] or None, job_type_regex=s["job_type_regex"] or None,
+        mig_layout=lambda ts: mig_layout(warehouse.reader(), ts),  # MIG GRES (issue 21)
     )
 
 

@@ -139,6 +139,11 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("gpu_index", pa.int16()),
             ("start_ts", TS),
             ("end_ts", TS),  # NULL while running
+            # fraction 0-1 of the GPU's shards or MPS the run holds (Slurm shard/mps
+            # GRES); NULL: the whole GPU, MIG instances, or a share Slurm did not print
+            ("share", pa.float64()),
+            # the MIG GPU instance ids (GPU_I_ID) the run holds on the GPU; NULL: none
+            ("gpu_i_ids", pa.list_(pa.int32())),
         ]
     ),
     "carbon": pa.schema(

@@ -69,49 +69,95 @@ _MEASURES = """gpu_s, gpu_s * util / 100.0 AS util_s, energy_j,
 _OVERLAP_S = ("greatest(0, epoch_us(least(m.ts + INTERVAL 1 MINUTE, a.e))"
               " - epoch_us(greatest(m.ts, a.s))) / 1e6")
 
+#: Per MIG GPU instance and minute of the GPUs MIG allocations hold (``mw``): its
+#: fraction of the GPU's activity (issue 21): SM activity (else graphics-engine
+#: activity) x the instance's compute slices, over the GPU's instances; when every
+#: instance was idle, its memory used over theirs; when none used memory, its slices
+#: over theirs. Per MIG allocation and minute (``mf``): the fractions of its instances.
+_MIG_FRACTIONS = """
+mi AS (
+    SELECT date_trunc('minute', s.ts) AS ts, s.node, s.gpu_index, s.gpu_i_id,
+           coalesce(avg(coalesce(s.sm_active_pct, s.gr_active_pct)), 0) AS act,
+           coalesce(avg(s.mem_used_mib), 0) AS mem,
+           coalesce(TRY_CAST(regexp_extract(any_value(s.gpu_i_profile), '^([0-9]+)g[.]', 1)
+                             AS INTEGER), 1) AS slices
+    FROM gpu_mig_samples s
+    WHERE s.ts >= date_trunc('minute', $start::TIMESTAMP) AND s.ts < $end
+      AND EXISTS (SELECT 1 FROM ua WHERE ua.gpu_i_ids IS NOT NULL
+                  AND ua.node = s.node AND ua.gpu_index = s.gpu_index)
+    GROUP BY ALL
+),
+mw AS (
+    SELECT ts, node, gpu_index, gpu_i_id,
+           CASE WHEN sum(act * slices) OVER g > 0 THEN act * slices / sum(act * slices) OVER g
+                WHEN sum(mem) OVER g > 0 THEN mem / sum(mem) OVER g
+                ELSE slices / sum(slices) OVER g END AS frac
+    FROM mi WINDOW g AS (PARTITION BY ts, node, gpu_index)
+),
+mf AS (
+    SELECT a.job_id AS f_job, a.run_index AS f_run, a.node AS f_node,
+           a.gpu_index AS f_gpu, w.ts AS f_ts, sum(w.frac) AS frac
+    FROM ua a JOIN mw w ON w.node = a.node AND w.gpu_index = a.gpu_index
+     AND list_contains(a.gpu_i_ids, w.gpu_i_id)
+     AND w.ts >= date_trunc('minute', a.s) AND w.ts < a.e
+    WHERE a.gpu_i_ids IS NOT NULL
+    GROUP BY ALL
+)"""
+
 #: Per allocation and minute of telemetry in [$start, $end): the allocation's seconds in
-#: the minute and its share of the minute's energy (``um``). A GPU held by one allocation
-#: at a time gives it the minute's energy x overlap / 60 s. A shared GPU (time-slicing,
-#: MPS: allocations of other runs overlapping on the same GPU, issue 21) is split by time
-#: held: each gets energy x overlap / max(60 s, the seconds all allocations held the
-#: minute), so the allocations never sum to more than the GPU's energy (two jobs holding a
-#: whole minute get half each; each once got all of it). The GPU reports one activity for
-#: all its processes, so equal shares per second held is the split it can support. What
-#: no allocation was given stays with the unallocated row (``uf``): attributed +
-#: unattributed = the GPU's energy. Shared allocations are found among all allocations
-#: of the scope, so a query for some runs gives them the same shares as the table.
+#: the minute and its share of the minute's energy (``um``). Each allocation weighs its
+#: seconds x its fraction of the GPU (``frac``): 1 for a whole GPU; its ``share`` for
+#: Slurm shards and MPS; its MIG instances' fraction of the GPU's activity (``mf``; 0 in
+#: a minute without instance samples); and gets energy x weight / max(60 s, the weights
+#: of all allocations on the GPU in the minute). A GPU held by one allocation at a time
+#: gives it energy x overlap x frac / 60 s. A shared GPU (time-slicing, MPS: allocations of
+#: other runs overlapping on the same GPU, issue 21) is split by weight, so the
+#: allocations never sum to more than the GPU's energy (two whole-GPU jobs holding a whole
+#: minute get half each; each once got all of it): time-sliced processes share one
+#: activity reading, so equal shares per second held is the split it can support. What
+#: no allocation was given (idle shards, idle MIG instances) stays with the unallocated
+#: row (``uf``): attributed + unattributed = the GPU's energy. ``gpu_s`` stays the
+#: seconds held. Shared allocations are found among all allocations of the scope, so a
+#: query for some runs gives them the same shares as the table.
 _ALLOCATED = fill("""
 ua AS (  -- allocations clipped to the range, shared when another run's overlaps on the GPU
     SELECT a.*, EXISTS (SELECT 1 FROM allocations b
                         WHERE b.node = a.node AND b.gpu_index = a.gpu_index
                           AND b.start_ts < a.e AND coalesce(b.end_ts, a.e) > a.s
                           AND (b.job_id <> a.job_id OR b.run_index <> a.run_index)) AS shared
-    FROM (SELECT job_id, run_index, node, gpu_index,
+    FROM (SELECT job_id, run_index, node, gpu_index, share, gpu_i_ids,
                  greatest(start_ts, $start::TIMESTAMP) AS s,
                  least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
           FROM allocations
           WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {nodes}) a
-),
+),{mig},
 um0 AS (
     SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, a.shared,
            {overlap_s} AS gpu_s, coalesce(m.energy_j, 0) AS minute_j,
+           CASE WHEN a.gpu_i_ids IS NULL THEN least(greatest(coalesce(a.share, 1.0), 0.0), 1.0)
+                ELSE coalesce(f.frac, 0.0) END AS frac,
            coalesce(m.util_pct_avg, 0) AS util,
            coalesce(m.util_pct_max, 0) < $idle_pct AS idle
     FROM ua a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
      AND m.ts >= date_trunc('minute', a.s) AND m.ts < a.e
+    LEFT JOIN mf f ON f.f_job = a.job_id AND f.f_run = a.run_index
+     AND f.f_node = a.node AND f.f_gpu = a.gpu_index AND f.f_ts = m.ts
     WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end  -- zone maps
       AND (a.shared OR {runs})
 ),
 um AS (
     SELECT ts, node, gpu_index, job_id, run_index, {measures}
-    FROM (SELECT *, gpu_s * minute_j / 60.0 AS energy_j FROM um0 WHERE NOT shared
+    FROM (SELECT * EXCLUDE (frac), gpu_s * frac * minute_j / 60.0 AS energy_j
+          FROM um0 WHERE NOT shared
           UNION ALL
-          SELECT * FROM (SELECT * EXCLUDE (held_s),
-                                gpu_s * minute_j / greatest(60.0, held_s) AS energy_j
-                         FROM (SELECT *, sum(gpu_s) OVER (PARTITION BY ts, node, gpu_index)
-                                         AS held_s FROM um0 WHERE shared))
+          SELECT * FROM (SELECT * EXCLUDE (held_w, frac),
+                                gpu_s * frac * minute_j / greatest(60.0, held_w) AS energy_j
+                         FROM (SELECT *, sum(gpu_s * frac)
+                                         OVER (PARTITION BY ts, node, gpu_index) AS held_w
+                               FROM um0 WHERE shared))
           WHERE {runs})
-)""", nodes=_NODES, runs=_RUNS, measures=_MEASURES, overlap_s=_OVERLAP_S)
+)""", nodes=_NODES, runs=_RUNS, measures=_MEASURES, overlap_s=_OVERLAP_S,
+                  mig=_MIG_FRACTIONS)
 
 #: Per minute of telemetry in [$start, $end): what no allocation held (``uf``).
 _FREE = fill("""
@@ -273,7 +319,8 @@ sig_samples AS (
     WHERE ts >= $lo AND ts < $hi GROUP BY ts
 ),
 sig_clipped AS (
-    SELECT ts, job_id, run_index, node, gpu_index, greatest(start_ts, ts) AS s,
+    SELECT ts, job_id, run_index, node, gpu_index, share, gpu_i_ids,
+           greatest(start_ts, ts) AS s,
            least(coalesce(end_ts, ts + INTERVAL 1 HOUR), ts + INTERVAL 1 HOUR) AS e
     FROM (SELECT *, unnest(range(greatest(date_trunc('hour', start_ts), $lo::TIMESTAMP),
                                  least(coalesce(end_ts, $hi::TIMESTAMP), $hi::TIMESTAMP),
@@ -281,7 +328,8 @@ sig_clipped AS (
           FROM allocations WHERE start_ts < $hi AND coalesce(end_ts, $hi) > $lo)
 ),
 sig_allocs AS (
-    SELECT ts, sum(hash(job_id, run_index, node, gpu_index, s, e)) AS alloc_sig,
+    SELECT ts, sum(hash(job_id, run_index, node, gpu_index, s, e, share, gpu_i_ids))
+                   AS alloc_sig,
            sum(epoch_us(e) - epoch_us(s)) AS alloc_us
     FROM sig_clipped GROUP BY ts
 ),

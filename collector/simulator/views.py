@@ -75,6 +75,8 @@ def scheduler_tables(w: Workload, topo: Topology, jobs: list[Job], now: float,
             arows["gpu_index"] += [int(gi) % gpn for gi in r.gpus]
             arows["start_ts"] += [to_us(r.start_s)] * m
             arows["end_ts"] += [to_us(r.end_s) if done else None] * m
+            arows["share"] += [None] * m  # whole GPUs
+            arows["gpu_i_ids"] += [None] * m
     return {
         kind: pa.table(rows, schema=SCHEMAS[kind])
         for kind, rows in (("jobs", jrows), ("runs", rrows), ("allocations", arows))
