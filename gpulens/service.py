@@ -15,6 +15,7 @@ import signal
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -459,13 +460,18 @@ def _source_details(source, max_listed: int = 20) -> dict:
     ``status`` (target -> collector.scrape.TargetStatus), or ``targets_down`` (target ->
     reason) with ``targets_total`` (how many targets; without it total and up are None)
     for sources that know their down targets only; ``providers()`` (name -> its state)
-    for the grid source."""
+    for the grid source; ``answered_by`` (target -> how it answered, e.g. dcmi or sdr),
+    shown as counts per method and the first ``max_listed`` targets."""
     counter = getattr(source, "dropped", None)
     dropped = counter.as_dict() if counter is not None else {}
     details: dict = {"dropped": dropped, "dropped_total": sum(dropped.values())}
     providers = getattr(source, "providers", None)  # the grid source's (issue 21)
     if callable(providers):
         details["providers"] = providers()
+    answered = getattr(source, "answered_by", None)  # the BMC source's: dcmi, sdr, redfish
+    if isinstance(answered, dict) and answered:
+        details["answered_by"] = dict(sorted(Counter(answered.values()).items()))
+        details["answered_by_target"] = dict(sorted(answered.items())[:max_listed])
     status = getattr(source, "status", None)
     status = status if isinstance(status, dict) else {}
     down = {str(key): st.last_error for key, st in status.items() if not st.up}
