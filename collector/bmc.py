@@ -214,9 +214,9 @@ def sdr_power(sdr: SdrList, choice: tuple[str, ...] = ()) -> PowerReading:
     reading in watts:
 
     1. the node's total: the first of the names in ``_TOTALS`` (Dell's "Pwr
-       Consumption", "Total_Power", "SYS_POWER", HPE's "Power Meter", ...), else the
-       first watt sensor that is neither a power supply nor a part (CPU, memory, fans,
-       GPU, disks, peak or limit values);
+       Consumption", "Total_Power", "SYS_POWER", HPE's "Power Meter", ...) on any
+       entity, else the first watt sensor that is neither a power supply nor a part
+       (CPU, memory, fans, GPU, disks, peak or limit values);
     2. else the sum of the power supplies' input sensors (a name like "PS1 Input Power"
        or entity 10): those saying input where any of them has a reading, else all
        that do not say output. A supply without a reading (failed, pulled, "ns") adds
@@ -239,11 +239,11 @@ def sdr_power(sdr: SdrList, choice: tuple[str, ...] = ()) -> PowerReading:
                 raise ValueError(f"{where}: sensor {name!r} {state}")
             picked.append(s)
         return PowerReading(_watts(sum(s.watts for s in picked), where))
-    others = [s for s in watts if not _is_psu(s) and not _PART.search(s.name)]
-    for total in _TOTALS:
-        for s in others:
+    for total in _TOTALS:  # a total by its name, whatever entity the BMC gave it
+        for s in watts:
             if s.name.lower() == total:
                 return PowerReading(_watts(s.watts, where))
+    others = [s for s in watts if not _is_psu(s) and not _PART.search(s.name)]
     if others:
         return PowerReading(_watts(others[0].watts, where))
     supplies = [s for s in watts if _is_psu(s)]

@@ -315,6 +315,9 @@ def test_sdr_power_named_sensors_are_summed():
      "PS2 Input Power | 03h | ok | 10.2 | 650 Watts\n", 1350.0),
     # an unknown name that is no part and no supply is the total; "W" is watts too
     ("Node Input Pwr | 01h | ok | 7.1 | 812.5 W\nCPU Power | 02h | ok | 3.1 | 300 W\n", 812.5),
+    # a total by its name on the supplies' entity is still the total, never summed
+    ("PS1 Input Power | 64h | ok | 10.1 | 1300 Watts\n"
+     "Pwr Consumption | 77h | ok | 10.1 | 2520 Watts\n", 2520.0),
     # an active 0 W (a node switched off at the plug) is a reading
     ("Pwr Consumption | 77h | ok | 7.1 | 0 Watts\n", 0.0),
 ])
