@@ -1,10 +1,10 @@
 """Prometheus's ``/federate`` as the live pull: current samples in the exposition text format.
 
 ``GET /federate?match[]=<selector>`` answers with the newest sample of every matching
-series, in the text format dcgm-exporter itself speaks, so the vectorised parser of
-:mod:`collector.promtext` reads it - far cheaper than decoding the query API's JSON
-(docs/collectors.md has the measured figures). The query API stays for catch-up and
-history (range queries, :mod:`collector.prometheus`).
+series, in the text format dcgm-exporter itself speaks, read from its raw bytes by
+:mod:`collector.federate_text` (promtext's rows, faster) - far cheaper than decoding the
+query API's JSON (docs/performance.md has the measured figures). The query API stays
+for catch-up and history (range queries, :mod:`collector.prometheus`).
 
 Semantics, as a federating Prometheus with ``honor_labels: true`` would read it: the
 answer's own labels win - ``instance`` and ``job`` are the scraped exporter's, never the
@@ -15,9 +15,11 @@ without a timestamp takes the pull's time. One row per GPU per pull: its fields'
 newest time, values folded as on the exporter path (:func:`collector.dcgm.fill_grid`).
 
 Transport: one request per DCGM field (the selectors of
-:func:`collector.prometheus.field_queries`), a few at a time, each answer parsed in its
-worker thread as it arrives (pyarrow and numpy release the GIL, so parsing overlaps
-fetching). Small answers also stay under VictoriaMetrics' ``-search.maxFederateSeries``
+:func:`collector.prometheus.field_queries`), a few at a time, each answer read in its
+worker thread as it arrives (:func:`collector.federate_text.scan`: numpy and pyarrow
+release the GIL, so reading overlaps fetching and uses both cores), then the label sets
+of all answers are deduplicated and checked once (:func:`collector.federate_text.assemble`).
+Small answers also stay under VictoriaMetrics' ``-search.maxFederateSeries``
 (1,000,000 series per request by default). Thanos Query and Mimir have no ``/federate``:
 a 404 or 405 raises :class:`FederateUnsupported`, and the source falls back to queries.
 """
@@ -42,9 +44,9 @@ from collector.dcgm import (
     fill_grid,
     instance_rows,
 )
+from collector.federate_text import assemble, scan
 from collector.nodenames import NodeNames, host_of
-from collector.promtext import SCHEMA as LINES
-from collector.promtext import label_values, parse_texts_lenient
+from collector.promtext import label_values
 from gpulens.settings import default
 from warehouse.clock import naive_utc
 from warehouse.schema import SCHEMAS
@@ -65,7 +67,8 @@ class FederateUnsupported(RuntimeError):
 
 
 def federate_via(client, *, timeout_s: float | None = None,
-                 gzip: bool = default("prometheus.federate_gzip")) -> Callable[[str], str]:
+                 gzip: bool = default("prometheus.federate_gzip")
+                 ) -> Callable[[str], bytes]:
     """A GET of ``/federate`` for one selector over ``client``'s HTTP session.
 
     ``client`` is a ``prometheus_api_client.PrometheusConnect`` (as made by
@@ -74,14 +77,15 @@ def federate_via(client, *, timeout_s: float | None = None,
     answer uncompressed: Prometheus then spends no CPU compressing it and gpulens none
     inflating it (4,096 GPUs from a real Prometheus: 1.3-1.4 s less per pull), at many
     times the bytes on the wire (32x for the benchmark's text). Returns the answer's
-    text; raises :class:`FederateUnsupported` on 404/405, ``requests.HTTPError`` on
+    body (bytes: :func:`collector.federate_text.scan` reads them undecoded); raises
+    :class:`FederateUnsupported` on 404/405, ``requests.HTTPError`` on
     another non-200.
     """
     session, url = client._session, client.url.rstrip("/") + "/federate"
     timeout = timeout_s if timeout_s is not None else getattr(client, "_timeout", None)
     headers = {**(client.headers or {}), "Accept-Encoding": "gzip" if gzip else "identity"}
 
-    def get(selector: str) -> str:
+    def get(selector: str) -> bytes:
         # stream, then one read: requests' .content gathers 10-KB chunks, which cost
         # ~0.3 s of CPU per 100 MB (issue 17: 412 MB per pull at 100,000 GPUs)
         with session.get(url, params={"match[]": selector}, headers=headers,
@@ -90,36 +94,26 @@ def federate_via(client, *, timeout_s: float | None = None,
                 raise FederateUnsupported(f"{url}: HTTP {resp.status_code} (no /federate "
                                           "endpoint; set prometheus.pull = \"query\")")
             resp.raise_for_status()
-            return resp.raw.read(decode_content=True).decode("utf-8", "replace")
+            return resp.raw.read(decode_content=True)
 
     return get
 
 
-def pull(get: Callable[[str], str], selectors: Sequence[str], *,
+def pull(get: Callable[[str], str | bytes], selectors: Sequence[str], *,
          workers: int = default("prometheus.federate_workers"),
          counts: Counter | None = None) -> pa.Table:
-    """Every selector's ``/federate`` answer (``get(selector)`` -> text), parsed.
+    """Every selector's ``/federate`` answer (``get(selector)`` -> text or bytes), parsed.
 
-    Requests run ``workers`` at a time; each answer is parsed where it arrived
-    (:func:`collector.promtext.parse_texts_lenient`: a bad line costs that line, counted
-    in ``counts`` as ``"line: <why>"``). Returns the lines, :data:`collector.promtext.SCHEMA`,
-    their dictionaries unified. Any request's failure raises (the whole pull failed).
+    Requests run ``workers`` at a time; each answer is read where it arrived
+    (:func:`collector.federate_text.scan`), then all are assembled: the rows
+    :func:`collector.promtext.parse_texts_lenient` gives, a bad line costing that line,
+    counted in ``counts`` as ``"line: <why>"``. Returns the lines,
+    :data:`collector.promtext.SCHEMA`, in selector order. Any request's failure raises
+    (the whole pull failed).
     """
-    counts = Counter() if counts is None else counts
-
-    def one(selector: str) -> tuple[pa.Table, Counter]:
-        c: Counter = Counter()
-        table, _ = parse_texts_lenient({selector: get(selector)}, counts=c)
-        return table, c
-
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(selectors)))) as ex:
-        parts = list(ex.map(one, selectors))
-    for _, c in parts:
-        counts.update(c)
-    tables = [t for t, _ in parts if t.num_rows]
-    if not tables:
-        return LINES.empty_table()
-    return pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+        answers = list(ex.map(lambda sel: scan(sel, get(sel)), selectors))
+    return assemble(answers, counts)
 
 
 def _node_per_set(uniq: pa.Array, host: list, node_label: str, names: NodeNames

@@ -422,7 +422,7 @@ class PrometheusSource:
     where catch-up starts after a restart.
 
     ``pull`` says how a cycle without a gap reads: ``"federate"`` GETs ``/federate``
-    (:mod:`collector.federate`; ``federate(selector) -> text`` is the transport, by
+    (:mod:`collector.federate`; ``federate(selector) -> text or bytes`` is the transport, by
     default over ``client``'s session), ``"query"`` asks one instant query per field.
     A server without ``/federate`` (Thanos, Mimir) turns the source to ``"query"`` for
     good, logged once. A gap is always filled with range queries.
@@ -443,7 +443,7 @@ class PrometheusSource:
         chunk_s: float = 900.0,
         now: Callable[[], datetime] | None = None,
         pull: str = default("prometheus.pull"),
-        federate: Callable[[str], str] | None = None,
+        federate: Callable[[str], str | bytes] | None = None,
         federate_workers: int = default("prometheus.federate_workers"),
         federate_gzip: bool = default("prometheus.federate_gzip"),
     ):

@@ -19,7 +19,7 @@ from collector.promtext import (
     parse_texts,
     parse_texts_lenient,
 )
-from tests.support.promtext import to_dicts
+from tests.support.promtext import exposition, mutated, to_dicts
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TRICKY = (
@@ -160,58 +160,10 @@ def test_empty_input():
 # --------------------------------------------------------------- property-based tests
 # Bounded in `make test`; HYPOTHESIS_PROFILE=fuzz (`make fuzz`) runs many more examples.
 
-_LABEL_CHARS = st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")) | st.sampled_from(
-    ['"', "\\", "\n", "{", "}", ",", "=", " ", "#"])
-
-
-def _escape(v: str) -> str:
-    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-@st.composite
-def sample_lines(draw) -> str:
-    name = draw(st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,12}", fullmatch=True))
-    names = draw(st.lists(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,6}", fullmatch=True)
-                          .filter(lambda n: not n.startswith("__")),  # reserved, invalid
-                          max_size=4, unique=True))
-    pairs = [f'{k}="{_escape(draw(st.text(_LABEL_CHARS, max_size=8)))}"' for k in names]
-    value = draw(st.one_of(
-        st.floats(allow_nan=False).map(repr),
-        st.integers(-(2**62), 2**62).map(str),
-        st.sampled_from(["NaN", "+Inf", "-Inf", "1e-3", ".5", "7."]),
-    ))
-    ts = draw(st.one_of(st.just(""), st.integers(-(2**40), 2**40).map(lambda t: f" {t}")))
-    body = f"{name}{{{','.join(pairs)}}}" if pairs or draw(st.booleans()) else name
-    return f"{body} {value}{ts}"
-
-
-@st.composite
-def exposition(draw) -> str:
-    lines = draw(st.lists(st.one_of(sample_lines(), st.sampled_from(
-        ["", "# a comment", "# HELP x help", "   "])), min_size=0, max_size=12))
-    return draw(st.sampled_from(["\n", "\r\n"])).join(lines) + "\n"
-
-
 @pytest.mark.property
 @given(exposition())
 def test_property_valid_text_agrees_line_for_line_with_the_reference(text):
     assert same(ours(text), reference(text)), text
-
-
-@st.composite
-def mutated(draw) -> str:
-    """Valid text with bytes inserted, deleted or cut off; or any text at all."""
-    text = draw(exposition())
-    for _ in range(draw(st.integers(0, 4))):
-        i = draw(st.integers(0, len(text)))
-        op = draw(st.sampled_from(["insert", "delete", "cut"]))
-        if op == "insert":
-            text = text[:i] + draw(st.text(_LABEL_CHARS, min_size=1, max_size=3)) + text[i:]
-        elif op == "delete":
-            text = text[:i] + text[i + 1:]
-        else:
-            text = text[:i]
-    return draw(st.one_of(st.just(text), st.text(max_size=60)))
 
 
 @pytest.mark.property

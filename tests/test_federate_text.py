@@ -1,0 +1,156 @@
+"""/federate answers read from their bytes (collector.federate_text) give exactly the
+rows promtext gives them answer by answer - the reading the pull used before (issue 17)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from collector.federate_text import assemble, scan
+from collector.promtext import SCHEMA, parse_texts_lenient
+from tests.support.promtext import federate_answer, mutated
+
+SELECTORS = ["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", '{__name__=~"a|b"}']
+
+
+def reference(answers: dict[str, str | bytes]) -> tuple[list, Counter]:
+    """Each answer decoded (bad UTF-8 as U+FFFD) and parsed by promtext on its own."""
+    counts: Counter = Counter()
+    tables = []
+    for selector, body in answers.items():
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        tables.append(parse_texts_lenient({selector: text}, counts=counts)[0])
+    tables = [t for t in tables if t.num_rows]
+    table = (pa.concat_tables(tables).unify_dictionaries() if tables
+             else SCHEMA.empty_table())
+    return rows(table), counts
+
+
+def read(answers: dict[str, str | bytes]) -> tuple[list, Counter, pa.Table]:
+    counts: Counter = Counter()
+    table = assemble([scan(s, b) for s, b in answers.items()], counts)
+    assert table.schema == SCHEMA
+    return rows(table), counts, table
+
+
+def rows(table: pa.Table) -> list[tuple]:
+    """Rows as tuples, NaN made comparable."""
+    return [(r["target"], r["name"], r["labels"], repr(r["value"]), r["timestamp_ms"])
+            for r in table.to_pylist()]
+
+
+def same_as_promtext(answers: dict[str, str | bytes]) -> pa.Table:
+    got, got_counts, table = read(answers)
+    want, want_counts = reference(answers)
+    assert got == want
+    assert got_counts == want_counts
+    return table
+
+
+REAL = (  # as Prometheus 2.42's /federate writes it (honor_labels), a MIG and an odd value
+    "# TYPE DCGM_FI_DEV_GPU_TEMP untyped\n"
+    'DCGM_FI_DEV_GPU_TEMP{DCGM_FI_DRIVER_VERSION="550.54.15",Hostname="gpu001",'
+    'UUID="GPU-0f0e",device="nvidia0",gpu="0",instance="gpu001:9400",job="dcgm",'
+    'modelName="NVIDIA H100 80GB HBM3",pci_bus_id="00000000:18:00.0"} 41 1793620800000\n'
+    'DCGM_FI_DEV_GPU_TEMP{GPU_I_ID="3",GPU_I_PROFILE="1g.10gb",Hostname="gpu001",'
+    'UUID="GPU-0f0f",gpu="1",instance="gpu001:9400",job="dcgm",'
+    'note="a } { \\"quoted\\" \\\\ value\\nwith a newline"} NaN 1793620800123\n'
+    'DCGM_FI_DEV_GPU_TEMP{Hostname="gpu002",gpu="0",instance="gpu002:9400",job="dcgm",'
+    'modelName="Grafikkarte \u00e9\u00e8 \u2603"} +Inf 1793620799000\n'
+)
+
+
+def test_a_real_answer_is_read_fast_and_exactly():
+    assert scan("t", REAL).lines is not None  # the fast reading, not the fallback
+    table = same_as_promtext({"t": REAL, "u": REAL.encode()})
+    assert table.num_rows == 6
+    assert len(table["labels"].combine_chunks().dictionary) == 3  # sets shared
+
+
+def test_every_line_shape_prometheus_does_not_write_falls_back_to_promtext():
+    variants = {
+        "crlf": REAL.replace("\n", "\r\n"),
+        "no timestamp": REAL.replace(" 1793620800000\n", "\n"),
+        "tab": REAL.replace("} 41 ", "}\t41 "),
+        "blanks": REAL.replace("} 41 ", "}  41 "),
+        "no labels": "gpu_temp_without_labels 41 1793620800000\n" + REAL,
+        "cut": REAL[:-5],
+        "bad value": REAL.replace("} 41 ", "} 4x1 "),
+        "bad name": "1bad{a=\"1\"} 1 1793620800000\n" + REAL,
+        "huge timestamp": REAL.replace("1793620800000", "99999999999999999999"),
+        "short": 'a{b="1"} 1 2\n',
+    }
+    for why, text in variants.items():
+        assert scan(why, text).lines is None, why
+        same_as_promtext({why: text, "good": REAL})
+
+
+def test_help_comments_and_blank_lines_stay_fast():
+    text = "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n\n" + REAL + "\n# end\n"
+    assert scan("t", text).lines is not None
+    assert same_as_promtext({"t": text}).num_rows == 3
+
+
+def test_bad_bytes_read_as_their_replacement_characters():
+    body = REAL.encode().replace(b"gpu002", b"gpu\xff\xfe02", 1) + b"\xc3(\n"
+    table = same_as_promtext({"t": body})
+    assert "gpu\ufffd\ufffd02" in "".join(table["labels"].to_pylist())
+
+
+def test_one_bad_label_set_costs_its_lines_only():
+    bad = REAL.replace('job="dcgm",modelName="Grafik', 'job="dcgm" modelName="Grafik')
+    table = same_as_promtext({"a": REAL, "b": bad})
+    assert table.num_rows == 5  # 3 + 2: the bad set's one line is gone
+
+
+def test_empty_and_comment_only_answers():
+    table = same_as_promtext({"a": "", "b": b"", "c": "# TYPE x untyped\n" * 8, "d": REAL})
+    assert table.num_rows == 3
+    assert same_as_promtext({"a": ""}).num_rows == 0
+
+
+@pytest.mark.property
+@given(st.lists(federate_answer(), min_size=1, max_size=3))
+def test_property_prometheus_shaped_answers_are_read_fast_and_exactly(texts):
+    answers = dict(zip(SELECTORS, texts, strict=False))
+    for selector, text in answers.items():
+        if len(text.encode()) >= 48:  # shorter answers are left to promtext
+            assert scan(selector, text).lines is not None, text
+    same_as_promtext(answers)
+
+
+@st.composite
+def varied(draw) -> str | bytes:
+    """A Prometheus-shaped answer, then CRLF, comments, lost timestamps, stray bytes."""
+    text = draw(federate_answer())
+    lines = text.splitlines(True)
+    for _ in range(draw(st.integers(0, 3))):
+        i = draw(st.integers(0, len(lines) - 1))
+        op = draw(st.sampled_from(["crlf", "no ts", "help", "blank", "comment", "drop"]))
+        if op == "crlf":
+            lines[i] = lines[i].replace("\n", "\r\n")
+        elif op == "no ts" and not lines[i].startswith("#"):
+            lines[i] = lines[i].rsplit(" ", 1)[0] + "\n"
+        elif op == "help":
+            lines.insert(i, "# HELP x some \"help\" text { } \\\n")
+        elif op in ("blank", "comment"):
+            lines.insert(i, "\n" if op == "blank" else "   # indented comment\n")
+        elif op == "drop":
+            lines[i] = lines[i][: draw(st.integers(0, len(lines[i])))]
+    text = "".join(lines)
+    if draw(st.booleans()):
+        return text
+    data = bytearray(text.encode())
+    for _ in range(draw(st.integers(0, 3))):
+        data.insert(draw(st.integers(0, len(data))), draw(st.sampled_from([0xFF, 0xC3, 0x80])))
+    return bytes(data)
+
+
+@pytest.mark.property
+@given(st.lists(st.one_of(varied(), mutated()), min_size=1, max_size=3))
+def test_property_any_answer_reads_exactly_as_promtext_and_never_raises(texts):
+    same_as_promtext(dict(zip(SELECTORS, texts, strict=False)))
