@@ -1,8 +1,10 @@
 """Node power read from the BMCs on their own schedule (transport; parsing: collector/bmc.py).
 
 Each cycle reads every BMC in parallel, IPMI ones through ``ipmitool -I lanplus ... -E
-dcmi power reading`` (the password travels in the ``IPMI_PASSWORD`` environment variable
-of the child, never on its command line), Redfish ones over HTTP(S) with basic auth. It
+dcmi power reading``, or ``sdr elist full`` for BMCs that refuse DCMI (the password
+travels in the ``IPMI_PASSWORD`` environment variable of the child, never on its command
+line), Redfish ones over HTTP(S) with basic auth. ``answered_by`` says per BMC which
+answered (dcmi, sdr, redfish). It
 yields one ``node_power`` row per node that answered (``total_power_w`` W, ``energy_j``
 J where the BMC keeps a counter, ``source``). One BMC that fails or answers nonsense
 costs that node's row only: it is listed in ``targets_down`` (shown by /healthz), a
