@@ -49,7 +49,9 @@ def test_fragmentation_at_an_instant(wh):
     usual = pl.usual_gpus(wh.reader(), start=T, end=NOW)
     assert usual == {"train": 8.0}  # median of the multi-node runs J1 and J2
     free = pl.free_gpus(wh.reader(), ticks=[T + 2 * H])
-    got = pl.fragmentation(free, usual).iloc[0]
+    assert free.set_index("node")["free"].to_dict() == {
+        "n1": 0, "n2": 0, "n3": 0, "n4": 2, "n5": 0, "n6": 4, "n7": 4, "n8": 4}
+    got = pl.fragmentation(wh.reader(), ticks=[T + 2 * H], usual=usual).iloc[0]
     assert got["free_gpus"] == 14 and got["whole_node_gpus"] == 12
     assert got["largest_node_gpus"] == 4
     assert got["largest_rack_gpus"] == 8  # r4: n7 + n8
@@ -61,7 +63,7 @@ def test_fragmentation_at_an_instant(wh):
 def test_fragmentation_over_time_and_scattered_waits(wh):
     ticks = pl.hourly_ticks(T, NOW)
     assert ticks == [T, T + H, T + 2 * H, T + 3 * H]
-    frag = pl.fragmentation(pl.free_gpus(wh.reader(), ticks=ticks), {"train": 8.0})
+    frag = pl.fragmentation(wh.reader(), ticks=ticks, usual={"train": 8.0})
     # T: J1, J3 -> free 22, whole 20; T+1, T+2: 14, 12; T+3 (J2 ended): 22, 20
     assert frag["free_gpus"].tolist() == [22, 14, 14, 22]
     assert frag["whole_node_gpus"].tolist() == [20, 12, 12, 20]
@@ -91,7 +93,7 @@ def test_empty_warehouse_gives_empty_frames():
     w = Warehouse(":memory:")
     try:
         assert len(pl.job_placement(w.reader(), start=T, end=NOW, now=NOW)) == 0
-        frag = pl.fragmentation(pl.free_gpus(w.reader(), ticks=[T]), {})
+        frag = pl.fragmentation(w.reader(), ticks=[T], usual={})
         assert len(frag) == 0 and len(frag.attrs["by_partition"]) == 0
         assert pl.usual_gpus(w.reader(), start=T, end=NOW) == {}
     finally:

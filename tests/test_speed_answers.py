@@ -195,8 +195,8 @@ def test_rate_interval_bounds_are_the_200_step_bisection(count, confidence):
 
 
 def test_waits_read_the_fragmentation_frames_free_gpus():
-    """The report reads the free GPUs once: the waits from fleet_fragmentation's frame
-    equal the waits that read their own (tests/support/placement.py: job P pends 3 h,
+    """The report reads and groups the free GPUs once: the waits from
+    fleet_fragmentation's per-partition frame equal the waits that read their own (tests/support/placement.py: job P pends 3 h,
     2 of them scattered)."""
     from tests.support.placement import NOW, T, seed_placement
     from warehouse import Warehouse
@@ -207,8 +207,117 @@ def test_waits_read_the_fragmentation_frames_free_gpus():
         window = {"start": T, "end": NOW, "now": NOW, "min_gpus": 10}
         frag = pl.fleet_fragmentation(w.reader(), start=T, end=NOW, now=NOW)
         own = pl.waits_while_scattered(w.reader(), **window)
-        shared = pl.waits_while_scattered(w.reader(), free=frag.attrs["free"], **window)
+        shared = pl.waits_while_scattered(w.reader(), frag=frag, **window)
         pd.testing.assert_frame_equal(shared, own)
         assert own[["pending_h", "scattered_h"]].values.tolist() == [[3.0, 2.0]]
+    finally:
+        w.close()
+
+
+#: The free GPUs per instant and node as warehouse/placement.py queried them before issue
+#: 17: every allocation of the warehouse range-joined with every instant.
+_FREE_GPUS_JOIN = pl._TREE.join(["WITH", """,
+ticks AS (SELECT unnest($ticks::TIMESTAMP[]) AS ts),
+used AS (
+    SELECT k.ts, a.node, count(*) AS used
+    FROM ticks k JOIN allocations a
+      ON a.start_ts <= k.ts AND (a.end_ts IS NULL OR a.end_ts > k.ts)
+    GROUP BY ALL
+)
+SELECT k.ts, t.partition, t.zone, t.rack, t.node, t.gpus,
+       greatest(t.gpus - coalesce(u.used, 0), 0) AS free
+FROM ticks k CROSS JOIN tree t
+LEFT JOIN used u ON u.ts = k.ts AND u.node = t.node
+WHERE $partition::VARCHAR IS NULL OR t.partition = $partition
+ORDER BY k.ts, t.node
+"""])
+
+
+def _fragmentation_pandas(free: pd.DataFrame, usual: dict) -> pd.DataFrame:
+    """The pandas grouping warehouse.placement.fragmentation replaced (issue 17)."""
+    cols = ["ts", "free_gpus", "whole_node_gpus", "largest_node_gpus", "largest_rack_gpus",
+            "largest_zone_gpus", "stranded_gpus"]
+    if len(free) == 0:
+        out = pd.DataFrame(columns=cols)
+        out.attrs["by_partition"] = pd.DataFrame(columns=[*cols, "partition"])
+        return out
+    f = free.assign(whole=np.where((free["free"] >= free["gpus"]) & (free["gpus"] > 0),
+                                   free["free"], 0))
+    keys = ["ts", "partition"]
+    part = f.groupby(keys).agg(free_gpus=("free", "sum"), whole_node_gpus=("whole", "sum"),
+                               largest_node_gpus=("free", "max"))
+    rack = f.groupby([*keys, "rack"])["whole"].sum().groupby(level=keys).max()
+    zone = f.groupby([*keys, "zone"])["whole"].sum()
+    part["largest_rack_gpus"] = np.maximum(rack, part["largest_node_gpus"])
+    part["largest_zone_gpus"] = np.maximum(zone.groupby(level=keys).max(),
+                                           part["largest_node_gpus"])
+    size = zone.index.get_level_values("partition").map(
+        lambda p: max(1.0, float(usual.get(p, 1.0))))
+    usable = (np.floor(zone.to_numpy() / size.to_numpy()) * size.to_numpy())
+    part["stranded_gpus"] = part["free_gpus"] - pd.Series(usable, index=zone.index).groupby(
+        level=keys).sum()
+    part = part.reset_index()
+    fleet = part.groupby("ts").agg(
+        free_gpus=("free_gpus", "sum"), whole_node_gpus=("whole_node_gpus", "sum"),
+        largest_node_gpus=("largest_node_gpus", "max"),
+        largest_rack_gpus=("largest_rack_gpus", "max"),
+        largest_zone_gpus=("largest_zone_gpus", "max"),
+        stranded_gpus=("stranded_gpus", "sum")).reset_index()
+    fleet.attrs["by_partition"] = part
+    return fleet[cols]
+
+
+def _seed_fleet(wh, rng) -> None:
+    """A random fleet for the placement checks: 3 partitions over 12 racks (a third
+    without a zone), nodes of 4 or 8 GPUs and a few without a GPU count, ~300
+    allocations of whole and partial nodes, some still open, some starting or ending
+    exactly on an instant."""
+    racks = [f"r{i}" for i in range(12)]
+    wh.ingest("racks", pd.DataFrame({"rack": racks, "zone": [
+        None if i % 3 == 0 else f"z{i % 4}" for i in range(12)], "row": 1, "x": 0.0,
+        "y": 0.0})).result()
+    nodes = pd.DataFrame({"node": [f"n{i:02d}" for i in range(48)],
+                          "rack": [racks[i % 12] for i in range(48)],
+                          "partition": [["a", "b", None][i % 3] for i in range(48)],
+                          "gpus": [[4, 8, 4, 8, 0][i % 5] for i in range(48)]})
+    wh.ingest("nodes", nodes).result()
+    rows = []
+    for k in range(300):
+        node = nodes.iloc[int(rng.integers(48))]
+        start = T0 + timedelta(minutes=30 * int(rng.integers(0, 60)))
+        end = None if rng.random() < 0.1 else start + timedelta(minutes=30 * int(
+            rng.integers(1, 12)))
+        for g in range(int(rng.integers(1, max(node["gpus"], 1) + 1))):
+            rows.append({"job_id": f"j{k}", "run_index": 0, "node": node["node"],
+                         "gpu_index": g, "start_ts": start, "end_ts": end})
+    wh.ingest("allocations", pd.DataFrame(rows)).result()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fragmentation_in_sql_as_the_pandas_grouping(seed):
+    """free_gpus (allocations cut to the instants, counted per node and interval) and
+    fragmentation (grouped in SQL) give the frames the range join over every allocation
+    and the pandas grouping gave, fleet-wide and per partition, with and without usual
+    sizes, at hourly instants and one off the hour."""
+    from warehouse import Warehouse
+
+    w = Warehouse(":memory:")
+    try:
+        _seed_fleet(w, np.random.default_rng(seed))
+        ticks = pl.hourly_ticks(T0 - H, T0 + 29 * H) + [T0 + 29.5 * H]
+        for partition in (None, "a", ""):
+            params = {"ticks": ticks, "partition": partition}
+            old = w.reader().execute(_FREE_GPUS_JOIN, params).df()
+            new = pl.free_gpus(w.reader(), **params)
+            assert old["free"].sum() > 0 and (old["free"] < old["gpus"]).any()
+            pd.testing.assert_frame_equal(new, old, check_dtype=False)
+            for usual in ({}, {"a": 12.0, "b": 0.5}, {"": 8.0}):
+                want = _fragmentation_pandas(old, usual)
+                got = pl.fragmentation(w.reader(), ticks=ticks, usual=usual,
+                                       partition=partition)
+                pd.testing.assert_frame_equal(got, want, check_dtype=False)
+                pd.testing.assert_frame_equal(
+                    got.attrs["by_partition"], want.attrs["by_partition"],
+                    check_dtype=False)
     finally:
         w.close()

@@ -268,7 +268,7 @@ def placement_figures(reader: Callable, *, start: datetime, end: datetime, now: 
     s = placement.placement_summary(placement.job_placement(reader(), **w))
     frag = placement.fleet_fragmentation(reader(), **w)
     waits = placement.waits_summary(placement.waits_while_scattered(
-        reader(), min_gpus=min_gpus, free=frag.attrs["free"], **w))
+        reader(), min_gpus=min_gpus, frag=frag, **w))
     return {"placement_score": None if np.isnan(s["mean_score"]) else s["mean_score"],
             "misplaced_gpu_h": s["misplaced_gpu_hours"], "multi_node_runs": s["runs"],
             "misplaced_runs": s["misplaced_runs"],
