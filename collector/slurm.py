@@ -37,8 +37,12 @@ What is refused (counted in ``SchedulerBatch.dropped`` as ``<command>.<field>``)
   start), a restart count outside 0-65535 (squeue: it is the run index);
 - a value (stored NULL): submit time, node count, GPU count (negative or above a
   million), exit code and signal, an unreadable host list (the run keeps no
-  allocations), a ``gres_detail`` entry with indices past the node's GPUs (that node's
-  allocations).
+  allocations), a ``gres_detail`` entry with indices past the node's GPUs, or a MIG
+  GRES it cannot place on an instance (``gres_mig``; that node's allocations).
+
+Allocations carry what the run holds of each GPU (collector/slurm_gres.py): ``share``
+for shard/MPS GRES, ``gpu_i_ids`` for MIG instances (placed through ``devices``, each
+MIG node's GRES devices in Slurm's order).
 
 Text is stored as UTF-8 whatever bytes Slurm passed through (undecodable bytes become
 U+FFFD), so one job name never costs the document.

@@ -1,11 +1,12 @@
-"""Shared GPUs (time-slicing, MPS): a GPU's energy split between the jobs on it.
+"""Shared GPUs (time-slicing, MPS, shards, MIG): a GPU's energy split between its jobs.
 
 Several allocations overlapping on one GPU once each took the whole GPU's energy for the
 time they overlapped (two jobs on a 400 W GPU for an hour counted 0.8 kWh). Now each gets
-the minute's energy x its seconds / max(60 s, the seconds all allocations held the
-minute), and what no job was given stays unallocated (warehouse/usage.py, issue 21):
-attributed + unattributed == the GPU's energy, on the minute path, the usage table and
-the 1-hour tier's approximation.
+the minute's energy x its seconds x its fraction of the GPU / max(60 s, the same for all
+allocations of the minute), the fraction being 1 (whole GPU, time-slicing), its Slurm
+share (shards, MPS) or its MIG instances' share of the GPU's activity; what no job was
+given stays unallocated (warehouse/usage.py, issue 21): attributed + unattributed == the
+GPU's energy, on the minute path, the usage table and the 1-hour tier's approximation.
 """
 
 from datetime import timedelta
@@ -27,6 +28,22 @@ RANGE = {"start": T, "end": T + 2 * H}
 def _job(wh, job_id, start, end, gpu=0):
     add_job(wh, job_id, [{"start": start, "end": end, "state": "COMPLETED", "nodes": ["n0"],
                           "gpu_indices": [gpu]}], gpus=1)
+
+
+def _held(wh, job_id, start, end, *, gpu=0, share=None, gi=None):
+    """A job holding a share of GPU n0/``gpu`` (shards, MPS) or MIG instances ``gi``."""
+    add_job(wh, job_id, [{"start": start, "end": end, "state": "COMPLETED"}], gpus=1)
+    wh.ingest("allocations", pd.DataFrame([{
+        "job_id": job_id, "run_index": 0, "node": "n0", "gpu_index": gpu, "start_ts": start,
+        "end_ts": end, "share": share, "gpu_i_ids": list(gi) if gi else None}])).result()
+
+
+def _mig(wh, start, minutes, instances):
+    """MIG samples of GPU n0/0 every 15 s: ``instances`` {gi: (profile, sm %, MiB)}."""
+    rows = [{"ts": start + timedelta(seconds=15 * k), "node": "n0", "gpu_index": 0,
+             "gpu_i_id": gi, "gpu_i_profile": prof, "sm_active_pct": sm, "mem_used_mib": mib}
+            for k in range(4 * minutes) for gi, (prof, sm, mib) in instances.items()]
+    wh.ingest("mig_samples", pd.DataFrame(rows)).result()
 
 
 def _jobs(wh, res=None):
@@ -78,6 +95,52 @@ def test_migration_13_recomputes_hours_written_before_the_split(wh):
     run_refresh(wh, now=T + 3 * H)
     assert _jobs(wh) == pytest.approx({"A": 0.3, "B": 0.1})
 
+def test_shards_and_mps_shares_take_their_part_and_leave_the_rest(wh):
+    # one 400 W GPU for 1 h (0.4 kWh): A holds 2 of its 4 shards all hour (0.2 kWh), B 1
+    # shard for 30 min (0.05 kWh); the idle shards' 0.15 kWh stay unallocated. GPU 1
+    # (200 W): an MPS client with 50 % for the hour: 0.1 kWh, 0.1 kWh unallocated.
+    ingest(wh, samples("n0", 0, T, 240, 400), samples("n0", 1, T, 240, 200))
+    _held(wh, "A", T, T + H, share=0.5)
+    _held(wh, "B", T, T + 30 * M, share=0.25)
+    _held(wh, "P", T, T + H, gpu=1, share=0.5)
+    for res in ("minute", None):
+        assert _jobs(wh, res) == pytest.approx({"A": 0.2, "B": 0.05, "P": 0.1}), res
+        assert _unallocated(wh, res) == pytest.approx(0.25), res
+    run_refresh(wh, now=T + 2 * H)  # the same from the usage table
+    assert _jobs(wh) == pytest.approx({"A": 0.2, "B": 0.05, "P": 0.1})
+    assert _unallocated(wh) == pytest.approx(0.25)
+
+
+def test_mig_instances_by_activity_then_memory(wh):
+    # a 400 W GPU in MIG mode, instances 1 and 2 (3g) and 3 (1g); X runs on 1, Y on 3.
+    # 0:00-0:30 SM activity 50 %, 25 %, 0 %: weights 150, 75, 0 -> X 2/3 of 0.2 kWh, Y 0.
+    # 0:30-1:00 all idle; memory 10, 30, 0 GiB -> X 1/4 of 0.2 kWh, Y 0.
+    # 1:00-1:10 no instance samples: nothing attributed. The rest is unallocated.
+    ingest(wh, samples("n0", 0, T, 280, 400))
+    _mig(wh, T, 30, {1: ("3g.40gb", 50.0, 100.0), 2: ("3g.40gb", 25.0, 100.0),
+                     3: ("1g.10gb", 0.0, 100.0)})
+    _mig(wh, T + 30 * M, 30, {1: ("3g.40gb", 0.0, 10240.0), 2: ("3g.40gb", 0.0, 30720.0),
+                              3: ("1g.10gb", 0.0, 0.0)})
+    _held(wh, "X", T, T + 70 * M, gi=[1])
+    _held(wh, "Y", T, T + H, gi=[3])
+    total = 0.4 * 70 / 60
+    for res in ("minute", None):
+        jobs = _jobs(wh, res)
+        assert jobs["X"] == pytest.approx(0.2 * 2 / 3 + 0.2 / 4), res
+        assert jobs["Y"] == pytest.approx(0.0, abs=1e-12), res
+        assert _unallocated(wh, res) == pytest.approx(total - jobs["X"]), res
+
+
+def test_idle_mig_instances_share_by_slices(wh):
+    # no activity and no memory anywhere: equal shares by slices, 3 : 3 : 1
+    ingest(wh, samples("n0", 0, T, 240, 350))
+    _mig(wh, T, 60, {1: ("3g.40gb", 0.0, 0.0), 2: ("3g.40gb", 0.0, 0.0),
+                     3: ("1g.10gb", 0.0, 0.0)})
+    _held(wh, "X", T, T + H, gi=[1, 3])  # two instances of one GPU: their fractions add
+    assert _jobs(wh, "minute")["X"] == pytest.approx(0.35 * 4 / 7)
+    assert _unallocated(wh, "minute") == pytest.approx(0.35 * 3 / 7)
+
+
 def test_three_mps_clients_for_the_hour_and_a_job_on_a_third_of_another_gpu(wh):
     # GPU 0 (300 W): three MPS clients the whole first hour: 0.1 kWh each, none left over.
     # GPU 1 (600 W): one job for 20 minutes: 0.2 kWh; the other 40 minutes unallocated.
@@ -103,31 +166,48 @@ def gpu_wh():
     energy = pd.concat(frames, ignore_index=True)
     energy["energy_j"] = (energy["power_w"] * 15.0).cumsum()
     ingest(wh, energy)
+    # MIG instances 1 (3g), 2 (2g), 3 (1g) for the first 80 minutes: activity changing
+    # each minute, all idle some minutes (memory decides), idle and empty others (slices)
+    for k in range(80):
+        sm = [(k * 13 + 7 * g) % 60 if k % 5 else 0.0 for g in range(3)]
+        mib = [0.0] * 3 if k % 10 == 0 else [1000.0 * ((k + g) % 4) for g in range(3)]
+        _mig(wh, T + k * M, 1, {gi: (prof, sm[g], mib[g]) for g, (gi, prof) in
+                                enumerate([(1, "3g.40gb"), (2, "2g.20gb"), (3, "1g.10gb")])})
     yield wh
     wh.close()
 
 
 _SECONDS = st.integers(min_value=0, max_value=2 * 3600)
-_ALLOCS = st.lists(st.tuples(_SECONDS, _SECONDS), min_size=0, max_size=5)
+#: what an allocation holds: the whole GPU, a share (shards, MPS), MIG instances
+_HOLDS = st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0),
+                   st.lists(st.sampled_from([1, 2, 3, 4]), min_size=1, max_size=3))
+_ALLOCS = st.lists(st.tuples(_SECONDS, _SECONDS, _HOLDS), min_size=0, max_size=5)
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spans=_ALLOCS)
 def test_attributed_plus_unattributed_is_the_gpus_energy(gpu_wh, spans):
-    """Any allocations on the GPU (overlapping, inside minutes, empty): the jobs' energy
-    plus the unallocated energy equals the GPU's energy, on every path."""
+    """Any allocations on the GPU (overlapping, inside minutes, empty; whole, shares, MIG
+    instances, also an instance that reported nothing): the jobs' energy plus the
+    unallocated energy equals the GPU's energy, on every path."""
     def reset(con):
         con.execute("DELETE FROM allocations")
         con.execute("DELETE FROM job_runs")
         con.execute("DELETE FROM jobs")
     gpu_wh.write(reset).result()
     runs = pd.DataFrame([(f"j{i}", 0, T + timedelta(seconds=min(a, b)),
-                          T + timedelta(seconds=max(a, b) + 1)) for i, (a, b) in enumerate(spans)],
+                          T + timedelta(seconds=max(a, b) + 1))
+                         for i, (a, b, _) in enumerate(spans)],
                         columns=["job_id", "run_index", "start_ts", "end_ts"])
     if len(runs):  # one ingest per table (a job per span, holding GPU n0/0)
         gpu_wh.ingest("jobs", runs[["job_id"]].assign(user_name="ann", gpus=1)).result()
         gpu_wh.ingest("runs", runs.assign(state="COMPLETED", gpus=1)).result()
-        gpu_wh.ingest("allocations", runs.assign(node="n0", gpu_index=0)).result()
+        holds = [h for _, _, h in spans]
+        gpu_wh.ingest("allocations", runs.assign(
+            node="n0", gpu_index=0,
+            share=[h if isinstance(h, float) else None for h in holds],
+            gpu_i_ids=[sorted(set(h)) if isinstance(h, list) else None for h in holds])
+        ).result()
     total = gpu_wh.reader().execute(
         "SELECT sum(energy_j) / 3.6e6 FROM gpu_samples_1m").fetchone()[0]
     for res in ("minute", "hour"):

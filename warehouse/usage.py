@@ -73,7 +73,8 @@ _OVERLAP_S = ("greatest(0, epoch_us(least(m.ts + INTERVAL 1 MINUTE, a.e))"
 #: fraction of the GPU's activity (issue 21): SM activity (else graphics-engine
 #: activity) x the instance's compute slices, over the GPU's instances; when every
 #: instance was idle, its memory used over theirs; when none used memory, its slices
-#: over theirs. Per MIG allocation and minute (``mf``): the fractions of its instances.
+#: over theirs (``frac``); and its slices over theirs (``hold``, the part of the GPU it
+#: is). Per MIG allocation and minute (``mf``): the sums over its instances.
 _MIG_FRACTIONS = """
 mi AS (
     SELECT date_trunc('minute', s.ts) AS ts, s.node, s.gpu_index, s.gpu_i_id,
@@ -91,12 +92,13 @@ mw AS (
     SELECT ts, node, gpu_index, gpu_i_id,
            CASE WHEN sum(act * slices) OVER g > 0 THEN act * slices / sum(act * slices) OVER g
                 WHEN sum(mem) OVER g > 0 THEN mem / sum(mem) OVER g
-                ELSE slices / sum(slices) OVER g END AS frac
+                ELSE slices / sum(slices) OVER g END AS frac,
+           slices / sum(slices) OVER g AS hold
     FROM mi WINDOW g AS (PARTITION BY ts, node, gpu_index)
 ),
 mf AS (
     SELECT a.job_id AS f_job, a.run_index AS f_run, a.node AS f_node,
-           a.gpu_index AS f_gpu, w.ts AS f_ts, sum(w.frac) AS frac
+           a.gpu_index AS f_gpu, w.ts AS f_ts, sum(w.frac) AS frac, sum(w.hold) AS hold
     FROM ua a JOIN mw w ON w.node = a.node AND w.gpu_index = a.gpu_index
      AND list_contains(a.gpu_i_ids, w.gpu_i_id)
      AND w.ts >= date_trunc('minute', a.s) AND w.ts < a.e
@@ -116,8 +118,10 @@ mf AS (
 #: minute get half each; each once got all of it): time-sliced processes share one
 #: activity reading, so equal shares per second held is the split it can support. What
 #: no allocation was given (idle shards, idle MIG instances) stays with the unallocated
-#: row (``uf``): attributed + unattributed = the GPU's energy. ``gpu_s`` stays the
-#: seconds held. Shared allocations are found among all allocations of the scope, so a
+#: row (``uf``): attributed + unattributed = the GPU's energy. ``gpu_s`` is the seconds
+#: held x the part of the GPU held (``hold``: the share; for MIG the instances' slices
+#: over the GPU's instances'), so the parts nobody held are unallocated GPU-seconds too.
+#: Shared allocations are found among all allocations of the scope, so a
 #: query for some runs gives them the same shares as the table.
 _ALLOCATED = fill("""
 ua AS (  -- allocations clipped to the range, shared when another run's overlaps on the GPU
@@ -136,6 +140,8 @@ um0 AS (
            {overlap_s} AS gpu_s, coalesce(m.energy_j, 0) AS minute_j,
            CASE WHEN a.gpu_i_ids IS NULL THEN least(greatest(coalesce(a.share, 1.0), 0.0), 1.0)
                 ELSE coalesce(f.frac, 0.0) END AS frac,
+           CASE WHEN a.gpu_i_ids IS NULL THEN least(greatest(coalesce(a.share, 1.0), 0.0), 1.0)
+                ELSE coalesce(f.hold, 0.0) END AS hold,
            coalesce(m.util_pct_avg, 0) AS util,
            coalesce(m.util_pct_max, 0) < $idle_pct AS idle
     FROM ua a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
@@ -147,14 +153,14 @@ um0 AS (
 ),
 um AS (
     SELECT ts, node, gpu_index, job_id, run_index, {measures}
-    FROM (SELECT * EXCLUDE (frac), gpu_s * frac * minute_j / 60.0 AS energy_j
+    FROM (SELECT ts, node, gpu_index, job_id, run_index, gpu_s * hold AS gpu_s, util, idle,
+                 gpu_s * frac * minute_j / 60.0 AS energy_j
           FROM um0 WHERE NOT shared
           UNION ALL
-          SELECT * FROM (SELECT * EXCLUDE (held_w, frac),
-                                gpu_s * frac * minute_j / greatest(60.0, held_w) AS energy_j
-                         FROM (SELECT *, sum(gpu_s * frac)
-                                         OVER (PARTITION BY ts, node, gpu_index) AS held_w
-                               FROM um0 WHERE shared))
+          SELECT ts, node, gpu_index, job_id, run_index, gpu_s * hold, util, idle,
+                 gpu_s * frac * minute_j / greatest(60.0, held_w)
+          FROM (SELECT *, sum(gpu_s * frac) OVER (PARTITION BY ts, node, gpu_index) AS held_w
+                FROM um0 WHERE shared)
           WHERE {runs})
 )""", nodes=_NODES, runs=_RUNS, measures=_MEASURES, overlap_s=_OVERLAP_S,
                   mig=_MIG_FRACTIONS)
