@@ -10,7 +10,7 @@ the GRES type's profile says that order does not hold.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -145,3 +145,46 @@ def test_node_holdings_fails_only_with_its_documented_error(items, mig):
         assert h.share is None or 0 < h.share <= 1
         assert h.gpu_i_ids is None or (mig and set(h.gpu_i_ids) <= {3, 4, 9, 10, 11})
         assert not (h.share is not None and h.gpu_i_ids)
+
+
+def test_the_slurm_source_places_mig_jobs_with_the_warehouses_layout(wh):
+    # the exporters saw node m1 with GPU 0 whole and GPU 1 split into instances 1 (3g)
+    # and 2 (4g); squeue's IDX 2 is then GPU 1's instance 2
+    import pandas as pd
+
+    from collector.slurm_source import SlurmSource
+    from warehouse.mig import mig_layout
+
+    ts = datetime(2026, 11, 2, 11, 59)
+    wh.ingest("samples", pd.DataFrame([{"ts": ts, "node": "m1", "gpu_index": g,
+                                        "power_w": 100.0} for g in (0, 1)])).result()
+    wh.ingest("mig_samples", pd.DataFrame([
+        {"ts": ts, "node": "m1", "gpu_index": 1, "gpu_i_id": gi, "gpu_i_profile": p}
+        for gi, p in ((1, "3g.40gb"), (2, "4g.40gb"))])).result()
+    assert mig_layout(wh.reader(), NOW) == {
+        "m1": ([0, 1], [(1, 1, "3g.40gb"), (1, 2, "4g.40gb")])}
+    assert mig_layout(wh.reader(), NOW + timedelta(hours=1)) == {}  # too old
+    doc = json.dumps(_squeue("gpu:a100_4g.40gb:1(IDX:2)"))
+    src = SlurmSource(sacct="", run=lambda argv: doc,
+                      mig_layout=lambda at: mig_layout(wh.reader(), at))
+    allocs = dict(src.collect(NOW))["allocations"].to_pylist()
+    assert [(a["node"], a["gpu_index"], a["gpu_i_ids"]) for a in allocs] == [("m1", 1, [2])]
+    # a layout that cannot be read costs the MIG jobs only (refused, counted)
+    broken = SlurmSource(sacct="", run=lambda argv: doc, mig_layout=lambda at: 1 / 0)
+    assert dict(broken.collect(NOW))["allocations"].num_rows == 0
+    assert broken.dropped.as_dict() == {"squeue.gres_mig": 1}
+
+
+@pytest.mark.parametrize(("kind", "gpus"), [("shard", [0, 1]), ("mps", [0, 0])])
+def test_real_slurm_22_05_shard_and_mps_jobs_hold_their_gpus(kind, gpus):
+    # captured from Slurm 22.05.8 (tests/fixtures/slurm/README.md): 4 GPUs with 4 shards
+    # (or MPS 100) each; job 1 holds 2 shards of GPU 0 (MPS 50), job 2 3 shards of GPU 1
+    # (MPS 25 of GPU 0): `shard:3(IDX:1)`, 22.05 prints the GPU, not the share; jobs 3
+    # and 4 are pending
+    doc = (Path(__file__).parent / "fixtures" / "slurm" / f"squeue_22.05_{kind}.json")
+    b = parse_squeue(doc.read_text(), datetime(2026, 11, 23, 5, 0))
+    rows = [(a["job_id"], a["node"], a["gpu_index"], a["share"], a["gpu_i_ids"])
+            for a in b.allocations.to_pylist()]
+    assert rows == [("1", "node1", gpus[0], None, None), ("2", "node1", gpus[1], None, None)]
+    assert b.dropped == {}
+    assert b.jobs["gpus"].to_pylist() == [None, None, 1, None]  # shares are not GPUs
