@@ -7,7 +7,8 @@ The warehouse holds two weeks (the report week and the one before) written strai
 into the tiers the report reads, with the generators of bench/analytics.py (topology,
 whole-node jobs 1-12 h with 35 % failing) and bench/dashboard.py (rollup rows):
 ``gpu_samples_1h`` and ``gpu_energy_1h`` for every GPU and hour (2 x 4.1 M rows), jobs,
-runs and allocations on every node, then ``analytics.refresh`` classifies the failures.
+runs and allocations on every node, then ``analytics.refresh`` classifies the failures
+and keeps the fleet's GPU-hours per hour (``fleet_hours_1h``, warehouse/fleet_hours.py).
 The report reads no 1-minute data (see warehouse/queries/weekly.py). Prints the time to
 build the numbers of both weeks, to render the HTML, to print the PDF, and the total,
 then measured / target / met. With no 1-minute tier there is no usage table, so job and
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import resource
 import sys
 import tempfile
 import time
@@ -67,6 +69,11 @@ def hourly(con, nodes: list[str], days: int, rng) -> int:
     return rows
 
 
+def peak_rss_mib() -> float:
+    """The process's peak resident set so far, MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, default=24576)
@@ -89,18 +96,20 @@ def main() -> int:
             return hourly(con, nodes, 14, rng), gen_a.jobs(con, nodes, 14, rng)
 
         h_rows, runs = wh.write(fill).result()
-        wh.write(lambda con: refresh(con, end, Options())).result()
+        while wh.write(lambda con: refresh(con, end, Options())).result()["fleet_pending"]:
+            pass  # the service's refreshes every 5 minutes, until the hours are all kept
         print(f"generated in {time.perf_counter() - t:.1f} s: {h_rows:,} hourly GPU rows "
-              f"({args.gpus:,} GPUs x 2 weeks), {runs:,} job runs, failures classified")
+              f"({args.gpus:,} GPUs x 2 weeks), {runs:,} job runs, failures classified, "
+              "fleet hours kept")
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         report = build(wh.reader, week=WEEK, now=datetime(2026, 11, 20),
                        options=ReportOptions(large_job_gpus=8))
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         html = render_html(report)
         path = Path(tmp) / f"{report.stem}.html"
         path.write_text(html, encoding="utf-8")
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         pdf_s = None
         if not args.no_pdf:
             try:
@@ -109,11 +118,13 @@ def main() -> int:
             except PdfError as exc:
                 print(f"PDF skipped: {exc}")
         total = time.perf_counter() - t0
-        print(f"numbers of both weeks (build)       {t1 - t0:7.2f} s")
-        print(f"HTML with 5 charts ({len(html) / 1e6:.1f} MB)       {t2 - t1:7.2f} s")
+        print(f"numbers of both weeks (build)       {t1 - t0:7.2f} s   CPU {c1 - c0:6.2f} s")
+        print(f"HTML with 5 charts ({len(html) / 1e6:.1f} MB)       {t2 - t1:7.2f} s   "
+              f"CPU {c2 - c1:6.2f} s")
         print("PDF (headless Chromium)             "
               + (f"{pdf_s:7.2f} s" if pdf_s is not None else "   skipped"))
         print(f"weekly report, {args.gpus:,} GPUs        {total:7.2f} s")
+        print(f"peak RSS of this process            {peak_rss_mib():7.0f} MiB")
         print("summary:", *report.summary, sep="\n  ")
         html_s, full = t2 - t0, args.gpus >= 24576  # the targets are for 24,576 GPUs
         print_targets([

@@ -1,5 +1,5 @@
-"""The analytics refresh: derived ``failures``, ``gpu_energy_1h``, ``gpu_usage_1h`` and
-``stragglers`` (warehouse/stragglers.py).
+"""The analytics refresh: derived ``failures``, ``gpu_energy_1h``, ``gpu_usage_1h``,
+``fleet_hours_1h`` (warehouse/fleet_hours.py) and ``stragglers`` (warehouse/stragglers.py).
 
     wh.write(lambda con: refresh(con, now, config)).result()
 
@@ -9,7 +9,9 @@ incremental and idempotent: failed runs that are new or ended within
 checkpoints change their verdict); energy hours are recomputed where the raw samples
 behind them changed (see warehouse/energy.py); usage hours (which job run held each GPU,
 warehouse/usage.py) where they are new, or within ``recheck_days`` their samples or
-allocations changed, or the idle threshold changed. Running it twice changes nothing.
+allocations changed, or the idle threshold changed; the fleet's GPU-hours per hour where
+they are new or, within ``recheck_days``, their samples or allocations changed. Running
+it twice changes nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from gpulens.settings import setting_field, values_for
 from warehouse.db import transaction
 from warehouse.energy import refresh_energy
 from warehouse.failures import load_rules, refresh_failures
+from warehouse.fleet_hours import refresh_fleet_hours
 from warehouse.stragglers import Params, refresh_stragglers
 from warehouse.usage import refresh_usage
 from warehouse.writer import yield_to_urgent
@@ -72,8 +75,8 @@ class Options:
 def refresh(con, now: datetime, settings: Any = None) -> dict:
     """Refresh the derived analytics tables up to ``now`` (naive UTC) on connection
     ``con`` (the writer's). Returns counts and the seconds taken: failures_classified,
-    energy_hours, usage_hours, usage_pending (hours left to a later refresh); failures_s,
-    energy_s, usage_s."""
+    energy_hours, usage_hours, usage_pending (hours left to a later refresh), fleet_hours,
+    fleet_pending (likewise); failures_s, energy_s, usage_s, fleet_s."""
     opts = Options.from_settings(settings)
     t0 = time.perf_counter()
     rules = load_rules(opts.rules_file)
@@ -95,6 +98,8 @@ def refresh(con, now: datetime, settings: Any = None) -> dict:
     usage = refresh_usage(con, now, recheck_days=opts.recheck_days,
                           idle_pct=opts.idle_util_pct)
     yield_to_urgent()
+    fleet = refresh_fleet_hours(con, now, recheck_days=opts.recheck_days)
+    yield_to_urgent()
     t3 = time.perf_counter()
     with transaction(con):
         slow = refresh_stragglers(con, now, Params(min_lag=opts.straggler_min_lag,
@@ -102,6 +107,6 @@ def refresh(con, now: datetime, settings: Any = None) -> dict:
                                                    hold_min=opts.straggler_hold_min))
     return {"failures_classified": classified, "energy_hours": hours,
             "usage_hours": usage["usage_hours"], "usage_pending": usage["usage_pending"],
-            "stragglers": slow, "failures_s": round(t1 - t0, 3),
+            **fleet, "stragglers": slow, "failures_s": round(t1 - t0, 3),
             "energy_s": round(t2 - t1, 3), "usage_s": usage["usage_s"],
             "stragglers_s": round(time.perf_counter() - t3, 3)}

@@ -15,7 +15,8 @@ idle energy and allocated-but-idle GPU-hours from
 the analytics refresh keeps), large jobs' ETTR from
 :func:`warehouse.queries.goodput.large_jobs`. Computed here from the 1-hour tier:
 
-- :func:`fleet_hours`: reporting, allocated, utilised and throttled GPU-hours;
+- :func:`fleet_hours`: reporting, allocated, utilised and throttled GPU-hours (per hour in
+  ``fleet_hours_1h``, kept by the analytics refresh: warehouse/fleet_hours.py);
 - :func:`alerts_fired`: thermal alerts that fired in the week, per rule and severity.
 Units are in the names: GPU-hours (``_gpu_h``), kWh, kg CO2e, hours.
 """
@@ -31,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from gpulens.settings import default
+from warehouse import fleet_hours as hourly
 from warehouse import placement
 from warehouse.analytics import Options
-from warehouse.db import fill
 from warehouse.queries import energy as qe
 from warehouse.queries import failures as qf
 from warehouse.queries import goodput as qg
@@ -91,39 +92,7 @@ def last_complete_week(now_utc: datetime, tz: str = "UTC") -> str:
     return week_name(local.date() - timedelta(days=7))
 
 
-# ----------------------------------------------------------------------- hour tier SQL
-
-_ALLOC = """
-al AS (
-    SELECT job_id, run_index, node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS lo,
-           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi
-    FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
-),
-alb AS (  -- each allocation once per hour it touches: an equi-join with the hour tier
-    SELECT al.*, unnest(range(date_trunc('hour', lo), hi, INTERVAL 1 HOUR)) AS ts
-    FROM al WHERE hi > lo
-)"""
-
-_FLEET_SQL = fill("""
-WITH {alloc},
-ah AS (
-    SELECT node, gpu_index, ts,
-           least(3600.0, sum(epoch(least(hi, ts + INTERVAL 1 HOUR))
-                             - epoch(greatest(lo, ts)))) / 3600.0 AS af
-    FROM alb GROUP BY ALL
-),
-h AS (
-    SELECT coalesce(h.covered_s, 0) AS cov, coalesce(h.util_pct_avg, 0) AS util,
-           coalesce(h.throttle_thermal_s, 0) AS thr, coalesce(a.af, 0) AS af
-    FROM gpu_samples_1h h LEFT JOIN ah a USING (node, gpu_index, ts)
-    WHERE h.ts >= $start AND h.ts < $end
-)
-SELECT sum(cov) / 3600 AS reporting_gpu_h,
-       sum(af * cov) / 3600 AS allocated_gpu_h,
-       sum(af * cov * util / 100) / 3600 AS utilised_gpu_h,
-       sum(thr) / 3600 AS throttled_gpu_h
-FROM h
-""", alloc=_ALLOC)
+# ----------------------------------------------------------------------------- SQL
 
 _SCHEDULED_SQL = """
 SELECT coalesce(nullif((SELECT count(*) FROM gpus), 0), (SELECT sum(gpus) FROM nodes), 0),
@@ -159,11 +128,11 @@ def fleet_hours(cur, *, start: datetime, end: datetime) -> dict:
     """GPU-hours of the week from the 1-hour tier (see module docstring): gpus
     (installed), scheduled_gpu_h (allocations, with or without telemetry),
     reporting_gpu_h, allocated_gpu_h and utilised_gpu_h (with telemetry),
-    throttled_gpu_h."""
+    throttled_gpu_h; the last four per hour from ``fleet_hours_1h`` where the analytics
+    refresh holds the week (warehouse/fleet_hours.py, issue 17)."""
     p = {"start": start, "end": end}
     gpus, scheduled = cur.execute(_SCHEDULED_SQL, p).fetchall()[0]
-    row = cur.execute(_FLEET_SQL, p).df().iloc[0]
-    out = {k: _f(v) for k, v in row.items()}
+    out = {k: _f(v) for k, v in hourly.fleet_hours(cur, start=start, end=end).items()}
     return {"gpus": int(gpus or 0), "scheduled_gpu_h": _f(scheduled), **out}
 
 
