@@ -206,8 +206,10 @@ def weekly_report(wh: Warehouse) -> tuple[float | None, str]:
     return s, f"{s:.1f} s (week {week}, {len(html) / 1e6:.1f} MB of HTML, no PDF)"
 
 
-def dashboard_callbacks(wh: Warehouse, ranges: list[str], runs: int) -> list[tuple]:
-    """bench/dashboard.py's callbacks, each timed ``runs`` times per range."""
+def dashboard_callbacks(wh: Warehouse, ranges: list[str], runs: int,
+                        only: str | None = None) -> list[tuple]:
+    """bench/dashboard.py's callbacks, each timed ``runs`` times per range; ``only``: a
+    regular expression that 'page callback' must contain."""
     import importlib
 
     bd = importlib.import_module("bench.dashboard")
@@ -226,6 +228,8 @@ def dashboard_callbacks(wh: Warehouse, ranges: list[str], runs: int) -> list[tup
     ).fetchone()
     out = []
     for (page, name), fn in bd.callbacks(pages, row[0] if row else "none").items():
+        if only and not re.search(only, f"{page} {name}"):
+            continue
         for rng in ranges:
             data = Filters(rng).to_store()
             try:
@@ -235,6 +239,29 @@ def dashboard_callbacks(wh: Warehouse, ranges: list[str], runs: int) -> list[tup
                 continue
             out.append((page, name, rng, median(times), p95(times)))
     return out
+
+
+def print_callbacks(cbs: list[tuple], runs: int) -> None:
+    print(f"\ndashboard callbacks ({runs} runs each after a warm-up; ms)")
+    print_table(["page", "callback", "range", "p50", "p95"], [
+        (p, n, r, f"{a * 1000:,.0f}" if a is not None else "error", f"{b * 1000:,.0f}"
+         if a is not None else b) for p, n, r, a, b in cbs], align="lllrr")
+
+
+def callbacks_only(args) -> int:
+    """--keep with a warehouse already there: only the callbacks (and the report unless
+    --no-report) on it, for profiling one change at a time on the same data."""
+    wh = Warehouse(args.keep, memory_limit_mb=mib(args.memory_limit))
+    try:
+        if not args.no_report:
+            print(f"weekly report: {weekly_report(wh)[1]}")
+        cbs = dashboard_callbacks(wh, args.ranges.split(","), args.runs, args.only)
+    finally:
+        wh.close()
+    print_callbacks(cbs, args.runs)
+    over = [r for r in cbs if r[3] is not None and r[4] > TARGETS["callback_p95_s"]]
+    print(f"callbacks over 300 ms (p95): {len(over)} of {len(cbs)}")
+    return 0
 
 
 def run(args) -> int:
@@ -251,8 +278,10 @@ def run(args) -> int:
           f"{args.minute_hours:g} h at 60 s), live {args.live_minutes:g} min at 15 s; DuckDB "
           f"memory_limit {args.memory_limit or 'default (80% of RAM)'}")
     live_start = NOW - timedelta(minutes=args.live_minutes)
+    if args.keep and Path(args.keep).exists():
+        return callbacks_only(args)
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
-        path = str(Path(tmp) / "scale.duckdb")
+        path = args.keep or str(Path(tmp) / "scale.duckdb")
         with mp.get_context("spawn").Pool(1) as pool:
             h = pool.apply(write_history, (path, config, anchor, args.live_minutes,
                                            args.minute_hours, args.coarse_step))
@@ -279,8 +308,9 @@ def run(args) -> int:
                 s, done = refresh_once()
                 backfill = [backfill[0] + s, backfill[1] + 1]
             size = wh.size_bytes()
-            report_s, report = weekly_report(wh)
-            cbs = dashboard_callbacks(wh, args.ranges.split(","), args.runs)
+            report_s, report = (None, "skipped (--no-report)") if args.no_report \
+                else weekly_report(wh)
+            cbs = dashboard_callbacks(wh, args.ranges.split(","), args.runs, args.only)
         finally:
             wh.close()
     cyc = lv["cycle_s"]
@@ -318,10 +348,7 @@ def run(args) -> int:
     print("tiers after the history (before the live hour):")
     for t in tiers.itertuples():
         print(f"  warehouse {t.table:<15} {t.rows:>13,} rows  ~{human_bytes(t.bytes)}")
-    print(f"\ndashboard callbacks ({args.runs} runs each after a warm-up; ms)")
-    print_table(["page", "callback", "range", "p50", "p95"], [
-        (p, n, r, f"{a * 1000:,.0f}" if a is not None else "error", f"{b * 1000:,.0f}"
-         if a is not None else b) for p, n, r, a, b in cbs], align="lllrr")
+    print_callbacks(cbs, args.runs)
     over = [r for r in ok if r[4] > TARGETS["callback_p95_s"]]
     print_targets([
         ("collection cycle, p95", f"{p95(cyc):.2f} s", "<= 2 s", p95(cyc) <= TARGETS["cycle_s"]),
@@ -351,6 +378,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory-limit", default="1GB",
                     help="DuckDB memory_limit of the warehouse, e.g. 1GB; 'duckdb' keeps "
                          "DuckDB's own default (80%% of RAM, which its cache fills)")
+    ap.add_argument("--keep", metavar="FILE",
+                    help="keep the warehouse in FILE; when FILE exists, skip history, live "
+                         "path and refresh and time only the callbacks (and the report) on it")
+    ap.add_argument("--only", metavar="REGEX",
+                    help="only the callbacks whose 'page callback' matches, e.g. 'energy|job '")
+    ap.add_argument("--no-report", action="store_true", help="skip the weekly report")
     ap.add_argument("--quick", action="store_true",
                     help="24,576 GPUs, 2 days of history (6 h at 60 s), 5 live minutes, "
                          "callbacks over 24h only")

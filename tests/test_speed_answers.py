@@ -321,3 +321,21 @@ def test_fragmentation_in_sql_as_the_pandas_grouping(seed):
                     check_dtype=False)
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("hours,resolution", [(48, None), (7.25, None), (7.25, "minute"),
+                                              (30, "hour")])
+def test_window_method_seconds_are_the_runs_summed(seeded, hours, resolution):
+    """The Energy page's method card sums GPU-seconds per GPU-hour in SQL now: the same
+    seconds per method as every run's (run_methods) summed, as it was computed before."""
+    from warehouse.queries import energy_method as em
+
+    wh, now = seeded
+    window = {"start": now - timedelta(hours=hours), "end": now - timedelta(minutes=5),
+              "resolution": resolution}
+    runs = em.run_methods(wh.reader(), **window)
+    want = [float(runs[m].sum()) for m in em.METHODS]
+    got = em.window_seconds(wh.reader(), **window)
+    assert sum(want) > 0
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-9)
+    assert em.window_method(wh.reader(), **window) == em.label(*want)

@@ -29,15 +29,23 @@ from warehouse.queries.energy import ALLOC_HOUR_CTES
 
 METHODS = ("energy counter", "counter, hourly-scaled", "power integral")
 
-_SQL = fill("""
+#: Per ``{keys}`` and GPU-hour: the seconds held and those whose energy the counter gave.
+_HELD_SQL = """
 WITH {ctes}
-SELECT ao.job_id, ao.run_index, ao.ts, sum(ao.overlap_s) AS held_s,
+SELECT {keys}, ao.ts, sum(ao.overlap_s) AS held_s,
        sum(ao.overlap_s * CASE WHEN g.method = 'rollup' THEN 1.0
                                ELSE g.counter_samples / g.samples END) AS counter_s
 FROM ao JOIN gpu_energy_1h g USING (node, gpu_index, ts)
 WHERE g.samples > 0
 GROUP BY ALL
-""", ctes=fill(ALLOC_HOUR_CTES, runs=fill(usage.RUNS, alias="")))
+"""
+_SQL = fill(_HELD_SQL, keys="ao.job_id, ao.run_index",
+            ctes=fill(ALLOC_HOUR_CTES, runs=fill(usage.RUNS, alias="")))
+#: The same summed over all runs per GPU-hour's ``ts`` only: the window's label needs no
+#: per-run rows (issue 17: it was computed per run and GPU-hour, then summed in pandas,
+#: for the Energy page's first callback).
+_WINDOW_SQL = fill(_HELD_SQL, keys="count(*) AS n",
+                   ctes=fill(ALLOC_HOUR_CTES, runs="TRUE"))
 
 
 def run_methods(cur, *, start: datetime, end: datetime,
@@ -53,15 +61,7 @@ def run_methods(cur, *, start: datetime, end: datetime,
     cols = ["job_id", "run_index", *METHODS, "method"]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    hourly = pd.Series(False, index=df.index)
-    for p in usage.plan(cur, start, end, resolution=resolution):
-        if p.path == "hour":  # a GPU-hour read from the 1-hour tier in this part
-            ts = pd.to_datetime(df["ts"])
-            hourly |= (ts + pd.Timedelta(hours=1) > p.start) & (ts < p.end)
-    counter = df["counter_s"].fillna(0.0)
-    df["energy counter"] = counter.where(~hourly, 0.0)
-    df["counter, hourly-scaled"] = counter.where(hourly, 0.0)
-    df["power integral"] = df["held_s"] - counter
+    df = _by_method(cur, df, start=start, end=end, resolution=resolution)
     out = df.groupby(["job_id", "run_index"], as_index=False)[list(METHODS)].sum()
     out["method"] = [label(*r) for r in out[list(METHODS)].itertuples(index=False)]
     return out[cols]
@@ -85,10 +85,36 @@ def label(counter_s: float, hourly_s: float, power_s: float) -> str:
 def window_method(cur, *, start: datetime, end: datetime,
                   resolution: str | None = None) -> str:
     """The method label of all runs' GPU energy in ``[start, end)``."""
-    df = run_methods(cur, start=start, end=end, resolution=resolution)
+    return label(*window_seconds(cur, start=start, end=end, resolution=resolution))
+
+
+def window_seconds(cur, *, start: datetime, end: datetime,
+                   resolution: str | None = None) -> tuple[float, float, float]:
+    """All runs' GPU-seconds held in ``[start, end)`` under each of :data:`METHODS`
+    (the sums of :func:`run_methods`' columns, summed per GPU-hour in SQL)."""
+    df = cur.execute(_WINDOW_SQL, {"start": start, "end": end}).df()
     if df.empty:
-        return label(0.0, 0.0, 0.0)
-    return label(*(float(df[m].sum()) for m in METHODS))
+        return 0.0, 0.0, 0.0
+    df = _by_method(cur, df, start=start, end=end, resolution=resolution)
+    return tuple(float(df[m].sum()) for m in METHODS)
+
+
+def _by_method(cur, df: pd.DataFrame, *, start: datetime, end: datetime,
+               resolution: str | None) -> pd.DataFrame:
+    """``df`` (ts, held_s, counter_s per GPU-hour) with the seconds of each of
+    :data:`METHODS`: the counter's seconds are hourly-scaled in a GPU-hour read from the
+    1-hour tier (warehouse/usage.py:plan), the rest of the seconds held are the power
+    integral's."""
+    hourly = pd.Series(False, index=df.index)
+    for p in usage.plan(cur, start, end, resolution=resolution):
+        if p.path == "hour":  # a GPU-hour read from the 1-hour tier in this part
+            ts = pd.to_datetime(df["ts"])
+            hourly |= (ts + pd.Timedelta(hours=1) > p.start) & (ts < p.end)
+    counter = df["counter_s"].fillna(0.0)
+    df["energy counter"] = counter.where(~hourly, 0.0)
+    df["counter, hourly-scaled"] = counter.where(hourly, 0.0)
+    df["power integral"] = df["held_s"] - counter
+    return df
 
 
 def raw_counters(cur) -> pd.DataFrame:
