@@ -84,8 +84,8 @@ mi AS (
                              AS INTEGER), 1) AS slices
     FROM gpu_mig_samples s
     WHERE s.ts >= date_trunc('minute', $start::TIMESTAMP) AND s.ts < $end
-      AND EXISTS (SELECT 1 FROM ua WHERE ua.gpu_i_ids IS NOT NULL
-                  AND ua.node = s.node AND ua.gpu_index = s.gpu_index)
+      AND EXISTS (SELECT 1 FROM ua0 WHERE ua0.gpu_i_ids IS NOT NULL
+                  AND ua0.node = s.node AND ua0.gpu_index = s.gpu_index)
     GROUP BY ALL
 ),
 mw AS (
@@ -97,9 +97,9 @@ mw AS (
     FROM mi WINDOW g AS (PARTITION BY ts, node, gpu_index)
 ),
 mf AS (
-    SELECT a.job_id AS f_job, a.run_index AS f_run, a.node AS f_node,
-           a.gpu_index AS f_gpu, w.ts AS f_ts, sum(w.frac) AS frac, sum(w.hold) AS hold
-    FROM ua a JOIN mw w ON w.node = a.node AND w.gpu_index = a.gpu_index
+    SELECT a.job_id, a.run_index, a.node, a.gpu_index, a.s, a.e, w.ts,
+           sum(w.frac) AS frac, sum(w.hold) AS hold
+    FROM ua0 a JOIN mw w ON w.node = a.node AND w.gpu_index = a.gpu_index
      AND list_contains(a.gpu_i_ids, w.gpu_i_id)
      AND w.ts >= date_trunc('minute', a.s) AND w.ts < a.e
     WHERE a.gpu_i_ids IS NOT NULL
@@ -109,9 +109,9 @@ mf AS (
 #: Per allocation and minute of telemetry in [$start, $end): the allocation's seconds in
 #: the minute and its share of the minute's energy (``um``). Each allocation weighs its
 #: seconds x its fraction of the GPU (``frac``): 1 for a whole GPU; its ``share`` for
-#: Slurm shards and MPS; its MIG instances' fraction of the GPU's activity (``mf``; 0 in
-#: a minute without instance samples); and gets energy x weight / max(60 s, the weights
-#: of all allocations on the GPU in the minute). A GPU held by one allocation at a time
+#: Slurm shards and MPS; its MIG instances' fraction of the GPU's activity (``mf``; a
+#: minute without instance samples gives it nothing); and gets energy x weight / max(60 s,
+#: the weights of all allocations on the GPU in the minute). A GPU held by one allocation at a time
 #: gives it energy x overlap x frac / 60 s. A shared GPU (time-slicing, MPS: allocations of
 #: other runs overlapping on the same GPU, issue 21) is split by weight, so the
 #: allocations never sum to more than the GPU's energy (two whole-GPU jobs holding a whole
@@ -124,32 +124,38 @@ mf AS (
 #: Shared allocations are found among all allocations of the scope, so a
 #: query for some runs gives them the same shares as the table.
 _ALLOCATED = fill("""
-ua AS (  -- allocations clipped to the range, shared when another run's overlaps on the GPU
+ua0 AS (  -- allocations clipped to the range; ``frac``: a share's part of the GPU
+    SELECT job_id, run_index, node, gpu_index, gpu_i_ids,
+           least(greatest(coalesce(share, 1.0), 0.0), 1.0) AS frac,
+           greatest(start_ts, $start::TIMESTAMP) AS s,
+           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
+    FROM allocations
+    WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {nodes}
+),
+ua AS (  -- shared when another run's allocation overlaps on the GPU
     SELECT a.*, EXISTS (SELECT 1 FROM allocations b
                         WHERE b.node = a.node AND b.gpu_index = a.gpu_index
                           AND b.start_ts < a.e AND coalesce(b.end_ts, a.e) > a.s
                           AND (b.job_id <> a.job_id OR b.run_index <> a.run_index)) AS shared
-    FROM (SELECT job_id, run_index, node, gpu_index, share, gpu_i_ids,
-                 greatest(start_ts, $start::TIMESTAMP) AS s,
-                 least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
-          FROM allocations
-          WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {nodes}) a
+    FROM ua0 a
 ),{mig},
-um0 AS (
+um0 AS (  -- whole GPUs and shares; then MIG allocations in the minutes their GPU reported
     SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, a.shared,
            {overlap_s} AS gpu_s, coalesce(m.energy_j, 0) AS minute_j,
-           CASE WHEN a.gpu_i_ids IS NULL THEN least(greatest(coalesce(a.share, 1.0), 0.0), 1.0)
-                ELSE coalesce(f.frac, 0.0) END AS frac,
-           CASE WHEN a.gpu_i_ids IS NULL THEN least(greatest(coalesce(a.share, 1.0), 0.0), 1.0)
-                ELSE coalesce(f.hold, 0.0) END AS hold,
+           a.frac, a.frac AS hold,
            coalesce(m.util_pct_avg, 0) AS util,
            coalesce(m.util_pct_max, 0) < $idle_pct AS idle
     FROM ua a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
      AND m.ts >= date_trunc('minute', a.s) AND m.ts < a.e
-    LEFT JOIN mf f ON f.f_job = a.job_id AND f.f_run = a.run_index
-     AND f.f_node = a.node AND f.f_gpu = a.gpu_index AND f.f_ts = m.ts
     WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end  -- zone maps
-      AND (a.shared OR {runs})
+      AND a.gpu_i_ids IS NULL AND (a.shared OR {runs})
+    UNION ALL  -- weighed as shared: alone on its GPU it gets the same (its weight <= 60 s)
+    SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, TRUE,
+           {overlap_s}, coalesce(m.energy_j, 0), a.frac, a.hold,
+           coalesce(m.util_pct_avg, 0), coalesce(m.util_pct_max, 0) < $idle_pct
+    FROM mf a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
+     AND m.ts = a.ts
+    WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end
 ),
 um AS (
     SELECT ts, node, gpu_index, job_id, run_index, {measures}
