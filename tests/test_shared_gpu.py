@@ -103,7 +103,7 @@ def test_shards_and_mps_shares_take_their_part_and_leave_the_rest(wh):
     _held(wh, "A", T, T + H, share=0.5)
     _held(wh, "B", T, T + 30 * M, share=0.25)
     _held(wh, "P", T, T + H, gpu=1, share=0.5)
-    for res in ("minute", None):
+    for res in ("minute", "hour", None):  # the hour tier: idle power = the GPU's here
         assert _jobs(wh, res) == pytest.approx({"A": 0.2, "B": 0.05, "P": 0.1}), res
         assert _unallocated(wh, res) == pytest.approx(0.25), res
     run_refresh(wh, now=T + 2 * H)  # the same from the usage table

@@ -165,17 +165,19 @@ FROM t
 #: (``idle_power``: the mean power of GPU-hours idle the whole hour) and the seconds
 #: allocations held each GPU-hour (``held``).
 #: Allocations clipped to ``[$start, $end)`` whose rows pass ``{runs}`` (``a``) and the
-#: seconds each held in each GPU-hour (``ao``: ``overlap_s``); also read by
+#: seconds each held in each GPU-hour x its share of the GPU (``ao``: ``overlap_s``;
+#: shards and MPS; MIG instances count whole here, issue 21); also read by
 #: warehouse/queries/energy_method.py.
 ALLOC_HOUR_CTES = """
 a AS (
     SELECT job_id, run_index, node, gpu_index,
-           greatest(start_ts, $start) AS s, least(coalesce(end_ts, $end), $end) AS e
+           greatest(start_ts, $start) AS s, least(coalesce(end_ts, $end), $end) AS e,
+           least(greatest(coalesce(share, 1.0), 0.0), 1.0) AS frac  -- shards, MPS (issue 21)
     FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {runs}
 ),
 ao AS MATERIALIZED (
     SELECT job_id, run_index, node, gpu_index, ts,
-           (epoch_us(least(ts + INTERVAL 1 HOUR, e)) - epoch_us(greatest(ts, s))) / 1e6
+           (epoch_us(least(ts + INTERVAL 1 HOUR, e)) - epoch_us(greatest(ts, s))) / 1e6 * frac
            AS overlap_s
     FROM (SELECT *, unnest(range(date_trunc('hour', s), e, INTERVAL 1 HOUR)) AS ts
           FROM a WHERE e > s)
