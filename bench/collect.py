@@ -42,6 +42,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import print_targets  # noqa: E402
 from collector.dcgm import FIELDS, DcgmCollector  # noqa: E402
 from collector.prometheus import (  # noqa: E402
     PrometheusSource,
@@ -52,6 +53,7 @@ from collector.prometheus import (  # noqa: E402
 from collector.sanitize import sanitize_samples  # noqa: E402
 from collector.scrape import DcgmScrapeSource  # noqa: E402
 from collector.wire import render_dcgm  # noqa: E402
+from gpulens.settings import default  # noqa: E402
 from tests.support.prometheus import Exporters  # noqa: E402
 from tests.support.victoria import with_targets  # noqa: E402
 from warehouse import Warehouse  # noqa: E402
@@ -183,39 +185,55 @@ class FakePrometheus:
         self.process.join()
 
 
-def pull_comparison(nodes: int, wh: Warehouse) -> bool:
-    """Step 4: one pull of ``nodes`` x 8 GPUs through /federate and through queries."""
+def pull_comparison(nodes: int, wh: Warehouse, modes: tuple[str, ...] = ("federate", "query"),
+                    repeat: int = 1) -> bool:
+    """Step 4: one pull of ``nodes`` x 8 GPUs through /federate and through queries.
+
+    Each mode pulls ``repeat`` times, the modes alternating; the fastest pull of each
+    counts (wall, with its CPU seconds: the 2 cores are shared, so load inflates wall).
+    """
     gpus = nodes * GPUS_PER_NODE
     federate, query = pull_bodies(render_dcgm(fleet(nodes, T0, seed=4)))
     server = FakePrometheus(federate, query)
-    results = {}
+    results: dict[str, tuple[float, float, float]] = {}  # mode -> (wall, cpu, load)
     try:
-        for mode in ("federate", "query"):
-            source = PrometheusSource(connect(server.url, timeout_s=300), interval_s=15.0,
-                                      pull=mode, now=lambda: T0)
-            source.collect(T0 - timedelta(seconds=15))  # warm: connections, first imports
-            load = os.getloadavg()[0]
-            cpu0 = time.process_time()
-            took, batches = timed(lambda s=source: s.collect(T0))
-            cpu = time.process_time() - cpu0
-            samples = dict(batches)["samples"]
-            t_commit = timed(lambda b=batches: [wh.ingest(k, t).result() for k, t in b])[0]
-            results[mode] = took
-            mb = sum(len(b) for b in (federate if mode == "federate" else query).values())
-            print(f"  {mode:8} pull: {mb / 1e6:,.0f} MB, {samples.num_rows:,} rows: "
-                  f"{took:.2f} s wall ({cpu:.2f} s CPU, load {load:.1f}); commit "
-                  f"{t_commit:.2f} s more")
-            assert samples.num_rows == gpus, (mode, samples.num_rows)
+        sources = {}
+        for mode in modes:
+            sources[mode] = PrometheusSource(connect(server.url, timeout_s=300),
+                                             interval_s=15.0, pull=mode, now=lambda: T0)
+            sources[mode].collect(T0 - timedelta(seconds=15))  # warm: connections, imports
+        for k in range(repeat):
+            for mode, source in sources.items():
+                load = os.getloadavg()[0]
+                cpu0 = time.process_time()
+                took, batches = timed(lambda s=source, k=k: s.collect(T0 + timedelta(
+                    seconds=15 * k)))
+                cpu = time.process_time() - cpu0
+                samples = dict(batches)["samples"]
+                assert samples.num_rows == gpus, (mode, samples.num_rows)
+                t_commit = 0.0
+                if k == 0:
+                    t_commit = timed(lambda b=batches: [wh.ingest(n, t).result()
+                                                        for n, t in b])[0]
+                mb = sum(len(b) for b in (federate if mode == "federate" else query).values())
+                print(f"  {mode:8} pull: {mb / 1e6:,.0f} MB, {samples.num_rows:,} rows: "
+                      f"{took:.2f} s wall ({cpu:.2f} s CPU, load {load:.1f})"
+                      + (f"; commit {t_commit:.2f} s more" if k == 0 else ""))
+                if mode not in results or took < results[mode][0]:
+                    results[mode] = (took, cpu, load)
     finally:
         server.close()
-    fastest = min(results, key=results.get)
-    print(f"  fastest: {fastest} ({results['query'] / results['federate']:.1f}x); "
-          f"prometheus.pull defaults to \"federate\"")
-    ok = results["federate"] <= PULL_TARGET_S
-    print(f"  {'measure':38} {'measured':10} {'target':8} met")
-    print(f"  {f'one pull of {gpus:,} GPUs (federate)':38} {results['federate']:<10.2f} "
-          f"{f'<= {PULL_TARGET_S:g} s':8} {'yes' if ok else 'NO'}")
-    return ok
+    rows = []
+    for mode, (took, cpu, load) in results.items():
+        rows.append((f"one pull of {gpus:,} GPUs, {mode}", f"{took:.2f} s ({cpu:.2f} s CPU, "
+                     f"load {load:.1f})", f"<= {PULL_TARGET_S:g} s", took <= PULL_TARGET_S))
+    if len(results) > 1:
+        fastest = min(results, key=lambda m: results[m][0])
+        pull = default("prometheus.pull")
+        rows.append(("the faster pull is the default", f"{fastest} "
+                     f"({max(r[0] for r in results.values()) / results[fastest][0]:.1f}x)",
+                     f"prometheus.pull = {pull}", fastest == pull))
+    return print_targets(rows, title=f"one Prometheus pull, {gpus:,} GPUs (issue 17)")
 
 
 def timed(fn):
@@ -231,17 +249,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pull-nodes", type=int, default=12_500,
                     help="nodes of the Prometheus pull comparison (8 GPUs each)")
     ap.add_argument("--pull-only", action="store_true", help="only the pull comparison")
+    ap.add_argument("--pull-mode", choices=("both", "federate", "query"), default="both",
+                    help="which pulls to time (both: /federate and the query API)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="pulls per mode, alternating; the fastest counts")
     ap.add_argument("--quick", action="store_true", help="768 nodes, 64 endpoints")
     args = ap.parse_args(argv)
     if args.quick:
         args.nodes, args.endpoints = 768, 64
         args.pull_nodes = min(args.pull_nodes, 1024)
     n_gpus = args.nodes * GPUS_PER_NODE
+    modes = ("federate", "query") if args.pull_mode == "both" else (args.pull_mode,)
     with tempfile.TemporaryDirectory() as tmp:
         wh = Warehouse(Path(tmp) / "bench.duckdb")
         if args.pull_only:
             print(f"one Prometheus pull, {args.pull_nodes:,} nodes:")
-            ok = pull_comparison(args.pull_nodes, wh)
+            ok = pull_comparison(args.pull_nodes, wh, modes, args.repeat)
             wh.close()
             return 0 if ok else 1
         texts = render_dcgm(fleet(args.nodes, T0))
@@ -295,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{t_http:.2f} s fetch+parse, {t_store:.2f} s ingest, {total:.2f} s per cycle "
               f"({rows} rows) -> about {per_15:,} endpoints per 15 s on this machine")
         print(f"one Prometheus pull, {args.pull_nodes:,} nodes:")
-        pull_comparison(args.pull_nodes, wh)
+        pull_comparison(args.pull_nodes, wh, modes, args.repeat)
         wh.close()
     return 0
 

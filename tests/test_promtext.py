@@ -189,3 +189,32 @@ def test_property_bad_input_costs_its_lines_and_raises_only_promtext_error(texts
     else:
         assert not errors  # the same rows (repr: NaN equals NaN)
         assert [repr(r) for r in to_dicts(strict)] == [repr(r) for r in to_dicts(table)]
+
+
+_BLANK = st.sampled_from(["", "", "", " ", "\t", "  "])
+_LOOKALIKE = st.lists(st.sampled_from(['a', ',', '=', '"', '\\', ' ', 'gpu', 'xgpu', '\n', 'é']),
+                      max_size=8).map("".join)
+
+
+@st.composite
+def label_set(draw) -> str:
+    """A valid label set: names that contain each other (gpu, xgpu, gpu_i), values with
+    lookalikes (``,gpu=`` at the end, escaped quotes), blanks where the grammar allows."""
+    keys = draw(st.lists(st.sampled_from(["gpu", "xgpu", "gpu_i", "UUID", "a", "Hostname"]),
+                         max_size=5, unique=True))
+    pairs = []
+    for k in keys:
+        value = draw(_LOOKALIKE).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        pairs.append(f'{draw(_BLANK)}{k}{draw(_BLANK)}={draw(_BLANK)}"{value}"{draw(_BLANK)}')
+    return ",".join(pairs) + (draw(st.sampled_from(["", "", ","])) if pairs else "")
+
+
+@pytest.mark.property
+@given(st.lists(label_set(), min_size=1, max_size=8))
+def test_property_label_values_read_every_set_as_parse_labels_does(sets):
+    """The numpy reading of Prometheus-written pairs and the regexes for the rest give,
+    over many sets at once, each set's own value (issue 17)."""
+    for name in ("gpu", "xgpu", "UUID", "absent"):
+        want = [parse_labels(s).get(name) for s in sets]
+        assert label_values(pa.array(sets), name).to_pylist() == want, name
+        assert label_values(pa.array(sets).dictionary_encode(), name).to_pylist() == want
