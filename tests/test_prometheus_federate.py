@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import collector.federate as federate
 from collector.dcgm import FIELDS, GPU_INDEX
 from collector.federate import (
     AHEAD,
@@ -124,6 +125,24 @@ def test_honor_labels_node_from_the_exporter_not_the_server():
     nameless = re.sub(r',instance="[^"]*"', "", text)
     got, counts = read(nameless)
     assert got.num_rows == 0 and counts[NO_NODE] == text.count("\n")
+
+
+def test_label_sets_read_in_slices_read_as_one(monkeypatch):
+    """Issue 17: at 100,000 GPUs the label sets are read in two slices at once; real
+    exporter texts (MIG instances, Kubernetes pods, H100s) give the same rows either way."""
+    fixtures = Path(__file__).parent / "fixtures" / "dcgm"
+    texts = {f"n{i}": (fixtures / name).read_text() for i, name in enumerate(
+        ["mig_a100_gr_active.txt", "mig_a30_issue317.txt", "h100_k8s.txt"])}
+    texts |= render_dcgm(fleet(nodes=5, gpus=8))
+    text = with_targets(texts, MS0)
+    whole, counts = read(text)
+    monkeypatch.setattr(federate, "_SPLIT_SETS", 1)
+    for parts in (2, 3):
+        monkeypatch.setattr(federate._label_sets_split, "__defaults__", (parts,))
+        sliced, sliced_counts = read(text)
+        assert sliced.to_pylist() == whole.to_pylist()
+        assert sliced_counts == counts
+    assert whole.num_rows > 40  # the fleet's 40 GPUs and the fixtures'
 
 
 def test_a_bad_line_costs_that_line_only():
