@@ -188,3 +188,20 @@ def test_real_slurm_22_05_shard_and_mps_jobs_hold_their_gpus(kind, gpus):
     assert rows == [("1", "node1", gpus[0], None, None), ("2", "node1", gpus[1], None, None)]
     assert b.dropped == {}
     assert b.jobs["gpus"].to_pylist() == [None, None, 1, None]  # shares are not GPUs
+
+
+def test_the_service_gives_the_slurm_source_the_warehouses_mig_layout(tmp_path, wh):
+    import pandas as pd
+
+    from gpulens.config import load
+    from gpulens.sources import build_sources
+
+    cfg = tmp_path / "gpulens.toml"
+    cfg.write_text('[collect]\nsource = "slurm"\n')
+    (src,) = build_sources(load(cfg, env={}), wh, now=NOW)
+    ts = NOW - timedelta(minutes=1)
+    wh.ingest("samples", pd.DataFrame([{"ts": ts, "node": "m1", "gpu_index": 0}])).result()
+    wh.ingest("mig_samples", pd.DataFrame([{"ts": ts, "node": "m1", "gpu_index": 0,
+                                            "gpu_i_id": 7, "gpu_i_profile": "1g.10gb"}])
+              ).result()
+    assert src._devices(NOW) == {"m1": (Device(0, 7, "1g.10gb"),)}
