@@ -27,8 +27,9 @@ gres_gpu.c; docs/collectors.md, "Slurm GRES"):
   MIG layout as gpulens saw it (``gpu_mig_samples``).
 - shared GRES, Slurm 23.11.2 on: ``shard:3(2/4,1/4,0/4)``, ``mps:50(50/100,0/100)``: per
   GPU device ``allocated/configured``: the job's share of that GPU;
-- shared GRES before 23.11.2: ``shard:2(IDX:0)``, ``mps:50(IDX:0)``: the GPUs only (share
-  unknown: the GPU's energy is then split by seconds held, as for time-slicing);
+- shared GRES before 23.11.2: ``shard:2(IDX:0)``, ``mps:50(IDX:0)`` (captured from a real
+  22.05.8): the GPUs only (share unknown: the GPU's energy is then split by seconds held,
+  as for time-slicing);
 - ``gpu(CNT:2)``, ``shard(CNT:2)``: a count without devices: nothing to place.
 """
 
@@ -126,21 +127,8 @@ def parse_gres_detail(entry: str, what: str = "gres_detail",
     out: set[int] = set()
     for item in _TOP_COMMA.split(entry):
         m = _DETAIL.match(item.strip())
-        if not m or m.group(1).removeprefix("gres/") != "gpu":
-            continue
-        for part in m.group(2).split(","):
-            part = part.strip()
-            if not part or part == "N/A":
-                continue
-            lo, _, hi = part.partition("-")
-            hi = hi or lo
-            if not (_DIGITS.fullmatch(lo) and _DIGITS.fullmatch(hi)) or int(hi) < int(lo):
-                raise SlurmParseError(f"{what}: bad GPU index range {part!r:.40} in "
-                                      f"{entry!r:.80}", "gres_detail")
-            if int(hi) >= max_index:
-                raise SlurmParseError(f"{what}: GPU index {hi} in {entry!r:.80} is beyond "
-                                      f"the node's {max_index} GPUs", "gres_detail")
-            out.update(range(int(lo), int(hi) + 1))
+        if m and m.group(1).removeprefix("gres/") == "gpu":
+            out.update(_ranges(m.group(2), what, entry, max_index, "GPUs"))
     return sorted(out)
 
 
