@@ -110,7 +110,8 @@ def test_by_hand():
         w.ingest("allocations", pd.DataFrame({
             "job_id": ["J"], "run_index": [0], "node": ["n1"], "gpu_index": [0],
             "start_ts": [t + 0.5 * H], "end_ts": [t + 1.5 * H]})).result()
-        out = w.write(lambda con: fh.refresh_fleet_hours(con, t + 2 * H, recheck_days=2)
+        out = w.write(lambda con: fh.refresh_fleet_hours(con, t + 2 * H, recheck_days=2,
+                                                            idle_pct=5.0)
                       ).result()
         assert out["fleet_hours"] == 2 and out["fleet_pending"] == 0
         assert _served(w, t, t + 2 * H)
@@ -118,7 +119,8 @@ def test_by_hand():
         assert got == pytest.approx({"reporting_gpu_h": 4.0, "allocated_gpu_h": 1.0,
                                      "utilised_gpu_h": 0.6, "throttled_gpu_h": 0.025})
         # a second refresh finds nothing to do
-        again = w.write(lambda con: fh.refresh_fleet_hours(con, t + 2 * H, recheck_days=2)
+        again = w.write(lambda con: fh.refresh_fleet_hours(con, t + 2 * H, recheck_days=2,
+                                                            idle_pct=5.0)
                         ).result()
         assert again["fleet_hours"] == 0
     finally:
@@ -147,12 +149,12 @@ def test_a_stale_or_missing_hour_is_computed_live():
                                                           rel=1e-12)
         # the refresh, run with a recheck window that no longer covers that hour, does not
         # see it; so the reader's check is what keeps the answer right
-        w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=0.5)).result()
+        w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=0.5, idle_pct=5.0)).result()
         assert not _served(w, start, end)
         # an allocation's end learnt late, and a lost row
         w.write(lambda con: con.execute("DELETE FROM fleet_hours_1h WHERE ts = $ts",
                                         {"ts": first + 2 * H})).result()
-        w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=0.5)).result()
+        w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=0.5, idle_pct=5.0)).result()
         assert _served(w, start, end)
         w.write(lambda con: con.execute(
             "UPDATE allocations SET end_ts = start_ts + INTERVAL 10 MINUTE "
@@ -173,7 +175,7 @@ def test_refresh_takes_the_newest_hours_first_and_keeps_retention():
     w = Warehouse(":memory:")
     try:
         seed_dashboard(w)
-        first = w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=2,
+        first = w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=2, idle_pct=5.0,
                                                             max_hours=10)).result()
         assert first["fleet_hours"] == 10 and first["fleet_pending"] > 0
         newest = w.reader().execute("SELECT min(ts), max(ts) FROM fleet_hours_1h"
@@ -182,7 +184,8 @@ def test_refresh_takes_the_newest_hours_first_and_keeps_retention():
         cut = NOW - 24 * H
         w.write(lambda con: con.execute("DELETE FROM gpu_samples_1h WHERE ts < $c",
                                         {"c": cut})).result()
-        w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=2, max_hours=0)
+        w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=2, idle_pct=5.0,
+                                                       max_hours=0)
                 ).result()
         lo, hi, n = w.reader().execute("SELECT min(ts), max(ts), count(*) FROM fleet_hours_1h"
                                        ).fetchall()[0]

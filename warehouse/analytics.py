@@ -98,7 +98,8 @@ def refresh(con, now: datetime, settings: Any = None) -> dict:
     usage = refresh_usage(con, now, recheck_days=opts.recheck_days,
                           idle_pct=opts.idle_util_pct)
     yield_to_urgent()
-    fleet = refresh_fleet_hours(con, now, recheck_days=opts.recheck_days)
+    fleet = refresh_fleet_hours(con, now, recheck_days=opts.recheck_days,
+                                idle_pct=opts.idle_util_pct)
     yield_to_urgent()
     t3 = time.perf_counter()
     with transaction(con):

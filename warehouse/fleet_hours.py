@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
+from warehouse import hour_usage
 from warehouse.db import fill, transaction
 from warehouse.rollups import merge_ranges
 from warehouse.usage import _SIGNATURES, HOUR, bind, ceil_hour, floor_hour
@@ -128,14 +129,17 @@ def fleet_hours(cur, *, start: datetime, end: datetime) -> dict:
 
 # ---------------------------------------------------------------- writing: the refresh
 
-#: The hours of [$first, $hi) to compute: no row; within [$lo, $hi) other samples or
-#: other clipped allocations than the row was computed from (``sig``).
+#: The hours of [$first, $hi) to compute: no row; no energy rows with $idle_pct where
+#: ``gpu_usage_1h`` does not hold the hour; within [$lo, $hi) other samples or other
+#: clipped allocations than the row was computed from (``sig``).
 _DUE_SQL = fill("""
 WITH {signatures},
 hours AS (SELECT unnest(range($first::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts)
 SELECT h.ts FROM hours h
 LEFT JOIN fleet_hours_1h t USING (ts) LEFT JOIN sig s USING (ts)
+LEFT JOIN gpu_usage_hours u USING (ts)
 WHERE t.ts IS NULL
+   OR u.ts IS NULL AND t.energy_idle_pct IS DISTINCT FROM $idle_pct
    OR h.ts >= $lo AND (t.samples IS DISTINCT FROM s.samples
                        OR t.alloc_sig IS DISTINCT FROM s.alloc_sig)
 ORDER BY h.ts
@@ -146,45 +150,60 @@ INSERT INTO fleet_hours_1h
 WITH {signatures}, f AS ({hourly})
 SELECT sig.ts, coalesce(f.reporting_s, 0), coalesce(f.allocated_s, 0),
        coalesce(f.utilised_s, 0), coalesce(f.throttled_s, 0), sig.samples, sig.alloc_sig,
-       sig.alloc_us, $now
-FROM sig LEFT JOIN f USING (ts)
+       sig.alloc_us, CASE WHEN u.ts IS NULL THEN $idle_pct END, $now
+FROM sig LEFT JOIN f USING (ts) LEFT JOIN gpu_usage_hours u USING (ts)
 """, signatures=_SIGNATURES, hourly=_HOURLY_SQL)
 
 
-def due_hours(con, now: datetime, *, recheck_days: float) -> list[datetime]:
+def due_hours(con, now: datetime, *, recheck_days: float,
+              idle_pct: float) -> list[datetime]:
     """The complete hours (``ts + 1h <= now``) from the 1-hour tier's first that have no
-    row, or within ``recheck_days`` whose samples or clipped allocations changed."""
+    row, whose energy rows (:mod:`warehouse.hour_usage`, where ``gpu_usage_1h`` does not
+    hold the hour) were computed with another ``idle_pct``, or within ``recheck_days``
+    whose samples or clipped allocations changed."""
     first = con.execute("SELECT min(ts) FROM gpu_samples_1h").fetchall()[0][0]
     hi = floor_hour(now)
     if first is None or floor_hour(first) >= hi:
         return []
     first = floor_hour(first)
     lo = min(hi, max(first, floor_hour(now - timedelta(days=recheck_days))))
-    rows = con.execute(_DUE_SQL, {"first": first, "lo": lo, "hi": hi}).fetchall()
+    rows = con.execute(_DUE_SQL, {"first": first, "lo": lo, "hi": hi,
+                                  "idle_pct": float(idle_pct)}).fetchall()
     return [r[0] for r in rows]
 
 
-def refresh_fleet_hours(con, now: datetime, *, recheck_days: float,
+def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
                         max_hours: int = MAX_HOURS) -> dict:
     """Compute the due hours of ``fleet_hours_1h`` (:func:`due_hours`), the newest
     ``max_hours`` of them, a slice of at most :data:`SLICE` per transaction, on the
     writer's connection, after deleting the rows of hours before the 1-hour tier's first
-    (its retention is the table's). Returns ``fleet_hours`` (hours computed), ``fleet_pending``
-    (due hours left for the next refresh) and ``fleet_s`` (seconds)."""
+    (its retention is the table's). With each hour, its rows of ``gpu_usage_from_1h``
+    where ``gpu_usage_1h`` does not hold it (warehouse/hour_usage.py, ``idle_pct``).
+    Returns ``fleet_hours`` (hours computed), ``fleet_pending`` (due hours left for the
+    next refresh) and ``fleet_s`` (seconds)."""
+    from warehouse.queries.energy import _HOUR_CTES  # it imports the analytics: lazily
+
     t0 = time.perf_counter()
+
+    insert_energy = hour_usage.insert_sql(_HOUR_CTES)
     with transaction(con):  # retention: the hours the 1-hour tier no longer holds go too
-        con.execute("DELETE FROM fleet_hours_1h WHERE ts < coalesce((SELECT date_trunc("
-                    "'hour', min(ts)) FROM gpu_samples_1h), 'infinity'::TIMESTAMP)")
-    due = due_hours(con, now, recheck_days=recheck_days)
+        for table in ("fleet_hours_1h", "gpu_usage_from_1h"):
+            con.execute(fill("DELETE FROM {table} WHERE ts < coalesce((SELECT date_trunc("
+                             "'hour', min(ts)) FROM gpu_samples_1h), 'infinity'::TIMESTAMP)",
+                             table=table))
+    due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct)
     todo = due[-max_hours:] if max_hours > 0 else due
     for lo, hi in merge_ranges([(t, t) for t in todo], HOUR):
         while lo < hi:
             step = min(hi, lo + SLICE)
-            params = {"lo": lo, "hi": step, "start": lo, "end": step, "now": now}
+            params = {"lo": lo, "hi": step, "start": lo, "end": step, "now": now,
+                      "idle_pct": float(idle_pct)}
             with transaction(con):
-                con.execute("DELETE FROM fleet_hours_1h WHERE ts >= $lo AND ts < $hi",
-                            {"lo": lo, "hi": step})
+                for table in ("fleet_hours_1h", "gpu_usage_from_1h"):
+                    con.execute(fill("DELETE FROM {table} WHERE ts >= $lo AND ts < $hi",
+                                     table=table), {"lo": lo, "hi": step})
                 con.execute(*bind(_INSERT_SQL, **params))
+                con.execute(*bind(insert_energy, **params))
             lo = step
             yield_to_urgent()  # live collection waits one slice, not the whole refresh
     return {"fleet_hours": len(todo), "fleet_pending": len(due) - len(todo),

@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from gpulens.settings import default
-from warehouse import carbon, usage
+from warehouse import carbon, hour_usage, usage
 from warehouse.analytics import Options
 from warehouse.db import fill
 from warehouse.queries import fleet
@@ -225,6 +225,14 @@ SELECT state, sum(s) / 3600.0 AS gpu_hours, sum(j) / 3.6e6 AS gpu_kwh,
 FROM parts GROUP BY 1 ORDER BY 1
 """, hour_ctes=_HOUR_CTES, free_j=_FREE_J)
 
+#: Per run, hour and node (``per_h``: gpu_s, gpu_j) with the node's non-GPU power shared
+#: by GPU-seconds: the hour paths' rows priced by :func:`run_energy_tail`.
+_PER_RUN_H = fill("""per_run_h AS (  -- the node's non-GPU power shared by GPU-seconds
+    SELECT p.job_id, p.run_index, p.ts, p.gpu_j,
+           p.gpu_s * $node_w / {node_gpus} AS other_j, p.gpu_s
+    FROM per_h p LEFT JOIN nodes n USING (node)
+),""", node_gpus=fleet.NODE_GPUS_SQL)
+
 _RUN_HOUR_SQL = fill("""
 WITH {hour_ctes},
 aw AS (  -- the seconds all allocations held the GPU-hour, beside each allocation
@@ -242,24 +250,26 @@ per_h AS (  -- an allocation's share of the GPU-hour's allocated seconds and ene
            (j - {free_j}) * share AS gpu_j
     FROM x, idle_power p
 ),
-per_run_h AS (  -- the node's non-GPU power shared by GPU-seconds
-    SELECT p.job_id, p.run_index, p.ts, p.gpu_j,
-           p.gpu_s * $node_w / {node_gpus} AS other_j, p.gpu_s
-    FROM per_h p LEFT JOIN nodes n USING (node)
-),
-""", hour_ctes=_HOUR_CTES, free_j=_FREE_J, node_gpus=fleet.NODE_GPUS_SQL,
+{per_run_h}
+""", hour_ctes=_HOUR_CTES, free_j=_FREE_J, per_run_h=_PER_RUN_H,
     runs=fill(usage.RUNS, alias="aw.")) + run_energy_tail("per_run_h")
 
 #: Each query per part path (warehouse/usage.py:plan): the table's hours, live minutes,
 #: or the 1-hour tier's approximation.
+#: ``hourtable``: the 1-hour tier's path over its hours kept by the analytics refresh
+#: (warehouse/hour_usage.py, issue 17).
 _RUN = {"table": fill(_RUN_USAGE_SQL, source=usage.TABLE),
         "minute": fill(_RUN_USAGE_SQL, source=usage.minutes(free=False)),
-        "hour": _RUN_HOUR_SQL}
+        "hour": _RUN_HOUR_SQL,
+        hour_usage.PATH: fill(hour_usage.RUN_SQL + "\n{per_run_h}\n", free_j=_FREE_J,
+                              per_run_h=_PER_RUN_H, runs=fill(usage.RUNS, alias=""))
+        + run_energy_tail("per_run_h")}
 _IDLE = {"table": fill(_IDLE_USAGE_SQL, source=usage.TABLE),
          "minute": fill(_IDLE_USAGE_SQL, source=usage.minutes(free=True)),
-         "hour": _IDLE_HOUR_SQL}
+         "hour": _IDLE_HOUR_SQL, hour_usage.PATH: fill(hour_usage.IDLE_SQL, free_j=_FREE_J)}
 _WIDTH = {"table": timedelta(hours=1), "minute": timedelta(minutes=1),
-          "hour": timedelta(hours=1)}  # time buckets of carbon intensity and PUE
+          "hour": timedelta(hours=1),
+          hour_usage.PATH: timedelta(hours=1)}  # time buckets of carbon intensity and PUE
 _RUN_COLS = ["gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg"]
 _NO_SCOPE = {"partition": None, "rack": None}
 
@@ -291,6 +301,19 @@ def energy_by(cur, *, start: datetime, end: datetime, by: str = "rack",
     return cur.execute(sql, params).df()
 
 
+def _parts(cur, start: datetime, end: datetime, resolution: str | None, idle_pct: float,
+           usage_idle_pct: float | None = None) -> list[usage.Part]:
+    """The parts of a range (warehouse/usage.py:plan; ``usage_idle_pct`` as its
+    ``idle_pct``), the 1-hour tier's whole hours read from the table the refresh keeps
+    where it serves them with ``idle_pct`` (warehouse/hour_usage.py); a forced
+    ``resolution`` computes live."""
+    res = _check(resolution)
+    if res is not None:
+        return usage.plan(cur, start, end, resolution=res)
+    return hour_usage.substitute(
+        cur, usage.plan(cur, start, end, idle_pct=usage_idle_pct), idle_pct)
+
+
 def _run_frames(cur, *, start: datetime, end: datetime, opts: Options,
                 resolution: str | None, runs: list[tuple[str, int]] | None = None,
                 wrap: str | None = None) -> list[pd.DataFrame]:
@@ -301,7 +324,7 @@ def _run_frames(cur, *, start: datetime, end: datetime, opts: Options,
               "runs": None if runs is None else [f"{j}:{int(r)}" for j, r in runs],
               **_NO_SCOPE}
     frames = []
-    for p in usage.plan(cur, start, end, resolution=_check(resolution)):
+    for p in _parts(cur, start, end, resolution, opts.idle_util_pct):
         sql = fill(_RUN[p.path], ctes=ctes)
         if wrap is not None:
             sql = fill(wrap, runs=sql)
@@ -380,7 +403,7 @@ def idle_energy(cur, *, start: datetime, end: datetime,
     params = {"idle_pct": float(idle_util_pct), "runs": None, **_NO_SCOPE}
     frames = [cur.execute(*usage.bind(_IDLE[p.path], start=p.start, end=p.end, **params))
               .df()[["state", "gpu_hours", "gpu_kwh"]]
-              for p in usage.plan(cur, start, end, resolution=res, idle_pct=idle_util_pct)]
+              for p in _parts(cur, start, end, res, idle_util_pct, idle_util_pct)]
     df = usage.combine(frames, ["state"], ["gpu_hours", "gpu_kwh"])
     df = df[df["gpu_hours"] > 0].sort_values("state").reset_index(drop=True)
     return df.assign(mean_power_w=df["gpu_kwh"] * 1000.0 / df["gpu_hours"])
