@@ -5,9 +5,12 @@
 
 1. The simulator (collector.simulator, ``SimConfig(racks=16)`` = 1,024 GPUs) generates
    ``--days`` of telemetry every ``--interval`` seconds. gpulens loads it through its
-   bulk path (Warehouse.ingest, then the rollup job); only the columns Prometheus also
+   bulk path hour by hour (Warehouse.ingest, the rollup job, then the retention job with
+   the service's default ``retention.*``, so it holds what a running service holds: raw
+   samples of the last ``retention.raw_days`` only); only the columns Prometheus also
    gets are kept (GPU temperature, power, utilisation, the energy counter).
-2. The same rows are written as dcgm-exporter series (labels gpu, Hostname, rack) in
+2. The same rows (all of them, from a second DuckDB file kept for this) are written as
+   dcgm-exporter series (labels gpu, Hostname, rack) in
    OpenMetrics text (warehouse.export.write_openmetrics), one file per 486-h block
    period, and backfilled with ``promtool tsdb create-blocks-from openmetrics
    --max-block-duration=486h`` (the block size a Prometheus keeping a year compacts to);
@@ -52,7 +55,7 @@ from bench.common import (  # noqa: E402
     timed,
 )
 from collector.simulator import Cluster, SimConfig  # noqa: E402
-from warehouse import Warehouse  # noqa: E402
+from warehouse import Retention, Warehouse  # noqa: E402
 from warehouse.export import write_openmetrics  # noqa: E402
 
 END = datetime(2026, 11, 16)  # a Monday, 00:00 UTC: the end of the simulated history
@@ -65,22 +68,31 @@ EPS = 0.001  # Prometheus ranges are closed [t - r, t]: evaluate 1 ms early -> [
 
 
 # --- loading ---------------------------------------------------------------------------
-def load_gpulens(wh: Warehouse, cluster: Cluster, start: datetime, end: datetime) -> dict:
-    """Simulate and ingest 6-h chunks (ingest timed apart from simulation), then roll up."""
-    wh.ingest_all(cluster.topology())
-    sim_s = ingest_s = 0.0
+def load_gpulens(wh: Warehouse, source: Warehouse, cluster: Cluster, start: datetime,
+                 end: datetime, keep: Retention) -> dict:
+    """Simulate hour by hour; ingest each hour into gpulens (timed apart from the
+    simulation), roll it up and apply the retention ``keep`` at the hour's end, as the
+    service's rollup and hourly retention jobs do, so the file holds what a service
+    with these settings holds after the days simulated. ``source`` gets the same raw
+    rows, kept whole: Prometheus is given them (:func:`load_prometheus`)."""
+    for w in (wh, source):
+        w.ingest_all(cluster.topology())
+    sim_s = ingest_s = rollup_s = retention_s = 0.0
     rows, t = 0, start
     while t < end:
-        e = min(t + timedelta(hours=6), end)
+        e = min(t + timedelta(hours=1), end)
         s, chunk = timed(lambda: cluster.samples(t, e).select(COLUMNS))  # noqa: B023
         sim_s += s
         s, n = timed(lambda: wh.ingest("samples", chunk).result())  # noqa: B023
         ingest_s += s
+        source.ingest("samples", chunk).result()
+        rollup_s += timed(lambda: wh.rollup().result())[0]
+        retention_s += timed(lambda: wh.apply_retention(e, keep).result())[0]  # noqa: B023
         rows += n
         t = e
-    rollup_s, _ = timed(lambda: wh.rollup().result())
     wh.checkpoint().result()
-    return {"rows": rows, "simulate_s": sim_s, "ingest_s": ingest_s, "rollup_s": rollup_s}
+    return {"rows": rows, "simulate_s": sim_s, "ingest_s": ingest_s, "rollup_s": rollup_s,
+            "retention_s": retention_s}
 
 
 def load_prometheus(wh: Warehouse, start: datetime, end: datetime, work: Path,
@@ -312,13 +324,20 @@ def run(args) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="gpulens-vs-prom-", dir=args.workdir))
     prom = None
     wh = Warehouse(workdir / "gpulens.duckdb")
+    source = Warehouse(workdir / "source.duckdb")
+    keep = Retention()  # the service's defaults (retention.*)
+    print(f"gpulens keeps raw samples {keep.raw_days:g} days, 1-minute rollups "
+          f"{keep.minute_days:g}, 1-hour {keep.hour_days:g} (the service's defaults, applied "
+          "after each simulated hour as its hourly retention job does)")
     try:
         cluster = Cluster(config, anchor=start)
-        g = load_gpulens(wh, cluster, start, END)
+        g = load_gpulens(wh, source, cluster, start, END, keep)
         print(f"gpulens load: {g['rows']:,} rows; simulate {g['simulate_s']:.0f} s (not "
               f"counted), ingest {g['ingest_s']:.1f} s ({g['rows'] / g['ingest_s'] / 1e6:.2f} "
-              f"M rows/s), rollup {g['rollup_s']:.1f} s")
-        p = load_prometheus(wh, start, END, workdir, workdir / "prometheus")
+              f"M rows/s), rollup {g['rollup_s']:.1f} s, retention {g['retention_s']:.1f} s")
+        p = load_prometheus(source, start, END, workdir, workdir / "prometheus")
+        source.close()
+        (workdir / "source.duckdb").unlink()
         print(f"Prometheus load: {p['lines']:,} OpenMetrics lines "
               f"({human_bytes(p['text_bytes'])}) written in {p['text_s']:.0f} s, promtool "
               f"backfill {p['promtool_s']:.0f} s")
@@ -350,6 +369,7 @@ def run(args) -> int:
         return 0
     finally:
         wh.close()
+        source.close()
         if prom is not None:
             prom.close()
         if not args.keep:

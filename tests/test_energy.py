@@ -7,6 +7,7 @@ import pytest
 
 from dashboard.figures.energy import node_energy_method
 from tests.support.runs import STEP, H, T, add_job, ingest, run_refresh, samples
+from warehouse import Retention
 from warehouse.analytics import Options
 from warehouse.queries import energy as qe
 
@@ -45,6 +46,21 @@ def test_late_samples_recompute_their_hour_and_refresh_is_idempotent(wh):
     ingest(wh, samples("n0", 0, T + H, 240, 100))  # the next hour arrives late
     assert run_refresh(wh, now=T + 3 * H)["energy_hours"] == 1
     assert gpu_energy(wh)["j"].sum() == pytest.approx(2 * first)
+
+
+def test_late_gpu_beyond_raw_retention_keeps_the_other_gpus_hours(wh):
+    """GPU 0's raw rows are gone (retention); GPU 1's hour arrives late: its energy is
+    added and GPU 0's, from the counter, stays (issue 17)."""
+    ingest(wh, samples("n0", 0, T, 240, 100))
+    run_refresh(wh, now=T + 3 * H)
+    wh.apply_retention(T + 3 * H, Retention(raw_days=1 / 24, minute_days=90,
+                                            hour_days=730)).result()
+    ingest(wh, samples("n0", 1, T, 240, 300))
+    run_refresh(wh, now=T + 3 * H)
+    e = gpu_energy(wh).set_index("gpu_index")
+    assert e.loc[0, "j"] == pytest.approx(100 * STEP * 240)
+    assert e.loc[1, "j"] == pytest.approx(300 * STEP * 240)
+    assert run_refresh(wh, now=T + 3 * H)["energy_hours"] == 0
 
 
 def test_power_integral_when_no_counter(wh):

@@ -36,7 +36,10 @@ D18, D19 = date(2026, 11, 18), date(2026, 11, 19)
 
 
 def _job(wh, lake, now, **settings) -> LakeJob:
+    # raw samples kept 14 days, so that both days' raw tier counts as whole (the
+    # default, 1.25 days, would leave the first day out: cut by retention)
     config = load(None).with_overrides(lake__dir=str(lake), lake__interval_min=60.0,
+                                       retention__raw_days=14.0,
                                        **{f"lake__{k}": v for k, v in settings.items()})
     return LakeJob(wh, config, now=lambda: now)
 

@@ -1,9 +1,10 @@
 from datetime import datetime, timedelta
 
+import pyarrow.compute as pc
 import pytest
 
 from tests.support.frames import T0, samples
-from warehouse import Retention, Warehouse
+from warehouse import Retention, Warehouse, meta
 from warehouse.rollups import MINUTE, merge_ranges
 
 
@@ -91,3 +92,42 @@ def test_retention_drops_each_tier_at_its_own_age(wh):
                                                           hour_days=365)).result()
     assert q(wh, "SELECT count(DISTINCT ts) FROM gpu_samples_1m") == [(1,)]
     assert q(wh, "SELECT count(DISTINCT ts) FROM gpu_samples_1h") == [(2,)]
+
+
+def test_retention_keeps_raw_samples_the_rollup_still_needs(wh):
+    """A backfill older than raw_days stays until its minutes are rolled up (issue 17)."""
+    old = T0 - timedelta(days=5)
+    wh.ingest("samples", samples(start=old, ticks=4, gpus=2)).result()
+    keep = Retention(raw_days=1, minute_days=90, hour_days=730)
+    assert wh.apply_retention(T0, keep).result()["gpu_samples"] == 0
+    wh.rollup().result()
+    assert q(wh, "SELECT count(*), sum(samples) FROM gpu_samples_1m") == [(2, 8)]
+    assert wh.apply_retention(T0, keep).result()["gpu_samples"] == 8
+
+
+def test_late_gpu_beyond_raw_retention_keeps_the_other_gpus_minutes(wh):
+    """Node 0's raw rows are gone (retention); node 1's samples of the same minute arrive
+    late: the minute tier gains node 1's row and keeps node 0's (issue 17)."""
+    old = T0 - timedelta(days=3)
+    wh.ingest("samples", samples(start=old, ticks=4, gpus=2, power_w=100.0)).result()
+    wh.rollup().result()
+    wh.apply_retention(T0, Retention(raw_days=1, minute_days=90, hour_days=730)).result()
+    assert q(wh, "SELECT count(*) FROM gpu_samples") == [(0,)]
+    late = samples(start=old, ticks=4, gpus=2, nodes=2, power_w=300.0).filter(
+        pc.equal(pc.field("node"), "node001"))
+    wh.ingest("samples", late).result()
+    wh.rollup().result()
+    assert q(wh, "SELECT node, gpu_index, samples, power_w_avg FROM gpu_samples_1m "
+                 "ORDER BY ALL") == [("node000", 0, 4, 100.0), ("node000", 1, 4, 100.0),
+                                     ("node001", 0, 4, 300.0), ("node001", 1, 4, 300.0)]
+    assert q(wh, "SELECT count(*), sum(samples) FROM gpu_samples_1h") == [(4, 16)]
+
+
+def test_newest_sample_survives_raw_retention(wh):
+    """Where a source resumes (meta.latest_sample_ts) outlives the raw tier (issue 17)."""
+    wh.ingest("samples", samples(ticks=4, gpus=2)).result()
+    wh.rollup().result()
+    wh.apply_retention(T0 + timedelta(days=3), Retention(raw_days=1, minute_days=90,
+                                                         hour_days=730)).result()
+    assert q(wh, "SELECT count(*) FROM gpu_samples") == [(0,)]
+    assert meta.latest_sample_ts(wh.reader()) == T0 + timedelta(seconds=45)

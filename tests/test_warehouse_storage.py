@@ -91,17 +91,21 @@ def test_a_bucket_energy_keeps_seven_significant_digits(wh):
     assert energy == pytest.approx(expected, rel=6e-8)
 
 
-def older_warehouse(path: str = ":memory:") -> duckdb.DuckDBPyConnection:
-    """A warehouse at the migration before 012, with rollup rows whose energy is DOUBLE."""
+def older_warehouse(path: str = ":memory:", before: str = "narrow_energy"
+                    ) -> duckdb.DuckDBPyConnection:
+    """A warehouse at the migration before ``before`` (012 by default), with rollup rows
+    of five energies and power 250.5 W."""
     con = duckdb.connect(path)
     current_version(con)
-    ours = next(m.version for m in available() if m.name == "narrow_energy")
+    ours = next(m.version for m in available() if m.name == before)
     for mig in available()[:ours - 1]:
         con.execute(mig.sql)
         con.execute("INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)",
                     [mig.version, mig.name])
     for table in ("gpu_samples_1m", "gpu_samples_1h"):
-        for k, energy in enumerate([42_000.123, 2.5e6, None, float("nan"), 1e300]):
+        # 1e300 J: beyond REAL (012 nulls it); REAL holds at most 3.4e38 once 012 ran
+        huge = 1e300 if before == "narrow_energy" else 1e30
+        for k, energy in enumerate([42_000.123, 2.5e6, None, float("nan"), huge]):
             con.execute(f"INSERT INTO {table} (ts, node, gpu_index, samples, energy_j, "
                         "power_w_avg) VALUES ($1, 'n1', $2, 4, $3, 250.5)",
                         [T0, k, energy])
@@ -164,5 +168,87 @@ def test_migration_012_survives_a_crash_before_the_checkpoint(tmp_path):
             ("gpu_samples_1h", "FLOAT"), ("gpu_samples_1m", "FLOAT")]
         assert con.execute("SELECT count(*), count(energy_j) FROM gpu_samples_1m"
                            ).fetchall() == [(5, 3)]
+    finally:
+        con.close()
+
+
+POWER_TYPES = ("SELECT table_name, column_name, data_type FROM information_schema.columns "
+               "WHERE column_name LIKE 'power_w%' AND table_name LIKE 'gpu_samples%' "
+               "ORDER BY 1, 2")
+
+
+def test_power_types_per_tier(wh):
+    # raw readings as they came (REAL); rollup power to the mW as DOUBLE (migration 017)
+    assert wh.reader().execute(POWER_TYPES).fetchall() == [
+        ("gpu_samples", "power_w", "FLOAT"),
+        ("gpu_samples_1h", "power_w_avg", "DOUBLE"), ("gpu_samples_1h", "power_w_max", "DOUBLE"),
+        ("gpu_samples_1m", "power_w_avg", "DOUBLE"), ("gpu_samples_1m", "power_w_max", "DOUBLE")]
+
+
+def test_rollup_power_is_rounded_to_the_milliwatt(wh):
+    # readings of 698.123 and 250.001 W: their mean has more digits; the minute keeps
+    # it to the mW, the hour the weighted mean of minutes to the mW, both exact decimals
+    wh.ingest("samples", samples(ticks=2, gpus=1, power_w=698.123)).result()
+    wh.ingest("samples", samples(start=T0 + timedelta(seconds=30), ticks=1, gpus=1,
+                                 power_w=250.001)).result()
+    wh.rollup().result()
+    cur = wh.reader()
+    raw = [float(np.float32(698.123))] * 2 + [float(np.float32(250.001))]
+    (avg, mx), = cur.execute("SELECT power_w_avg, power_w_max FROM gpu_samples_1m").fetchall()
+    assert avg == round(sum(raw) / 3, 3) == 548.749 and mx == 698.123
+    (h_avg, h_max), = cur.execute("SELECT power_w_avg, power_w_max FROM gpu_samples_1h"
+                                  ).fetchall()
+    assert h_avg == 548.749 and h_max == 698.123
+
+
+def power_rows(con, table):
+    return con.execute(f"SELECT gpu_index, samples, energy_j, power_w_avg, power_w_max "
+                       f"FROM {table} ORDER BY gpu_index").fetchall()
+
+
+def older_power_warehouse(path: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A warehouse before migration 017 with rollup power of every kind (REAL)."""
+    con = older_warehouse(path, before="rollup_power_mw")
+    for table in ("gpu_samples_1m", "gpu_samples_1h"):
+        for k, power in enumerate([548.7493286, None, float("nan"), float("inf"), 3e30],
+                                  start=5):
+            con.execute(f"INSERT INTO {table} (ts, node, gpu_index, samples, power_w_avg, "
+                        "power_w_max) VALUES ($1, 'n1', $2, 4, $3, $3)", [T0, k, power])
+    return con
+
+
+def check_power_migrated(con) -> None:
+    for table in ("gpu_samples_1m", "gpu_samples_1h"):
+        rows = power_rows(con, table)
+        assert [r[0] for r in rows] == list(range(10))  # every row kept
+        assert all(r[3] == 250.5 and r[4] is None for r in rows[:5])  # already to the mW
+        assert rows[5][3] == rows[5][4] == 548.749
+        assert rows[6][3] is None and math.isnan(rows[7][3]) and rows[8][3] == math.inf
+        assert rows[9][3] == float(np.float32(3e30))  # beyond BIGINT mW: as it was
+        assert rows[0][2] == pytest.approx(42_000.123, rel=6e-8)  # energy untouched
+
+
+def test_migration_017_rounds_rollup_power_to_the_milliwatt():
+    con = older_power_warehouse()
+    version = next(m.version for m in available() if m.name == "rollup_power_mw")
+    assert version in migrate(con)
+    check_power_migrated(con)
+
+
+def test_migration_017_survives_a_crash_before_the_checkpoint(tmp_path):
+    path = str(tmp_path / "old.duckdb")
+    older_power_warehouse(path).close()
+    version = next(m.version for m in available() if m.name == "rollup_power_mw")
+    code = ("import os, duckdb\n"
+            "from warehouse.migrate import migrate\n"
+            f"con = duckdb.connect({path!r})\n"
+            "con.execute(\"SET checkpoint_threshold = '1GB'\")\n"
+            f"assert {version} in migrate(con)\n"
+            "os._exit(0)  # killed: the migration is in the WAL only\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
+                   cwd=Path(__file__).resolve().parents[1])
+    con = duckdb.connect(path)
+    try:
+        check_power_migrated(con)
     finally:
         con.close()

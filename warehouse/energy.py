@@ -90,9 +90,20 @@ def refresh_energy(con, now: datetime, *, max_gap_s: float) -> int:
     return len(stale)
 
 
+#: From raw samples, only the GPUs with raw rows in the hours are recomputed: one whose
+#: raw rows retention deleted keeps its hours (a late batch older than
+#: ``retention.raw_days`` would otherwise leave only its own GPUs in the hour).
+_DELETE_RAW_GPUS_SQL = """
+DELETE FROM gpu_energy_1h e WHERE ts >= $lo AND ts < $hi AND EXISTS (
+    SELECT 1 FROM gpu_samples s WHERE s.ts >= $lo AND s.ts < $hi
+      AND s.node = e.node AND s.gpu_index = e.gpu_index)
+"""
+
+
 def _recompute(con, lo: datetime, hi: datetime, raw: bool, max_gap_s: float) -> None:
     with transaction(con):
-        con.execute("DELETE FROM gpu_energy_1h WHERE ts >= $lo AND ts < $hi",
+        con.execute(_DELETE_RAW_GPUS_SQL if raw else
+                    "DELETE FROM gpu_energy_1h WHERE ts >= $lo AND ts < $hi",
                     {"lo": lo, "hi": hi})
         if raw:
             con.execute(_FROM_RAW_SQL, {"lo": lo, "hi": hi, "max_gap_s": float(max_gap_s),

@@ -24,8 +24,11 @@ def put(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
 
 
 def latest_sample_ts(cur: duckdb.DuckDBPyConnection):
-    """Timestamp of the newest raw sample, or None on an empty warehouse."""
-    return cur.execute("SELECT max(ts) FROM gpu_samples").fetchone()[0]
+    """Timestamp of the newest sample ever stored, or None on an empty warehouse: also
+    ``gpu_latest``'s, which retention does not touch, so a source silent for longer
+    than ``retention.raw_days`` still resumes where it stopped (issue 17)."""
+    return cur.execute("SELECT greatest((SELECT max(ts) FROM gpu_samples), "
+                       "(SELECT max(ts) FROM gpu_latest))").fetchone()[0]
 
 
 def memory_limit(cur: duckdb.DuckDBPyConnection) -> str:

@@ -1,17 +1,20 @@
 """Incremental rollups of raw samples into 1-minute and 1-hour tables, and retention.
 
 Each samples batch leaves its time range in ``rollup_pending``. ``rollup`` recomputes
-exactly the 1-minute buckets those ranges touch (from raw rows) and then the 1-hour
+exactly the 1-minute buckets those ranges touch (from raw rows, of the GPUs that have
+raw rows there: retention may have deleted the others') and then the 1-hour
 buckets (from 1-minute rows), so late or repeated deliveries give the same result as
 on-time ones. Averages in the hour tier are weighted by sample counts.
 
 Storage (issue 17): rows are written in ``(ts, node, gpu_index)`` order, so that each
 bucket's rows lie together as a scrape's do in the raw tier: DuckDB then stores ``ts``
 as runs (RLE) and the GPU columns as a repeating pattern, where the hash aggregate's
-order cost 4.7 bytes a row for ``ts`` alone. A bucket's ``energy_j`` is REAL (J,
-migration 012); a sum REAL cannot hold (beyond :data:`REAL_MAX`, only from absurd bulk
-input the live path refuses) is stored as NULL and counted in
-``RollupResult.energy_unstorable`` rather than failing the rollup.
+order cost 4.7 bytes a row for ``ts`` alone. A bucket's power (``power_w_avg``,
+``power_w_max``) is W rounded to 1 mW, the sources' own resolution, as DOUBLE
+(migration 017: ALP packs it as an integer, 2.6 bytes a row against 3.3). Its
+``energy_j`` is REAL (J, migration 012); a sum REAL cannot hold (beyond
+:data:`REAL_MAX`, only from absurd bulk input the live path refuses) is stored as NULL
+and counted in ``RollupResult.energy_unstorable`` rather than failing the rollup.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ k AS (
 SELECT date_trunc('minute', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        count(*), sum(coalesce(interval_s, 0)),
        avg(util_pct), max(util_pct), avg(sm_active_pct),
-       avg(mem_used_mib), max(mem_used_mib), avg(power_w), max(power_w),
+       avg(mem_used_mib), max(mem_used_mib), round(avg(power_w), 3),
+       round(max(power_w)::DOUBLE, 3),
        CASE WHEN NOT isfinite(sum(step_j)) OR abs(sum(step_j)) <= {real_max}
             THEN sum(step_j) END,
        avg(temp_c), min(temp_c), max(temp_c), max(mem_temp_c), avg(sm_clock_mhz),
@@ -82,7 +86,7 @@ INSERT INTO gpu_samples_1h
 SELECT date_trunc('hour', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        sum(samples), sum(covered_s),
        {util}, max(util_pct_max), {sm_active},
-       {mem_used}, max(mem_used_mib_max), {power},
+       {mem_used}, max(mem_used_mib_max), round({power}, 3),
        max(power_w_max),
        CASE WHEN NOT isfinite(sum(energy_j)) OR abs(sum(energy_j)) <= {real_max}
             THEN sum(energy_j) END,
@@ -129,8 +133,20 @@ _NULL_ENERGY_SQL = ("SELECT count(*) FROM gpu_samples_1m "
                     "WHERE ts >= $1 AND ts < $2 AND energy_j IS NULL")
 
 
-def _recompute(con, table: str, insert_sql: str, lo: datetime, hi: datetime) -> int:
-    con.execute(fill("DELETE FROM {table} WHERE ts >= $1 AND ts < $2", table=table), [lo, hi])
+#: The minute buckets of ``[$1, $2)`` of the GPUs with raw rows there: those the minute
+#: rollup recomputes. A GPU whose raw rows retention already deleted keeps its minute
+#: rows, so a late batch older than ``retention.raw_days`` (a node's buffered samples
+#: after an outage) adds its own GPUs' minutes without erasing the others'.
+_MINUTE_DELETE_SQL = """
+DELETE FROM gpu_samples_1m m WHERE ts >= $1 AND ts < $2 AND EXISTS (
+    SELECT 1 FROM gpu_samples s WHERE s.ts >= $1 AND s.ts < $2
+      AND s.node = m.node AND s.gpu_index = m.gpu_index)
+"""
+_HOUR_DELETE_SQL = "DELETE FROM gpu_samples_1h WHERE ts >= $1 AND ts < $2"
+
+
+def _recompute(con, delete_sql: str, insert_sql: str, lo: datetime, hi: datetime) -> int:
+    con.execute(delete_sql, [lo, hi])
     row = con.execute(insert_sql, [lo, hi]).fetchone()
     return int(row[0]) if row else 0
 
@@ -147,14 +163,14 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
         while start < hi:
             end = min(hi, start + SLICE)
             with transaction(con):
-                minute_rows += _recompute(con, "gpu_samples_1m", _MINUTE_SQL, start, end)
+                minute_rows += _recompute(con, _MINUTE_DELETE_SQL, _MINUTE_SQL, start, end)
                 # a minute's energy is a sum of non-NULL steps: NULL only when unstorable
                 unstorable += con.execute(_NULL_ENERGY_SQL, [start, end]).fetchall()[0][0]
             start = end
             yield_to_urgent()  # live collection waits one slice, not the whole rollup
     with transaction(con):
         for lo, hi in merge_ranges([(lo, hi - MINUTE) for lo, hi in minute_spans], HOUR):
-            hour_rows += _recompute(con, "gpu_samples_1h", _HOUR_SQL, lo, hi)
+            hour_rows += _recompute(con, _HOUR_DELETE_SQL, _HOUR_SQL, lo, hi)
         con.execute(
             "DELETE FROM rollup_pending WHERE rowid IN (SELECT unnest($1::BIGINT[]))",
             [[r[0] for r in pending]],
@@ -189,8 +205,16 @@ def retention_cutoffs(now: datetime, keep: Retention) -> dict[str, datetime]:
 
 
 def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retention) -> dict:
-    """Delete rows older than each tier's retention; return rows deleted per table."""
+    """Delete rows older than each tier's retention; return rows deleted per table.
+
+    Raw samples the minute rollup still has to read stay: those of the pending ranges'
+    first minute on, and the :data:`COUNTER_GAP_S` before it that the counter deltas look
+    back to (a backfill of days older than ``raw_days`` is rolled up before it goes)."""
     cutoffs = retention_cutoffs(now, keep)
+    pending = con.execute("SELECT min(ts_min) FROM rollup_pending").fetchone()[0]
+    if pending is not None:
+        needed = _floor(pending, MINUTE) - timedelta(seconds=COUNTER_GAP_S)
+        cutoffs["gpu_samples"] = min(cutoffs["gpu_samples"], needed)
     deleted = {}
     with transaction(con):
         for table, cutoff in cutoffs.items():

@@ -99,7 +99,11 @@ SETTINGS: tuple[Setting, ...] = (
             between(1, 3600), "a number of seconds from 1 to 3600"),
     Setting("rollup.interval_s", float, 60.0, "Seconds between rollup runs.",
             between(5, 3600), "a number of seconds from 5 to 3600"),
-    Setting("retention.raw_days", float, 14.0, "Days of raw samples kept.",
+    Setting("retention.raw_days", float, 1.25,
+            "Days of raw samples kept: alerts, the live pages, rollups and late or "
+            "backfilled samples need minutes to hours; 1.25 leaves a whole day for alert "
+            "backtests and the lake's export of yesterday 6 hours after midnight. Pages "
+            "and reports read the rollups (docs/operations.md, Retention).",
             positive, "a positive number of days"),
     Setting("retention.minute_days", float, 90.0, "Days of 1-minute rollups kept.",
             positive, "a positive number of days"),
