@@ -105,9 +105,10 @@ def report(report_wh):
 # ------------------------------------------------------------------ real components
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
+def slurm(tmp_path_factory, request):
     """A local Slurm cluster (tests/support/slurm.py) with ``SLURM_CONF`` pointing at it;
-    ``start_s`` is how long it took to start (seconds)."""
+    ``start_s`` is how long it took to start (seconds). A test module's ``SLURM_SHARED``
+    ("shard" or "mps") gives its GPUs that shared GRES too."""
     from tests.support.integration import need
     from tests.support.slurm import DAEMONS, LocalSlurm
 
@@ -115,7 +116,8 @@ def slurm(tmp_path_factory):
         need(program, package)
     if os.geteuid() != 0:
         pytest.skip("the local Slurm cluster runs its daemons as root")
-    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"),
+                         shared=getattr(request.module, "SLURM_SHARED", None))
     started = time.monotonic()
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)

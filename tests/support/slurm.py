@@ -36,9 +36,12 @@ DAEMONS = {  # program -> Debian package
 class LocalSlurm:
     """Start with :meth:`start`, stop with :meth:`stop`; ``run(*argv)`` runs a client."""
 
-    def __init__(self, root: Path, gpus: int = 8, cpus: int | None = None):
+    def __init__(self, root: Path, gpus: int = 8, cpus: int | None = None,
+                 shared: str | None = None):
         self.root = Path(root)
         self.gpus = gpus
+        # a shared GRES on every GPU: "shard" (4 per GPU) or "mps" (100 per GPU)
+        self.shared = shared
         self.cpus = cpus or max(2, os.cpu_count() or 2)
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self.jobcomp = self.root / "jobcomp.txt"
@@ -101,6 +104,8 @@ PartitionName=gpu Nodes=node1 Default=YES MaxTime=INFINITE State=UP OverSubscrib
 """)
         (r / "gres.conf").write_text(
             f"AutoDetect=off\nNodeName=node1 Name=gpu File={r}/gpu/nvidia[0-{self.gpus - 1}]\n")
+        if self.shared:
+            self._share_gpus()
         dbd = r / "slurmdbd.conf"
         dbd.write_text(
             f"""{auth}DbdHost=localhost
@@ -116,6 +121,17 @@ StorageLoc=slurm_acct_db
 StorageUser=root
 """)
         dbd.chmod(0o600)
+
+    def _share_gpus(self) -> None:
+        """Add the shared GRES: ``Name=shard Count=4 File=<gpu>`` per GPU (MPS: 100)."""
+        kind, per = self.shared, {"shard": 4, "mps": 100}[self.shared]
+        conf = self.conf.read_text()
+        conf = conf.replace("GresTypes=gpu", f"GresTypes=gpu,{kind}")
+        conf = conf.replace(f"Gres=gpu:{self.gpus}", f"Gres=gpu:{self.gpus},{kind}:{per * self.gpus}")
+        self.conf.write_text(conf)
+        with open(self.root / "gres.conf", "a") as f:
+            for i in range(self.gpus):
+                f.write(f"NodeName=node1 Name={kind} Count={per} File={self.root}/gpu/nvidia{i}\n")
 
     # -- processes ----------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
