@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE.parent))
 from bench.common import machine, print_targets  # noqa: E402
 from dashboard.report import ReportOptions, build, render_html  # noqa: E402
 from dashboard.report.pdf import PdfError, html_to_pdf  # noqa: E402
+from gpulens.settings import default  # noqa: E402
 from warehouse import Warehouse  # noqa: E402
 from warehouse.analytics import Options, refresh  # noqa: E402
 
@@ -79,6 +80,10 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, default=24576)
     ap.add_argument("--no-pdf", action="store_true")
     ap.add_argument("--quick", action="store_true", help="2,048 GPUs (make bench-quick)")
+    ap.add_argument("--memory-limit-mb", type=float,
+                    default=default("warehouse.memory_limit_mb"),
+                    help="DuckDB memory_limit of the warehouse, MiB, as the service sets it "
+                         "(0: DuckDB's default, 80%% of RAM)")
     args = ap.parse_args()
     if args.quick:
         args.gpus = 2048
@@ -88,7 +93,7 @@ def main() -> int:
     nodes = [f"n{i:05d}" for i in range(n_nodes)]
     end = T0 + timedelta(days=14)
     with tempfile.TemporaryDirectory() as tmp:
-        wh = Warehouse(Path(tmp) / "bench.duckdb")
+        wh = Warehouse(Path(tmp) / "bench.duckdb", memory_limit_mb=args.memory_limit_mb)
         t = time.perf_counter()
 
         def fill(con):

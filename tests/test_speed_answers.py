@@ -339,3 +339,58 @@ def test_window_method_seconds_are_the_runs_summed(seeded, hours, resolution):
     assert sum(want) > 0
     assert got == pytest.approx(want, rel=1e-12, abs=1e-9)
     assert em.window_method(wh.reader(), **window) == em.label(*want)
+
+
+#: The runs' spans as warehouse/placement.py counted them before issue 17: per allocation
+#: row, the partition by mode().
+_JOB_SPANS_ROWS = pl._JOBS.split("per_node AS (")[0] + """runs AS (
+    SELECT a.job_id, a.run_index, count(*) AS gpus, count(DISTINCT a.node) AS nodes,
+           count(DISTINCT t.rack) AS racks, count(DISTINCT t.zone) AS zones,
+           mode(t.partition) AS partition, list(DISTINCT t.rack ORDER BY t.rack) AS rack_list,
+           min(a.start_ts) AS start_ts,
+           max(least(coalesce(a.end_ts, $now), $now)) AS end_ts
+    FROM allocations a JOIN tree t USING (node)
+    WHERE a.start_ts < $end AND a.start_ts <= $now AND coalesce(a.end_ts, $now) > $start
+    GROUP BY a.job_id, a.run_index
+)
+SELECT r.job_id, r.run_index, j.name, j.user_name, j.job_type, r.partition, r.gpus,
+       r.nodes, r.racks, r.zones,
+       CAST(ceil(r.gpus / c.rack_gpus) AS INTEGER) AS min_racks,
+       CAST(ceil(r.gpus / c.zone_gpus) AS INTEGER) AS min_zones,
+       array_to_string(r.rack_list, ' ') AS rack_names, r.start_ts, r.end_ts,
+       r.gpus * greatest(epoch_us(least(r.end_ts, $end)) - epoch_us(greatest(r.start_ts, $start)),
+                         0) / 3.6e9 AS gpu_hours
+FROM runs r JOIN cap c USING (partition)
+LEFT JOIN jobs j USING (job_id)
+WHERE r.end_ts > r.start_ts
+  AND ($partition::VARCHAR IS NULL OR r.partition = $partition)
+  AND r.gpus >= $min_gpus
+"""
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_job_spans_counted_per_node_as_per_allocation(seed):
+    """job_placement counts each run per node first: the same runs, spans, scores and
+    GPU-hours as counting every allocation row (each run of the random fleet lies in one
+    partition, where the mode and the partition holding most GPUs agree)."""
+    from warehouse import Warehouse
+
+    w = Warehouse(":memory:")
+    try:
+        _seed_fleet(w, np.random.default_rng(seed))
+        multi = pd.DataFrame([{"job_id": f"m{k}", "run_index": k % 2, "node": f"n{n:02d}",
+                               "gpu_index": g, "start_ts": T0 + k * H,
+                               "end_ts": T0 + (k + 3) * H}
+                              for k in range(6) for n in (k, k + 3, k + 6) for g in range(2)])
+        w.ingest("allocations", multi).result()  # runs over several racks and zones
+        for partition, min_gpus in ((None, 1), ("a", 1), (None, 6)):
+            params = {"start": T0 + 2 * H, "end": T0 + 20 * H, "now": T0 + 18 * H,
+                      "partition": partition, "min_gpus": min_gpus}
+            key = ["job_id", "run_index"]  # ties of score and GPU-hours come in any order
+            want = pl.score(w.reader().execute(_JOB_SPANS_ROWS, params).df()).sort_values(
+                key, ignore_index=True)
+            got = pl.job_placement(w.reader(), **params).sort_values(key, ignore_index=True)
+            assert len(want) > 10 and (want["racks"] > 1).any()
+            pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    finally:
+        w.close()

@@ -66,28 +66,39 @@ cap AS (
     JOIN (SELECT partition, max(g) AS zone_gpus FROM zone_cap GROUP BY ALL) z USING (partition)
 )"""
 
+#: Runs are counted per node first (a whole-node job's GPUs are one row, issue 17); the
+#: run's partition is the one holding most of its GPUs.
 _JOBS = "WITH " + _TREE + "," + _CAPACITY + """,
-runs AS (
-    SELECT a.job_id, a.run_index, count(*) AS gpus, count(DISTINCT a.node) AS nodes,
-           count(DISTINCT t.rack) AS racks, count(DISTINCT t.zone) AS zones,
-           mode(t.partition) AS partition, list(DISTINCT t.rack ORDER BY t.rack) AS rack_list,
-           min(a.start_ts) AS start_ts,
-           max(least(coalesce(a.end_ts, $now), $now)) AS end_ts
+per_node AS (
+    SELECT a.job_id, a.run_index, a.node, t.rack, t.zone, t.partition, count(*) AS gpus,
+           min(a.start_ts) AS start_ts, max(least(coalesce(a.end_ts, $now), $now)) AS end_ts
     FROM allocations a JOIN tree t USING (node)
     WHERE a.start_ts < $end AND a.start_ts <= $now AND coalesce(a.end_ts, $now) > $start
-    GROUP BY a.job_id, a.run_index
+    GROUP BY ALL
+),
+part AS (
+    SELECT job_id, run_index, arg_max(partition, gpus) AS partition
+    FROM (SELECT job_id, run_index, partition, sum(gpus) AS gpus FROM per_node GROUP BY ALL)
+    GROUP BY ALL
+),
+runs AS (
+    SELECT job_id, run_index, CAST(sum(gpus) AS BIGINT) AS gpus, count(*) AS nodes,
+           count(DISTINCT rack) AS racks, count(DISTINCT zone) AS zones,
+           list(DISTINCT rack ORDER BY rack) AS rack_list, min(start_ts) AS start_ts,
+           max(end_ts) AS end_ts
+    FROM per_node GROUP BY job_id, run_index
 )
-SELECT r.job_id, r.run_index, j.name, j.user_name, j.job_type, r.partition, r.gpus,
+SELECT r.job_id, r.run_index, j.name, j.user_name, j.job_type, part.partition, r.gpus,
        r.nodes, r.racks, r.zones,
        CAST(ceil(r.gpus / c.rack_gpus) AS INTEGER) AS min_racks,
        CAST(ceil(r.gpus / c.zone_gpus) AS INTEGER) AS min_zones,
        array_to_string(r.rack_list, ' ') AS rack_names, r.start_ts, r.end_ts,
        r.gpus * greatest(epoch_us(least(r.end_ts, $end)) - epoch_us(greatest(r.start_ts, $start)),
                          0) / 3.6e9 AS gpu_hours
-FROM runs r JOIN cap c USING (partition)
+FROM runs r JOIN part USING (job_id, run_index) JOIN cap c USING (partition)
 LEFT JOIN jobs j USING (job_id)
 WHERE r.end_ts > r.start_ts
-  AND ($partition::VARCHAR IS NULL OR r.partition = $partition)
+  AND ($partition::VARCHAR IS NULL OR part.partition = $partition)
   AND r.gpus >= $min_gpus
 """
 
