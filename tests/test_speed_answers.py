@@ -394,3 +394,18 @@ def test_job_spans_counted_per_node_as_per_allocation(seed):
             pd.testing.assert_frame_equal(got, want, check_dtype=False)
     finally:
         w.close()
+
+
+def test_report_energy_totals_are_the_fleets(seeded):
+    """The weekly report sums its days' energy for the week's totals (one query instead of
+    two): the fleet grouping's figures."""
+    from warehouse.queries import energy as qe
+    from warehouse.queries import weekly
+
+    wh, now = seeded
+    window = {"start": now - timedelta(hours=40), "end": now}
+    nums = weekly.week_numbers(wh.reader, now=now, **window)["energy"]
+    fleet = qe.energy_by(wh.reader(), by="fleet", **window).iloc[0]
+    assert len(nums["by_day"]) >= 2 and fleet["carbon_kg"] > 0
+    for k in ("gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg"):
+        assert nums[k] == pytest.approx(float(fleet[k]), rel=1e-12)

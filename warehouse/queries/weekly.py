@@ -329,9 +329,10 @@ def _energy_section(reader: Callable, opts: Options, fleet: dict, fails: pd.Data
     """Energy (kWh), carbon (kg, t), PUE and intensity of the week; idle energy; the top
     jobs and users; the energy and carbon of the GPU-hours lost to ``fails``."""
     w = {"start": start, "end": end}
-    fleet_e = qe.energy_by(reader(), by="fleet", opts=opts, **w)
-    e0 = fleet_e.iloc[0] if len(fleet_e) else {}
-    energy = {k: _f(e0.get(k)) if len(fleet_e) else 0.0
+    # the week's totals are the sums of its days (one query, issue 17: asking for the
+    # fleet and the days took two passes over the week's energy)
+    by_day = qe.energy_by(reader(), by="day", opts=opts, **w)
+    energy = {k: _f(by_day[k].sum()) if len(by_day) else 0.0
               for k in ("gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg")}
     energy["tco2e"] = energy["carbon_kg"] / 1000
     energy["pue"] = energy["facility_kwh"] / energy["it_kwh"] if energy["it_kwh"] else None
@@ -353,6 +354,6 @@ def _energy_section(reader: Callable, opts: Options, fleet: dict, fails: pd.Data
     energy["goodput_carbon_users"] = gc.carbon_per_productive_gpu_hour(
         reader(), by="user_name", opts=opts, runs=runs, **w).head(top)
     energy.update(_failure_carbon(fails, runs, energy))
-    energy["by_day"] = qe.energy_by(reader(), by="day", opts=opts, **w)
+    energy["by_day"] = by_day
     energy.pop("gpu_hours_lost", None)
     return energy
