@@ -409,3 +409,23 @@ def test_report_energy_totals_are_the_fleets(seeded):
     assert len(nums["by_day"]) >= 2 and fleet["carbon_kg"] > 0
     for k in ("gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg"):
         assert nums[k] == pytest.approx(float(fleet[k]), rel=1e-12)
+
+
+@pytest.mark.parametrize("hours", [4, 40])  # the 1-minute and the 1-hour tier
+def test_rack_temperatures_one_quantile_call_as_five(seeded, hours):
+    """rack_temperatures asks the five quantiles in one call: the values of five calls."""
+    from warehouse.queries import thermal as qt
+
+    wh, now = seeded
+    start, end = now - timedelta(hours=hours), now
+    tier = "gpu_samples_1m" if end - start <= qt.DISTRIBUTION_MINUTES_MAX else "gpu_samples_1h"
+    five = ", ".join(f"quantile_cont(t.temp_c_max, {q}) AS p{int(q * 100)}_c"
+                     for q in (0.05, 0.25, 0.50, 0.75, 0.95))
+    want = wh.reader().execute(
+        f"SELECT n.rack, {five}, max(t.temp_c_max) AS max_c, count(*) AS samples "
+        f"FROM {tier} t JOIN nodes n USING (node) WHERE t.ts >= $start AND t.ts < $end "
+        "AND t.temp_c_max IS NOT NULL GROUP BY n.rack ORDER BY n.rack",
+        {"start": start, "end": end}).df()
+    got = qt.rack_temperatures(wh.reader(), start=start, end=end)
+    assert len(want) >= 2
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)

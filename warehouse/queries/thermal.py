@@ -18,18 +18,19 @@ from warehouse.queries.utilisation import SCOPE, bucket_s, per_tier, scope_param
 DISTRIBUTION_MINUTES_MAX = timedelta(hours=6)
 
 
+#: The five quantiles in one call share one sort per rack (issue 17: five calls took 1.0-1.7
+#: instead of 0.4 s of CPU over a 24,576-GPU week; the same values).
 _RACK_TEMPS = per_tier(fill("""
-SELECT n.rack,
-       quantile_cont(t.temp_c_max, 0.05) AS p5_c,
-       quantile_cont(t.temp_c_max, 0.25) AS p25_c,
-       quantile_cont(t.temp_c_max, 0.50) AS p50_c,
-       quantile_cont(t.temp_c_max, 0.75) AS p75_c,
-       quantile_cont(t.temp_c_max, 0.95) AS p95_c,
-       max(t.temp_c_max) AS max_c,
-       count(*) AS samples
-FROM {tier} t JOIN nodes n USING (node)
-WHERE t.ts >= $start AND t.ts < $end AND t.temp_c_max IS NOT NULL AND {scope}
-GROUP BY n.rack ORDER BY n.rack LIMIT $limit
+SELECT rack, q[1] AS p5_c, q[2] AS p25_c, q[3] AS p50_c, q[4] AS p75_c, q[5] AS p95_c,
+       max_c, samples
+FROM (
+    SELECT n.rack, quantile_cont(t.temp_c_max, [0.05, 0.25, 0.50, 0.75, 0.95]) AS q,
+           max(t.temp_c_max) AS max_c, count(*) AS samples
+    FROM {tier} t JOIN nodes n USING (node)
+    WHERE t.ts >= $start AND t.ts < $end AND t.temp_c_max IS NOT NULL AND {scope}
+    GROUP BY n.rack
+)
+ORDER BY rack LIMIT $limit
 """, scope=SCOPE))
 
 _THROTTLE = per_tier(fill("""
