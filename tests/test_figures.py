@@ -182,3 +182,13 @@ def test_failure_heatmap_labels_periods_on_a_category_axis():
     assert fig.layout.xaxis.type == "category"
     z = dict(zip(fig.data[0].y, map(list, fig.data[0].z), strict=True))
     assert z == {"framework": [0, 1], "script": [2, 0]}
+
+
+def test_floor_map_built_unvalidated_is_what_validation_gives():
+    """The floor map skips plotly's validation for speed (issue 17): validating its dict
+    again gives the very same figure, for each metric, a selection and an alert."""
+    df = floor_frame(x=[0.0, 1.0, math.nan], y=[0.0, 0.0, math.nan])
+    for kw in ({}, {"metric": "util", "selected": "r01", "alerting": {"r02": "critical"}},
+               {"metric": "power"}):
+        fig = figures.floor_map(df, **kw)
+        assert go.Figure(fig.to_dict()).to_plotly_json() == fig.to_plotly_json()

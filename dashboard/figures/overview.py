@@ -125,9 +125,9 @@ def _tiles(df: pd.DataFrame, values: pd.Series, scale: list, m: Metric, lo: floa
     scaled = ((values - lo) / (hi - lo)).clip(0, 1)
     shapes, text, text_colours = [], [], []
     half = TILE / 2
-    for i, r in df.iterrows():
-        has_value = not missing(values[i])
-        fill = colour_at(scale, scaled[i]) if has_value else NO_DATA
+    for r, value, share in zip(df.itertuples(index=False), values, scaled, strict=True):
+        has_value = not missing(value)
+        fill = colour_at(scale, share) if has_value else NO_DATA
         chosen = selected is not None and str(r.rack) == selected
         alert = str(r.rack) in alerting
         line = ({"color": INK, "width": 5 if alert else 3} if chosen else
@@ -139,7 +139,7 @@ def _tiles(df: pd.DataFrame, values: pd.Series, scale: list, m: Metric, lo: floa
             "line": line,
         })
         label = f"<b>{'▲ ' if alert else ''}{html.escape(str(r.rack))}</b><br>"
-        text.append(label + (m.fmt(values[i]) if has_value else "no data"))
+        text.append(label + (m.fmt(value) if has_value else "no data"))
         text_colours.append(_text_colour(fill) if has_value else MUTED)
     return shapes, text, text_colours
 
@@ -238,9 +238,11 @@ def floor_map(
     alerting = alerting or {}
     scale = temp_colorscale(*thresholds_c, (lo, hi)) if metric == "temp" else m.colorscale
     shapes, text, text_colours = _tiles(df, values, scale, m, lo, hi, selected, alerting)
+    # Built unvalidated (issue 17): plotly's validation of one layout shape per rack took
+    # most of the callback at 384 racks; the shapes are plain dicts made here.
     fig = go.Figure(_rack_trace(df, values, scale, lo, hi, text, text_colours,
-                                _colorbar(m, metric, lo, hi, thresholds_c), alerting))
-    fig.update_layout(**_floor_layout(df, shapes))
+                                _colorbar(m, metric, lo, hi, thresholds_c), alerting),
+                    layout=_floor_layout(df, shapes), _validate=False)
     if values.isna().all():
         fig.add_annotation(
             text=(
