@@ -264,9 +264,10 @@ def _object(doc, what: str) -> dict:
 
 
 def _link(value) -> str | None:
-    if isinstance(value, dict) and isinstance(value.get("@odata.id"), str):
-        return value["@odata.id"]
-    return None
+    """The ``@odata.id`` path of a link; None unless it is a path on the BMC itself (it is
+    appended to the BMC's address, and the password goes with the request)."""
+    path = value.get("@odata.id") if isinstance(value, dict) else None
+    return path if isinstance(path, str) and path.startswith("/") else None
 
 
 def chassis_members(doc) -> list[str]:

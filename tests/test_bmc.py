@@ -84,6 +84,17 @@ def test_redfish_refuses_what_is_no_reading(parse, doc, message):
         parse(doc)
 
 
+@pytest.mark.parametrize("link", [".attacker.example/redfish/v1/Chassis/1",
+                                  "@attacker.example/x", "https://attacker.example/x", ""])
+def test_redfish_links_are_paths_on_the_bmc_itself(link):
+    # the reader appends a link to the BMC's address and sends the password with it:
+    # "bmc1" + ".attacker.example/..." would be another host (issue 21 review)
+    with pytest.raises(ValueError, match="no link"):
+        bmc.chassis_members({"Members": [{"@odata.id": link}]})
+    assert bmc.chassis_links({"Power": {"@odata.id": link},
+                              "EnvironmentMetrics": {"@odata.id": link}}) == {}
+
+
 def test_targets():
     ts = bmc.parse_targets("gpu001=ipmi://10.0.0.1, gpu002=redfish://bmc2:8443#1U\n"
                            "# a comment\ngpu003=http://[::1]:8000")
