@@ -429,3 +429,30 @@ def test_rack_temperatures_one_quantile_call_as_five(seeded, hours):
     got = qt.rack_temperatures(wh.reader(), start=start, end=end)
     assert len(want) >= 2
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+@pytest.mark.parametrize("hours", [4, 40])
+def test_allocated_over_time_counts_equal_intervals_once(seeded, hours):
+    """allocated_vs_used groups allocations of the same interval before the range join
+    with the buckets: the allocated GPUs per bucket of the per-row join."""
+    from warehouse.queries import utilisation as qu
+
+    wh, now = seeded
+    start, end = now - timedelta(hours=hours), now
+    step = qu.bucket_s(start, end)
+    want = wh.reader().execute("""
+        WITH buckets AS (SELECT unnest(range(time_bucket(to_seconds($b), $start::TIMESTAMP),
+                                             $end::TIMESTAMP, to_seconds($b))) AS ts),
+        a AS (SELECT greatest(start_ts, $start::TIMESTAMP) AS lo,
+                     least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi
+              FROM allocations WHERE start_ts < $end AND (end_ts IS NULL OR end_ts > $start))
+        SELECT b.ts, sum(epoch(least(a.hi, b.ts + to_seconds($b)))
+                         - epoch(greatest(a.lo, b.ts))) / $b AS allocated_gpus
+        FROM buckets b JOIN a ON a.lo < b.ts + to_seconds($b) AND a.hi > b.ts
+        WHERE b.ts >= time_bucket(to_seconds($b), $start::TIMESTAMP)
+        GROUP BY b.ts ORDER BY b.ts""", {"start": start, "end": end, "b": step}).df()
+    got = qu.allocated_vs_used(wh.reader(), start=start, end=end)
+    got = got[got["allocated_gpus"] > 0].reset_index(drop=True)
+    assert len(want) > 3 and want["allocated_gpus"].max() > 1
+    pd.testing.assert_frame_equal(got[["ts", "allocated_gpus"]], want, check_dtype=False,
+                                  rtol=1e-12)

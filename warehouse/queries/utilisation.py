@@ -68,15 +68,17 @@ WITH buckets AS (
 installed AS (
     SELECT count(*) AS gpus FROM gpus g JOIN nodes n USING (node) WHERE {scope}
 ),
-alloc AS (
+alloc AS (  -- GPUs held over the same interval counted once (issue 17: a whole-node
+            -- job's GPUs are one row for the range join with the buckets)
     SELECT greatest(a.start_ts, $start::TIMESTAMP) AS lo,
-           least(coalesce(a.end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi
+           least(coalesce(a.end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi, count(*) AS n
     FROM allocations a JOIN nodes n USING (node)
     WHERE a.start_ts < $end AND (a.end_ts IS NULL OR a.end_ts > $start) AND {scope}
+    GROUP BY ALL
 ),
 allocated AS (
-    SELECT b.ts, sum(epoch(least(a.hi, b.ts + to_seconds($bucket_s)))
-                     - epoch(greatest(a.lo, b.ts))) / $bucket_s AS allocated_gpus
+    SELECT b.ts, sum(a.n * (epoch(least(a.hi, b.ts + to_seconds($bucket_s)))
+                            - epoch(greatest(a.lo, b.ts)))) / $bucket_s AS allocated_gpus
     FROM buckets b JOIN alloc a ON a.lo < b.ts + to_seconds($bucket_s) AND a.hi > b.ts
     GROUP BY b.ts
 ),
