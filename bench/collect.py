@@ -17,8 +17,10 @@
    field's exposition text (labels, ``instance``/``job``, timestamps) and the query API
    with each field's JSON; the real ``PrometheusSource`` (``collector.prometheus.connect``)
    pulls through both, ``prometheus.pull = "federate"`` and ``"query"``, from the request
-   to sanitised rows (the commit is timed apart). Prints measured / target / met against
-   <= 3 s, with CPU seconds and the machine's load (2 cores shared).
+   to sanitised rows (the commit is timed apart). Prints both as measured / target / met
+   against <= 3 s, with CPU seconds and the machine's load (2 cores shared), and whether
+   the faster is ``prometheus.pull``'s default. ``--pull-mode federate|query`` times one;
+   ``--repeat N`` pulls N times per mode, alternating, and counts the fastest.
 
 Prints the figures; the target is under 2 s per cycle for 1 and 2. ``--quick``: 768
 nodes (6,144 GPUs), 64 endpoints and a 1,024-node pull. ``--pull-only``: step 4 alone.

@@ -77,6 +77,8 @@ def test_every_line_shape_prometheus_does_not_write_falls_back_to_promtext():
         "no timestamp": REAL.replace(" 1793620800000\n", "\n"),
         "tab": REAL.replace("} 41 ", "}\t41 "),
         "blanks": REAL.replace("} 41 ", "}  41 "),
+        "blank in the value": REAL.replace("} 41 ", "} 4 1 "),
+        "blank after the timestamp": REAL.replace("800000\n", "800000 \n", 1),
         "no labels": "gpu_temp_without_labels 41 1793620800000\n" + REAL,
         "cut": REAL[:-5],
         "bad value": REAL.replace("} 41 ", "} 4x1 "),
