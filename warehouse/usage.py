@@ -133,8 +133,9 @@ ua0 AS (  -- allocations clipped to the range; ``frac``: a share's part of the G
     WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {nodes}
 ),
 ua AS (  -- shared when another run's allocation overlaps on the GPU
-    SELECT a.*, EXISTS (SELECT 1 FROM allocations b
-                        WHERE b.node = a.node AND b.gpu_index = a.gpu_index
+    SELECT a.*, EXISTS (SELECT 1 FROM allocations b  -- b in the range first (issue 17)
+                        WHERE b.start_ts < $end AND coalesce(b.end_ts, $end) > $start
+                          AND b.node = a.node AND b.gpu_index = a.gpu_index
                           AND b.start_ts < a.e AND coalesce(b.end_ts, a.e) > a.s
                           AND (b.job_id <> a.job_id OR b.run_index <> a.run_index)) AS shared
     FROM ua0 a
