@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -305,14 +305,17 @@ def _gres_holdings(rec: dict, nodelist: str | None, what: str, max_index: int,
 
 def parse_sacct(doc: str | bytes | dict, gpus_per_node: int | None = None,
                 job_type_regex: str | None = None,
-                now: datetime | None = None) -> SchedulerBatch:
+                now: datetime | None = None,
+                mig_nodes: Collection[str] = ()) -> SchedulerBatch:
     """Jobs, runs (one per sacct record that started) and allocations from ``sacct -D``.
 
     Records of one job id are ordered by start time to number the runs. The job's
     state and end are those of its last record; its submit time the earliest; its start
     the first run's; ``restarts`` the number of runs before the last. Allocations: see
-    the module docstring (``gpus_per_node``). Job types: see :func:`infer_job_type`.
-    ``now`` bounds the times (at most a day after it; without ``now``, before 2100).
+    the module docstring (``gpus_per_node``; never for a run on one of ``mig_nodes``,
+    whose GRES gpu count is MIG instances, not GPUs). Job types: see
+    :func:`infer_job_type`. ``now`` bounds the times (at most a day after it; without
+    ``now``, before 2100).
     Raises :class:`SlurmParseError` only for the document; bad records and values are
     counted in the result's ``dropped``.
     """
@@ -327,7 +330,7 @@ def parse_sacct(doc: str | bytes | dict, gpus_per_node: int | None = None,
         recs.sort(key=lambda r: (r["start"] is None, r["start"] or datetime.min, r["pos"]))
         started = [r for r in recs if r["start"] is not None]
         runs += _sacct_runs(jid, started)
-        allocs += _whole_node_allocations(jid, started, gpus_per_node, drops)
+        allocs += _whole_node_allocations(jid, started, gpus_per_node, drops, mig_nodes)
         jobs.append(_sacct_job(jid, recs, started))
     return SchedulerBatch.from_rows(jobs, runs, allocs, drops)
 
@@ -384,14 +387,16 @@ def _sacct_runs(jid: str, started: list[dict]) -> list[dict]:
 
 
 def _whole_node_allocations(jid: str, started: list[dict], gpus_per_node: int | None,
-                            drops: Drops) -> list[dict]:
-    """GPU indices 0..gpus_per_node-1 on every node of runs that hold whole nodes."""
+                            drops: Drops, mig_nodes: Collection[str] = ()) -> list[dict]:
+    """GPU indices 0..gpus_per_node-1 on every node of runs that hold whole nodes; not for
+    runs on a MIG node (its GRES gpus are instances: as many is not the node, issue 21)."""
     out = []
     if not gpus_per_node:
         return out
     for i, r in enumerate(started):
         names = drops.soft(expand, r["nodelist"], f"sacct job {jid}: nodes", default=[])
-        if names and _gpus(r) == gpus_per_node * len(names):
+        if names and _gpus(r) == gpus_per_node * len(names) and not any(
+                n in mig_nodes for n in names):
             out += [{"job_id": jid, "run_index": i, "node": node, "gpu_index": g,
                      "start_ts": r["start"], "end_ts": r["end"]}
                     for node in names for g in range(gpus_per_node)]

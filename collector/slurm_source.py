@@ -182,19 +182,22 @@ class SlurmSource:
             log.warning("slurm: refused %s", message)
         return batch
 
-    def _read_jobs(self, ids: list[str], ts: datetime, drops: Drops) -> list[SchedulerBatch]:
+    def _read_jobs(self, ids: list[str], ts: datetime, drops: Drops,
+                   mig_nodes: frozenset[str] = frozenset()) -> list[SchedulerBatch]:
         """``sacct -j`` for ``ids``; an answer that cannot be read is split in halves until
-        the job that spoils it is found, skipped and counted (``sacct.document``)."""
+        the job that spoils it is found, skipped and counted (``sacct.document``).
+        ``mig_nodes``: no whole-node allocations there (collector.slurm.parse_sacct)."""
         doc = self.run([self.sacct, "--json", "-D", "-a", "-j", ",".join(ids)])
         try:
             return [self._count(parse_sacct(doc, self.gpus_per_node, self.job_type_regex,
-                                            now=ts))]
+                                            now=ts, mig_nodes=mig_nodes))]
         except SlurmParseError as err:
             if len(ids) == 1:
                 drops.add(SlurmParseError(f"sacct -j {ids[0]}: {err}", "document"))
                 return []
         half = len(ids) // 2
-        return self._read_jobs(ids[:half], ts, drops) + self._read_jobs(ids[half:], ts, drops)
+        return (self._read_jobs(ids[:half], ts, drops, mig_nodes)
+                + self._read_jobs(ids[half:], ts, drops, mig_nodes))
 
     def read_sacct(self, ts: datetime) -> SchedulerBatch:
         """Every run of the jobs active since the last read (minus the overlap) up to ``ts``.
@@ -210,8 +213,9 @@ class SlurmSource:
         drops = Drops("sacct")
         ids = job_ids(window, drops)
         parts = []
+        mig = frozenset(self._devices(ts)) if self.gpus_per_node and ids else frozenset()
         for i in range(0, len(ids), JOBS_PER_READ):
-            parts += self._read_jobs(ids[i:i + JOBS_PER_READ], ts, drops)
+            parts += self._read_jobs(ids[i:i + JOBS_PER_READ], ts, drops, mig)
         self.dropped.add(drops.counts)
         for message in drops.messages:
             log.warning("slurm: refused %s", message)

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collector.slurm import parse_squeue
+from collector.slurm import parse_sacct, parse_squeue
 from collector.slurm_fields import SlurmParseError
 from collector.slurm_gres import Device, Holding, device_order, node_holdings
 
@@ -205,3 +205,31 @@ def test_the_service_gives_the_slurm_source_the_warehouses_mig_layout(tmp_path, 
                                             "gpu_i_id": 7, "gpu_i_profile": "1g.10gb"}])
               ).result()
     assert src._devices(NOW) == {"m1": (Device(0, 7, "1g.10gb"),)}
+
+
+def _sacct_fixture() -> str:
+    return (Path(__file__).parent / "fixtures" / "slurm" / "sacct_24.05.json").read_text()
+
+
+def test_sacct_derives_no_whole_node_allocations_on_a_mig_node():
+    # Slurm counts MIG instances as GPUs: 8 of them on a node of 8 MIG GPUs are not the
+    # whole node, so slurm.gpus_per_node must not turn them into GPUs 0-7 (issue 21 review)
+    whole = parse_sacct(_sacct_fixture(), gpus_per_node=8).allocations.to_pylist()
+    assert {(a["job_id"], a["run_index"], a["node"]) for a in whole} >= {
+        ("4090", 1, "gpu010"), ("4090", 1, "gpu011"), ("4092", 0, "gpu005")}
+    b = parse_sacct(_sacct_fixture(), gpus_per_node=8, mig_nodes={"gpu011", "gpu005"})
+    mig_runs = {(a["job_id"], a["run_index"]) for a in whole
+                if a["node"] in ("gpu011", "gpu005")}
+    assert mig_runs == {("4090", 1), ("4090", 2), ("4092", 0)}
+    assert b.allocations.to_pylist() == [
+        a for a in whole if (a["job_id"], a["run_index"]) not in mig_runs]  # run 0 stays
+    # the source gives sacct the nodes its MIG layout knows
+    from collector.slurm_source import SlurmSource
+
+    def run(argv):
+        return '{"jobs": []}' if argv[0] == "squeue" else _sacct_fixture()
+
+    src = SlurmSource(run=run, gpus_per_node=8, mig_layout=lambda at: {
+        "gpu005": ([0], [(0, 1, "7g.80gb")])})
+    got = [a for kind, t in src.collect(NOW) if kind == "allocations" for a in t.to_pylist()]
+    assert {a["node"] for a in got} == {"gpu010", "gpu011", "gpu012", "gpu013"}
