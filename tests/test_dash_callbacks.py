@@ -297,3 +297,27 @@ def test_pages_compute_with_the_configured_analytics_settings(app_and_wh, pages)
         assert n02_is_a_lemon()
     finally:
         context.set_context(wh, lambda: NOW, refresh_s=5)
+
+
+def _figures(out) -> list[go.Figure]:
+    items = out if isinstance(out, tuple | list) else [out]
+    return [f for f in items if isinstance(f, go.Figure)]
+
+
+@pytest.mark.parametrize("rng", ["24h", "7d"])
+def test_every_callback_figure_is_what_plotly_validation_gives(pages, rng):
+    """Figures skip plotly's validation for speed (dashboard/figures/base.figure, issue
+    17): validating each callback's figure again gives the very same figure, so nothing
+    invalid reaches the browser unchecked."""
+    from bench.dashboard import callbacks
+
+    job = context.reader().execute(
+        "SELECT job_id FROM jobs ORDER BY gpus DESC, job_id LIMIT 1").fetchone()[0]
+    data = Filters(rng).to_store()
+    seen = 0
+    for (page, name), fn in callbacks(pages, job).items():
+        for fig in _figures(fn(data)):
+            again = go.Figure(fig.to_dict())  # raises on anything plotly would refuse
+            assert json.loads(again.to_json()) == json.loads(fig.to_json()), (page, name)
+            seen += 1
+    assert seen >= 20

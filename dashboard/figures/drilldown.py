@@ -10,7 +10,7 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import TEMP_RANGE_C, chart_layout, empty_figure, temp_colorscale
+from dashboard.figures.base import TEMP_RANGE_C, chart_layout, empty_figure, figure, temp_colorscale
 from dashboard.figures.overview import FLOOR_METRICS, TEMP_THRESHOLDS_C
 from dashboard.formatting import esc, missing
 
@@ -52,7 +52,7 @@ def rack_gpus(df: pd.DataFrame | None, *, rack: str, metric: str = "temp") -> go
             row.append([node, g, job,
                         "no fresh sample" if missing(value) else m.fmt(value / scale)])
         custom.append(row)
-    fig = go.Figure(go.Heatmap(
+    fig = figure(go.Heatmap(
         z=z, x=[f"GPU {g}" for g in gpus], y=[html.escape(n) for n in nodes],
         customdata=custom, colorscale=colours, zmin=lo, zmax=hi, xgap=3, ygap=3,
         colorbar={"title": {"text": bar_title, "side": "right"}, "thickness": 12},

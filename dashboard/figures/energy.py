@@ -19,6 +19,7 @@ from dashboard.figures.base import (
     chart_layout,
     detach_partial,
     empty_figure,
+    figure,
     mark_partial,
     round_axis,
 )
@@ -54,7 +55,7 @@ def energy_over_time(df: pd.DataFrame | None, *, x: str, start: datetime | None 
     if df is None or len(df) == 0:
         return empty_figure("No energy data in this range (the hourly energy table is "
                             "filled by the analytics job after the rollups).")
-    fig = go.Figure([
+    fig = figure([
         go.Bar(x=df[x], y=df["gpu_kwh"], name="GPUs", marker_color=PALETTE[0],
                hovertemplate="%{y:,.1f} kWh"),
         go.Bar(x=df[x], y=df["other_kwh"], name="Rest of the nodes", marker_color=PALETTE[4],
@@ -113,7 +114,7 @@ def pue_and_intensity(df: pd.DataFrame | None, *, x: str) -> go.Figure:
             line={"color": PALETTE[_SOURCE_COLOURS[i % len(_SOURCE_COLOURS)]], "width": 2},
             marker={"size": 4}, connectgaps=False,
             hovertemplate="%{y:,.0f} g/kWh · " + html.escape(name) + "<extra></extra>"))
-    fig = go.Figure([
+    fig = figure([
         *traces,
         go.Scatter(x=d[x], y=d["pue"], name="PUE", yaxis="y2", mode="lines",
                    line={"color": PALETTE[3], "width": 2, "dash": "dash"},
@@ -133,7 +134,7 @@ def energy_by(df: pd.DataFrame | None, *, key: str, label: str, top: int = 20) -
         return empty_figure(f"No energy attributed to any {label.lower()} in this range.")
     d = df.sort_values("carbon_kg", ascending=False).head(top).iloc[::-1]
     energy = d["facility_kwh"] if "facility_kwh" in d else d["it_kwh"]
-    fig = go.Figure(go.Bar(
+    fig = figure(go.Bar(
         y=[html.escape(str(v))[:40] for v in d[key]], x=energy, orientation="h",
         marker_color=PALETTE[0], customdata=d["carbon_kg"],
         hovertemplate="%{y}: %{x:,.1f} kWh · %{customdata:,.1f} kg CO₂e<extra></extra>",
@@ -151,7 +152,7 @@ def categories_bar(df: pd.DataFrame | None, *, cat: str, value: str, x_title: st
     if df is None or len(df) == 0:
         return empty_figure(empty, height=260)
     g = df.groupby(cat, dropna=False)[value].sum().sort_values()
-    fig = go.Figure(go.Bar(y=[html.escape(str(c)).replace("_", " ") for c in g.index],
+    fig = figure(go.Bar(y=[html.escape(str(c)).replace("_", " ") for c in g.index],
                            x=g.values, orientation="h",
                            marker_color=[CATEGORY_COLOURS.get(c, PALETTE[0]) for c in g.index],
                            hovertemplate="%{y}: %{x:,.1f}<extra></extra>"))

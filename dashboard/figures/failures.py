@@ -18,12 +18,13 @@ from dashboard.figures.base import (
     PALETTE,
     chart_layout,
     empty_figure,
+    figure,
 )
 
 
 def _heatmap(pivot: pd.DataFrame, *, x_title: str, y_title: str, z_title: str,
              uirevision: str) -> go.Figure:
-    fig = go.Figure(go.Heatmap(
+    fig = figure(go.Heatmap(
         z=pivot.values, x=list(pivot.columns), y=[html.escape(str(i)) for i in pivot.index],
         colorscale=CIVIDIS, xgap=2, ygap=2, zmin=0,
         colorbar={"title": {"text": z_title, "side": "right"}, "thickness": 12},
@@ -61,7 +62,7 @@ def failure_reasons(df: pd.DataFrame | None, *, top: int = 12) -> go.Figure:
     g = (df.groupby(["category", "reason"], dropna=False)
          .agg(failures=("job_id", "count"), lost=("gpu_hours_lost", "sum"))
          .reset_index().sort_values("lost", ascending=False).head(top).iloc[::-1])
-    fig = go.Figure(go.Bar(
+    fig = figure(go.Bar(
         y=[html.escape(str(r))[:60] for r in g["reason"]], x=g["lost"], orientation="h",
         marker_color=[CATEGORY_COLOURS.get(c, PALETTE[7]) for c in g["category"]],
         customdata=list(zip(g["category"].astype(str), g["failures"], strict=True)),
@@ -83,7 +84,7 @@ def xid_counts(df: pd.DataFrame | None) -> go.Figure:
     if x.empty:
         return empty_figure("No failure had an XID on its GPUs in this range.", height=260)
     c = x.groupby("xids")["job_id"].count().sort_values()
-    fig = go.Figure(go.Bar(y=[f"XID {int(k)}" for k in c.index], x=c.values,
+    fig = figure(go.Bar(y=[f"XID {int(k)}" for k in c.index], x=c.values,
                            orientation="h", marker_color=PALETTE[5],
                            hovertemplate="%{y}: %{x} failed runs<extra></extra>"))
     fig.update_layout(**chart_layout(max(220, 80 + 26 * len(c)), hovermode="closest",
@@ -98,7 +99,7 @@ def failure_temperatures(df: pd.DataFrame | None) -> go.Figure:
     fleet's median (``thermal.failure_temperatures``)."""
     if df is None or len(df) == 0 or df["hottest_c"].isna().all():
         return empty_figure("No failure with a node and telemetry before it in this range.")
-    fig = go.Figure()
+    fig = figure()
     for cat, part in df.groupby("category"):
         fig.add_trace(go.Box(y=part["hottest_c"], name=html.escape(str(cat)),
                              boxpoints="all", jitter=0.4, pointpos=0,

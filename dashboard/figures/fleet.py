@@ -20,6 +20,7 @@ from dashboard.figures.base import (
     PALETTE,
     chart_layout,
     empty_figure,
+    figure,
     round_axis,
 )
 from dashboard.figures.goodput import (
@@ -63,7 +64,7 @@ def failure_rates(figs: dict[str, dict]) -> go.Figure:
                        "hi": x["r_f_high"], "failures": x["failures"],
                        "node_days": x["node_days"]} for n, x in rates.items()])
     cols = colours(list(figs))
-    fig = go.Figure(go.Scatter(  # plain lists: a few points, readable in the page
+    fig = figure(go.Scatter(  # plain lists: a few points, readable in the page
         x=_x(r["cluster"]), y=r["r"].tolist(), mode="markers",
         marker={"size": 12, "color": [cols[n] for n in r["cluster"]]},
         error_y={"type": "data", "symmetric": False,
@@ -90,7 +91,7 @@ def mttf_by_cluster(figs: dict[str, dict]) -> go.Figure:
     known = {n: f["rate"] for n, f in _ok(figs).items() if rate_known(f["rate"])}
     if not known:
         return empty_figure(NO_RATE)
-    fig = go.Figure([mttf_bars(r, name=n, colour=cols[n]) for n, r in known.items()])
+    fig = figure([mttf_bars(r, name=n, colour=cols[n]) for n, r in known.items()])
     fig.update_layout(**chart_layout(hovermode="closest", uirevision="fleet-mttf"),
                       barmode="group", **MTTF_AXES)
     return fig
@@ -103,7 +104,7 @@ def ettr_by_cluster(figs: dict[str, dict], *, min_gpus: int) -> go.Figure:
     jobs = {n: f["large_jobs"] for n, f in _ok(figs).items() if len(f["large_jobs"])}
     if not jobs:
         return empty_figure(f"No job with {min_gpus} GPUs or more ran in this range.")
-    fig = go.Figure([ettr_points(df, name=n, colour=cols[n]) for n, df in jobs.items()])
+    fig = figure([ettr_points(df, name=n, colour=cols[n]) for n, df in jobs.items()])
     fig.update_layout(**chart_layout(hovermode="closest", uirevision="fleet-ettr"),
                       **ettr_axes(pd.concat([df["gpus"] for df in jobs.values()])))
     return fig
@@ -121,7 +122,7 @@ def lost_by_cluster(figs: dict[str, dict]) -> go.Figure:
                                            values="gpu_hours_lost", aggfunc="sum",
                                            fill_value=0)
     pivot.index = _x(pivot.index)
-    fig = go.Figure(lost_bars(pivot))
+    fig = figure(lost_bars(pivot))
     fig.update_layout(**chart_layout(uirevision="fleet-lost"), barmode="stack",
                       xaxis={"title": {"text": "Cluster"}, "type": "category"}, yaxis=LOST_AXIS)
     return fig
@@ -137,7 +138,7 @@ def _pair(figs: dict, a: tuple[str, str, str], b: tuple[str, str, str], *, uirev
     ys = [[_get(figs[n], spec[1], spec[2]) for n in names] for spec in (a, b)]
     if not any(v is not None and v > 0 for y in ys for v in y):
         return empty_figure(empty)
-    fig = go.Figure()
+    fig = figure()
     for i, (spec, y, f) in enumerate(zip((a, b), ys, fmt, strict=True)):
         fig.add_trace(go.Bar(x=_x(names), y=y, name=spec[0], marker_color=PAIR_COLOURS[i],
                              offsetgroup=str(i), yaxis="y" if i == 0 else "y2",

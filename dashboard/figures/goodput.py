@@ -18,6 +18,7 @@ from dashboard.figures.base import (
     TIME_AXIS,
     chart_layout,
     empty_figure,
+    figure,
     lines,
 )
 
@@ -29,7 +30,7 @@ def lost_over_time(df: pd.DataFrame | None) -> go.Figure:
     d = df.assign(day=pd.to_datetime(df["end_ts"]).dt.floor("D"))
     pivot = d.pivot_table(index="day", columns="category", values="gpu_hours_lost",
                           aggfunc="sum", fill_value=0)
-    fig = go.Figure(lost_bars(pivot))
+    fig = figure(lost_bars(pivot))
     fig.update_layout(**chart_layout(uirevision="lost"), barmode="stack", xaxis=TIME_AXIS,
                       yaxis=LOST_AXIS)
     return fig
@@ -51,7 +52,7 @@ def ettr_jobs(df: pd.DataFrame | None, *, min_gpus: int) -> go.Figure:
     """ETTR (productive / wall time) of each large job against its size."""
     if df is None or len(df) == 0:
         return empty_figure(f"No job with {min_gpus} GPUs or more ran in this range.")
-    fig = go.Figure(ettr_points(df))
+    fig = figure(ettr_points(df))
     fig.update_layout(**chart_layout(hovermode="closest", uirevision="ettr"),
                       **ettr_axes(df["gpus"]))
     return fig
@@ -86,7 +87,7 @@ def mttf_projection(rate: dict | None) -> go.Figure:
     """Projected MTTF (hours, log scale) by job size, with the rate's interval."""
     if not rate_known(rate):
         return empty_figure(NO_RATE)
-    fig = go.Figure(mttf_bars(rate))
+    fig = figure(mttf_bars(rate))
     fig.update_layout(**chart_layout(hovermode="closest", uirevision="mttf"), **MTTF_AXES)
     return fig
 

@@ -21,6 +21,7 @@ from dashboard.figures.base import (
     TIME_AXIS,
     chart_layout,
     empty_figure,
+    figure,
 )
 from dashboard.formatting import esc
 
@@ -38,7 +39,7 @@ def job_timeline(runs: pd.DataFrame | None, *, now: datetime) -> go.Figure:
     if runs is None or len(runs) == 0 or runs["start_ts"].isna().all():
         return empty_figure("This job has not started a run yet.", height=200)
     runs = runs[runs["start_ts"].notna()]
-    fig = go.Figure()
+    fig = figure()
     for state, part in runs.groupby("state", sort=False, dropna=False):
         ends = part["end_ts"].fillna(now)
         label = esc(state)
@@ -102,7 +103,7 @@ def straggler_heatmap(cells: pd.DataFrame | None, episodes: pd.DataFrame | None)
     grid = cells.pivot_table(index="node", columns="ts", values="clock_rel").reindex(nodes)
     thr = cells.pivot_table(index="node", columns="ts", values="throttle_s").reindex(
         index=nodes, columns=grid.columns)
-    fig = go.Figure(go.Heatmap(
+    fig = figure(go.Heatmap(
         x=list(grid.columns), y=[esc(n) for n in nodes], z=grid.to_numpy(),
         customdata=thr.to_numpy(), zmin=0.6, zmax=1.0,
         colorscale=[[0, PALETTE[5]], [0.5, PALETTE[1]], [0.88, "#f4f6f8"], [1, "#ffffff"]],

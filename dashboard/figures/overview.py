@@ -25,6 +25,7 @@ from dashboard.figures.base import (
     base_layout,
     colour_at,
     empty_figure,
+    figure,
     temp_colorscale,
 )
 from dashboard.formatting import esc, fmt_kw, fmt_pct, fmt_span, fmt_temp, missing
@@ -238,11 +239,11 @@ def floor_map(
     alerting = alerting or {}
     scale = temp_colorscale(*thresholds_c, (lo, hi)) if metric == "temp" else m.colorscale
     shapes, text, text_colours = _tiles(df, values, scale, m, lo, hi, selected, alerting)
-    # Built unvalidated (issue 17): plotly's validation of one layout shape per rack took
-    # most of the callback at 384 racks; the shapes are plain dicts made here.
-    fig = go.Figure(_rack_trace(df, values, scale, lo, hi, text, text_colours,
-                                _colorbar(m, metric, lo, hi, thresholds_c), alerting),
-                    layout=_floor_layout(df, shapes), _validate=False)
+    # Unvalidated (base.figure): validating one layout shape per rack took most of the
+    # callback at 384 racks (issue 17); the shapes are plain dicts made here.
+    fig = figure(_rack_trace(df, values, scale, lo, hi, text, text_colours,
+                             _colorbar(m, metric, lo, hi, thresholds_c), alerting),
+                 layout=_floor_layout(df, shapes))
     if values.isna().all():
         fig.add_annotation(
             text=(

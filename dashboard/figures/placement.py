@@ -10,7 +10,7 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import GREY, GRID, PALETTE, chart_layout, empty_figure, lines
+from dashboard.figures.base import GREY, GRID, PALETTE, chart_layout, empty_figure, figure, lines
 
 
 def fragmentation_over_time(df: pd.DataFrame | None) -> go.Figure:
@@ -29,7 +29,7 @@ def placement_scores(df: pd.DataFrame | None) -> go.Figure:
     size allows); misplaced runs in a second colour, marker size by GPU-hours."""
     if df is None or len(df) == 0:
         return empty_figure("No multi-node job ran in this range.")
-    fig = go.Figure()
+    fig = figure()
     for bad, name, colour in ((False, "Placed tightly", PALETTE[0]),
                               (True, "Spread more than needed", PALETTE[5])):
         d = df[df["misplaced"] == bad]

@@ -17,6 +17,7 @@ from dashboard.figures.base import (
     TIME_AXIS,
     chart_layout,
     empty_figure,
+    figure,
     round_axis,
 )
 
@@ -26,7 +27,7 @@ def rack_temperature_boxes(df: pd.DataFrame | None) -> go.Figure:
     if df is None or len(df) == 0:
         return empty_figure("No temperature samples in this range.")
     racks = [html.escape(str(r)) for r in df["rack"]]
-    fig = go.Figure([
+    fig = figure([
         go.Box(x=racks, q1=df["p25_c"], median=df["p50_c"], q3=df["p75_c"],
                lowerfence=df["p5_c"], upperfence=df["p95_c"], name="p5-p95",
                marker_color=PALETTE[0], fillcolor="rgba(0,114,178,0.25)",
@@ -45,7 +46,7 @@ def throttling_over_time(df: pd.DataFrame | None) -> go.Figure:
     """Share of GPU time throttled (thermal, power) and the hottest GPU, over time."""
     if df is None or len(df) == 0:
         return empty_figure("No telemetry in this range, so no throttling to show.")
-    fig = go.Figure([
+    fig = figure([
         go.Scatter(x=df["ts"], y=df["thermal_pct"], name="Thermal throttling", mode="lines",
                    line={"color": PALETTE[5], "width": 2}, hovertemplate="%{y:.1f} %"),
         go.Scatter(x=df["ts"], y=df["power_pct"], name="Power capping", mode="lines",
@@ -72,7 +73,7 @@ def event_counts(df: pd.DataFrame | None) -> go.Figure:
     labels = [f"XID {int(c)}" if k == "xid" else html.escape(str(k))
               for k, c in zip(df["kind"], df["code"], strict=True)]
     colours = [PALETTE[5] if k == "xid" else PALETTE[0] for k in df["kind"]]
-    fig = go.Figure(go.Bar(
+    fig = figure(go.Bar(
         y=labels, x=df["events"], orientation="h", marker_color=colours,
         customdata=df["gpus"], hovertemplate="%{x} events on %{customdata} GPUs<extra></extra>",
     ))
@@ -90,7 +91,7 @@ def tuner_per_rack(rows: list[dict] | None, rule: str = "") -> go.Figure:
         return empty_figure(f"{html.escape(rule) or 'The rule'} would not have fired in "
                             "this window.", height=280)
     racks = [html.escape(str(r["rack"])) for r in rows]
-    fig = go.Figure([
+    fig = figure([
         go.Bar(x=racks, y=[r["firings"] for r in rows], name="Firings",
                marker_color=PALETTE[0], hovertemplate="%{x}: %{y} firings<extra></extra>"),
         go.Bar(x=racks, y=[r["pages"] for r in rows], name="Pages",

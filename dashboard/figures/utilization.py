@@ -18,6 +18,7 @@ from dashboard.figures.base import (
     chart_layout,
     detach_partial,
     empty_figure,
+    figure,
     lines,
     mark_partial,
 )
@@ -53,7 +54,7 @@ def utilisation_by(df: pd.DataFrame | None, by: str) -> go.Figure:
                             "used any GPU-hours.")
     df = df.iloc[::-1]
     names = [html.escape(str(g)) for g in df["group"]]
-    fig = go.Figure([
+    fig = figure([
         go.Bar(y=names, x=df["allocated_gpu_h"], name="Allocated", orientation="h",
                marker_color=PALETTE[0], hovertemplate="%{x:,.1f} GPU·h"),
         go.Bar(y=names, x=df["utilised_gpu_h"], name="Utilised", orientation="h",
@@ -81,7 +82,7 @@ def job_utilisation_histogram(df: pd.DataFrame | None, *, bins: int = 10) -> go.
     idx = (util // width).astype(int)
     gpu_h = df["allocated_gpu_h"].groupby(idx).sum().reindex(range(bins), fill_value=0)
     jobs = df["job_id"].groupby(idx).count().reindex(range(bins), fill_value=0)
-    fig = go.Figure(go.Bar(
+    fig = figure(go.Bar(
         x=[e + width / 2 for e in edges], y=gpu_h.values, width=width * 0.92,
         marker_color=PALETTE[4], customdata=list(zip(edges, [e + width for e in edges],
                                                      jobs.values, strict=True)),
