@@ -215,3 +215,21 @@ def test_attributed_plus_unattributed_is_the_gpus_energy(gpu_wh, spans):
         attributed = float(jobs["gpu_kwh"].sum()) if len(jobs) else 0.0
         assert attributed + _unallocated(gpu_wh, res) == pytest.approx(total, rel=1e-9), res
         assert attributed <= total * (1 + 1e-9), res
+
+
+def test_the_weekly_reports_allocated_gpu_hours_count_a_shared_gpu_hour_once(wh):
+    # the report's "GPU-hours allocated to jobs" (scheduled_gpu_h, of the installed ones):
+    # shards, MPS, MIG and time-slicing put several allocations on one GPU at once, which
+    # summed to more GPU-hours than the GPU has (issue 21 review). GPU 0: A 0:00-1:00 and
+    # B 0:30-1:30 (half each, shards), C 0:10-0:20 (MIG) -> held 0:00-1:30; GPU 1: P alone.
+    from warehouse.queries import weekly
+
+    _held(wh, "A", T, T + H, share=0.5)
+    _held(wh, "B", T + 30 * M, T + 90 * M, share=0.5)
+    _held(wh, "C", T + 10 * M, T + 20 * M, gi=[1])
+    _held(wh, "P", T, T + H, gpu=1, share=0.25)
+    got = weekly.fleet_hours(wh.reader(), **RANGE)["scheduled_gpu_h"]
+    assert got == pytest.approx(1.5 + 1.0)
+    # a range cutting the allocations counts their parts inside it
+    part = weekly.fleet_hours(wh.reader(), start=T + 45 * M, end=T + 2 * H)
+    assert part["scheduled_gpu_h"] == pytest.approx(0.75 + 0.25)

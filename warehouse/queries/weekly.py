@@ -94,11 +94,24 @@ def last_complete_week(now_utc: datetime, tz: str = "UTC") -> str:
 
 # ----------------------------------------------------------------------------- SQL
 
+#: Installed GPUs, and the GPU-hours of [$start, $end) some allocation held: per GPU the
+#: union of its allocations' intervals, so a GPU shared by several jobs at once (shards,
+#: MPS, MIG instances, time-slicing; issue 21) counts each hour once: each interval
+#: (by start) adds what passes the latest end before it.
 _SCHEDULED_SQL = """
+WITH a AS (
+    SELECT node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS s,
+           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
+    FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
+),
+b AS (
+    SELECT s, e, max(e) OVER (PARTITION BY node, gpu_index ORDER BY s, e
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_e
+    FROM a
+)
 SELECT coalesce(nullif((SELECT count(*) FROM gpus), 0), (SELECT sum(gpus) FROM nodes), 0),
-       (SELECT coalesce(sum(epoch(least(coalesce(end_ts, $end), $end))
-                            - epoch(greatest(start_ts, $start))), 0) / 3600
-        FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start)
+       (SELECT coalesce(sum(greatest(0, epoch(e) - epoch(greatest(s, coalesce(before_e, s))))),
+                        0) / 3600 FROM b)
 """
 
 _JOBS_SQL = """
@@ -126,7 +139,8 @@ def _f(v) -> float:
 
 def fleet_hours(cur, *, start: datetime, end: datetime) -> dict:
     """GPU-hours of the week from the 1-hour tier (see module docstring): gpus
-    (installed), scheduled_gpu_h (allocations, with or without telemetry),
+    (installed), scheduled_gpu_h (GPU-hours some allocation held, each once however many
+    jobs shared the GPU; with or without telemetry),
     reporting_gpu_h, allocated_gpu_h and utilised_gpu_h (with telemetry),
     throttled_gpu_h; the last four per hour from ``fleet_hours_1h`` where the analytics
     refresh holds the week (warehouse/fleet_hours.py, issue 17)."""
