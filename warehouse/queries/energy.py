@@ -421,7 +421,7 @@ def failure_carbon(cur, *, start: datetime, end: datetime, opts: Options | None 
     if fails.empty:
         return fails.assign(lost_kwh=[], lost_carbon_kg=[])
     lo = min(pd.Timestamp(fails["start_ts"].min()).to_pydatetime(), start)
-    keys = list(zip(fails["job_id"], fails["run_index"], strict=True))
+    keys = list(zip(fails["job_id"].tolist(), fails["run_index"].tolist(), strict=True))
     runs = run_energy(cur, start=lo, end=end, opts=opts, resolution=resolution, runs=keys)
     df = price_lost(fails, runs)
     return df[["job_id", "run_index", "category", "reason", "gpu_hours_lost", "lost_kwh",
