@@ -131,3 +131,20 @@ def test_newest_sample_survives_raw_retention(wh):
                                                          hour_days=730)).result()
     assert q(wh, "SELECT count(*) FROM gpu_samples") == [(0,)]
     assert meta.latest_sample_ts(wh.reader()) == T0 + timedelta(seconds=45)
+
+
+def test_mig_instance_samples_outlive_the_raw_tier_for_the_recheck(wh):
+    """A MIG job's energy is recomputed from the instances' samples for
+    analytics.recheck_days (2): they are kept retention.mig_days (3), not raw_days."""
+    import pandas as pd
+
+    for age_days in (0.5, 2.5, 3.5):
+        ts = T0 - timedelta(days=age_days)
+        wh.ingest("samples", samples(start=ts, ticks=1, gpus=1)).result()
+        wh.ingest("mig_samples", pd.DataFrame([{"ts": ts, "node": "node000", "gpu_index": 0,
+                                                "gpu_i_id": 1, "gpu_i_profile": "1g.10gb"}])
+                  ).result()
+    wh.rollup().result()
+    wh.apply_retention(T0, Retention(raw_days=1.25, minute_days=90, hour_days=730)).result()
+    assert q(wh, "SELECT count(*) FROM gpu_samples") == [(1,)]
+    assert q(wh, "SELECT count(*) FROM gpu_mig_samples") == [(2,)]

@@ -185,6 +185,7 @@ class Retention:
     """How long each tier is kept, in days."""
 
     raw_days: float = setting_field("retention.raw_days")
+    mig_days: float = setting_field("retention.mig_days")
     minute_days: float = setting_field("retention.minute_days")
     hour_days: float = setting_field("retention.hour_days")
 
@@ -194,7 +195,8 @@ def retention_cutoffs(now: datetime, keep: Retention) -> dict[str, datetime]:
     deletes its rows. The day of a cutoff is left partial in the warehouse."""
     return {
         "gpu_samples": now - timedelta(days=keep.raw_days),
-        "gpu_mig_samples": now - timedelta(days=keep.raw_days),
+        # MIG jobs' energy reads the instances' samples when an hour is recomputed
+        "gpu_mig_samples": now - timedelta(days=keep.mig_days),
         "gpu_samples_1m": now - timedelta(days=keep.minute_days),
         "gpu_samples_1h": now - timedelta(days=keep.hour_days),
         "gpu_energy_1h": now - timedelta(days=keep.hour_days),

@@ -105,6 +105,11 @@ SETTINGS: tuple[Setting, ...] = (
             "backtests and the lake's export of yesterday 6 hours after midnight. Pages "
             "and reports read the rollups (docs/operations.md, Retention).",
             positive, "a positive number of days"),
+    Setting("retention.mig_days", float, 3.0,
+            "Days of per-MIG-instance samples (gpu_mig_samples) kept: a MIG job's part of "
+            "its GPU's energy is computed from them whenever the analytics refresh "
+            "recomputes an hour, so keep them longer than analytics.recheck_days (2).",
+            positive, "a positive number of days"),
     Setting("retention.minute_days", float, 90.0, "Days of 1-minute rollups kept.",
             positive, "a positive number of days"),
     Setting("retention.hour_days", float, 730.0,
