@@ -192,3 +192,24 @@ def test_refresh_takes_the_newest_hours_first_and_keeps_retention():
         assert (lo, hi, n) == (cut, NOW - H, 24)
     finally:
         w.close()
+
+
+def test_a_reader_without_the_tables_computes_live():
+    """A lake's reader or a copy made before migration 16 has no fleet_hours_1h: the
+    figures are computed live, and a table of that name in another attached database is
+    not taken for it."""
+    from warehouse.queries import energy as qe
+
+    w = Warehouse(":memory:")
+    try:
+        seed_dashboard(w)
+        w.write(lambda con: con.execute("DROP TABLE fleet_hours_1h")).result()
+        cur = w.reader()
+        cur.execute("ATTACH ':memory:' AS other")
+        cur.execute("CREATE TABLE other.fleet_hours_1h AS SELECT TIMESTAMP '2026-11-01' AS ts")
+        start, end = NOW - 24 * H, NOW
+        got = weekly.fleet_hours(cur, start=start, end=end)
+        assert {k: got[k] for k in KEYS} == pytest.approx(_former(cur, start, end), rel=1e-12)
+        assert len(qe.run_energy(cur, start=start, end=end, resolution=None)) > 0
+    finally:
+        w.close()

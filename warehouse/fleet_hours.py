@@ -96,8 +96,8 @@ SELECT (SELECT count(*) FROM fleet_hours_1h t
         FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start) AS live_us
 """
 
-_EXISTS_SQL = ("SELECT count(*) FROM duckdb_tables() "
-               "WHERE table_name = 'fleet_hours_1h' AND schema_name = current_schema()")
+_EXISTS_SQL = ("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'fleet_hours_1h' "
+               "AND schema_name = current_schema() AND database_name = current_database()")
 
 
 def _live(cur, start: datetime, end: datetime) -> list[float]:

@@ -124,10 +124,12 @@ def serves(cur, start: datetime, end: datetime, idle_pct: float) -> bool:
     ``idle_pct`` from the inputs the 1-hour tier and the allocations hold now."""
     from warehouse import fleet_hours  # the ledger's checks (fleet_hours imports this)
 
+    if not fleet_hours._table_serves(cur, start, end):  # also: the tables exist here
+        return False
     n = cur.execute("SELECT count(*) FROM fleet_hours_1h WHERE ts >= $start AND ts < $end"
                     " AND energy_idle_pct = $idle_pct",
                     {"start": start, "end": end, "idle_pct": float(idle_pct)}).fetchall()[0][0]
-    return n == int((end - start) / HOUR) and fleet_hours._table_serves(cur, start, end)
+    return n == int((end - start) / HOUR)
 
 
 def substitute(cur, parts: list[Part], idle_pct: float) -> list[Part]:
