@@ -44,6 +44,25 @@ def test_scale_pipeline_runs(tmp_path, capsys):
     assert "measured" in targets and "met" in targets
 
 
+def test_scale_keeps_its_warehouse_and_times_callbacks_on_it(tmp_path, capsys):
+    """--keep FILE: the first run builds and keeps the warehouse; the next times only the
+    callbacks --only names on it, with their CPU time."""
+    from bench import scale
+
+    kept = tmp_path / "kept.duckdb"
+    tiny = ["--racks", "1", "--live-minutes", "1", "--history-days", "0.25",
+            "--minute-hours", "1", "--runs", "1", "--ranges", "24h", "--no-report",
+            "--keep", str(kept), "--only", "overview headline"]
+    assert scale.main(tiny) == 0
+    assert kept.exists()
+    capsys.readouterr()
+    assert scale.main(tiny[:-2] + ["--only", "energy over"]) == 0
+    out = capsys.readouterr().out
+    assert "history:" not in out and "CPU p50" in out
+    assert "over time + PUE" in out and "headline" not in out
+    assert "callbacks over 300 ms (p95):" in out
+
+
 def test_alert_quality_prints_measured_target_met(capsys):
     from bench import alert_quality
 
