@@ -337,11 +337,13 @@ class Service:
         now = self.now()
         result = self.warehouse.write(lambda con: analytics.refresh(con, now, self.config)).result()
         log.info("analytics refreshed in %.1f s: %d failed runs classified, %d hours of "
-                 "energy and %d of usage recomputed%s", result["failures_s"]
-                 + result["energy_s"] + result["usage_s"], result["failures_classified"],
-                 result["energy_hours"], result["usage_hours"],
-                 f" ({result['usage_pending']} hours of usage left for the next refresh)"
-                 if result["usage_pending"] else "")
+                 "energy, %d of usage and %d of fleet hours recomputed%s", result["failures_s"]
+                 + result["energy_s"] + result["usage_s"] + result["fleet_s"],
+                 result["failures_classified"], result["energy_hours"], result["usage_hours"],
+                 result["fleet_hours"],
+                 f" ({result['usage_pending']} hours of usage, {result['fleet_pending']} of "
+                 "fleet hours left for the next refresh)"
+                 if result["usage_pending"] or result["fleet_pending"] else "")
         return result
 
     def retention_once(self) -> None:
