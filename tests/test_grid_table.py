@@ -99,25 +99,39 @@ def test_the_energy_page_names_the_row_or_the_fallback(wh, region, source, g):
     assert fig.intensity_sources(df) == f"{source} 1 h"
 
 
-def test_the_script_makes_the_shipped_rows_from_its_inputs():
+def test_the_script_makes_the_shipped_rows_from_its_inputs(tmp_path):
+    zones_out = tmp_path / "zones.csv"
     out = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "grid_intensity_table.py"),
          "--owid", str(FIXTURES / "owid_carbon_intensity_electricity.csv"),
+         "--owid-release", "the release current in July 2025",
          "--m49", str(FIXTURES / "unsd_m49.csv"),
          "--zones", str(FIXTURES / "co2js_electricity_maps_yearly_2024.json"),
-         "--zones-year", "2024"],
+         "--zones-year", "2024", "--zones-release", "2026-02-04",
+         "--zones-out", str(zones_out)],
         capture_output=True, text=True, check=True).stdout
     made = grid_table.parse(out, "script output")
-    assert made.rejected == []
+    zones = grid_table.parse(zones_out.read_text(), "zones output")
+    assert made.rejected == zones.rejected == []
     # aggregates and national Electricity Maps zones are left out; Taiwan, Kosovo and
     # World named though M49 lacks them; each country's latest year
-    assert sorted(made.rows) == ["AU-NSW", "CA-QC", "DE", "EH", "NA", "TW", "US",
-                                 "US-CAL-CISO", "US-HI", "WORLD", "XK"]
+    assert sorted(made.rows) == ["DE", "EH", "NA", "TW", "US", "WORLD", "XK"]
+    assert sorted(zones.rows) == ["AU-NSW", "CA-QC", "US-CAL-CISO", "US-HI"]
     assert (made.rows["DE"].year, made.rows["NA"].year, made.rows["EH"].year) == (
         2024, 2023, 2009)
+    # one licence per file, and each file's header names the release it came from
+    assert {r.licence for r in made.rows.values()} == {"CC-BY-4.0"}
+    assert {r.licence for r in zones.rows.values()} == {"ODbL-1.0"}
+    assert "(the release current in July 2025;" in out
+    assert "yearly_2024.json (2026-02-04)" in zones_out.read_text()
     shipped = grid_table.shipped_table().rows
+    made.rows.update(zones.rows)
     assert {k: shipped[k] for k in made.rows} == made.rows
-    assert out.splitlines()[0].startswith("# Default grid carbon intensity")
+    # the shipped files are the script's output: the same headers
+    for name, text in zip(grid_table.FILES, (out, zones_out.read_text()), strict=True):
+        shipped_text = (ROOT / "warehouse" / "data" / name).read_text()
+        header = [ln for ln in text.splitlines() if ln.startswith("#")]
+        assert [ln for ln in shipped_text.splitlines() if ln.startswith("#")] == header
 
 
 # --------------------------------------------------------------- the table as input
@@ -144,7 +158,7 @@ def test_bad_rows_cost_themselves_only():
     assert t.rows["DE"] == grid_table.Row("DE", 300.0, 2025, "mine", "")
     assert t.rows["US-CAL-CISO"].label == "table:US-CAL-CISO 2024"
     assert len(t.rejected) == 8
-    assert t.rejected[0].startswith("line 3: g_co2_per_kwh is not a number: 'FR,abc")
+    assert t.rejected[0].startswith("test.csv line 3: g_co2_per_kwh is not a number: 'FR,abc")
     assert any("Germany" in r for r in t.rejected)
 
 
@@ -168,7 +182,8 @@ def test_any_lines_cost_only_themselves(lines):
     # a row accepted stays whatever lines follow (a good one for its region replaces it);
     # what is kept obeys the rules; each refused line is named by its number
     junk = [ln.replace("\r", " ").replace("\n", " ") for ln in lines]
-    t = grid_table.parse("region,g_co2_per_kwh,year\nFR,44.2,2024\n" + "\n".join(junk))
+    t = grid_table.parse("region,g_co2_per_kwh,year\nFR,44.2,2024\n" + "\n".join(junk),
+                         "t.csv")
     assert "FR" in t.rows
     for row in t.rows.values():
         assert math.isfinite(row.g_co2_per_kwh)
@@ -176,4 +191,4 @@ def test_any_lines_cost_only_themselves(lines):
         assert 1990 <= row.year <= 2100
     data = [n for n, ln in enumerate(junk, 3) if ln.strip() and not ln.lstrip().startswith("#")]
     assert len(t.rejected) <= len(data)
-    assert all(any(r.startswith(f"line {n}: ") for n in data) for r in t.rejected)
+    assert all(any(r.startswith(f"t.csv line {n}: ") for n in data) for r in t.rejected)

@@ -12,9 +12,9 @@ which):
    first of :data:`SOURCE_ORDER` applies. Otherwise the last reading before the bucket
    stands (the first of SOURCE_ORDER among readings at that time), if it is at most
    ``max_age`` old;
-2. the region's row of the static annual table
-   ``warehouse/data/grid_intensity_defaults.csv`` (countries: Ember via Our World in
-   Data; sub-national zones: Electricity Maps; cited in the file), else its parent
+2. the region's row of the static annual table, ``warehouse/data/grid_intensity_*.csv``
+   (``defaults``: countries, Ember via Our World in Data; ``zones``: sub-national
+   zones, Electricity Maps; cited in the files), else its parent
    zone's row (``US-CAL-XYZ`` -> ``US``; warehouse/grid_table.py), source
    ``table:<REGION> <year>`` naming the row that applied;
 3. the configured fallback (default 481 g/kWh, the 2023 world average, Ember), source

@@ -1,5 +1,8 @@
-"""The static annual grid-intensity table, ``warehouse/data/grid_intensity_defaults.csv``
-(issue 21): the figure carbon accounting falls back on where no reading covers a time.
+"""The static annual grid-intensity table (issue 21): the figure carbon accounting falls
+back on where no reading covers a time. It ships as two files of ``warehouse/data/``, one
+licence each: ``grid_intensity_defaults.csv`` (countries and WORLD; Ember via Our World in
+Data, CC BY 4.0) and ``grid_intensity_zones.csv`` (sub-national Electricity Maps zones,
+ODbL 1.0); :func:`shipped_table` reads both as one table, the zones after the countries.
 
 The file is CSV with ``#`` comment lines and the columns ``region, g_co2_per_kwh, year``
 and, optionally, ``source, licence``. ``region`` is an ISO 3166-1 alpha-2 code, ``WORLD``
@@ -10,8 +13,8 @@ Where a region has several rows the last one applies, so a row an operator appen
 overrides the shipped one. The table is read as outside input: a row that breaks these
 rules costs that row (listed in :attr:`GridTable.rejected`, with its line number and
 why), never the table; only a header without the three columns refuses the file
-(:class:`GridTableError`). tools/grid_intensity_table.py regenerates the shipped file
-from its sources, named in its header.
+(:class:`GridTableError`). tools/grid_intensity_table.py regenerates the shipped files
+from their sources, named in their headers.
 
 :func:`lookup` finds a region's row, else the row of its parent zone (``US-CAL-XYZ`` ->
 ``US-CAL`` -> ``US``), so a site configured with a sub-national zone the table lacks
@@ -29,7 +32,7 @@ from functools import lru_cache
 
 from warehouse.db import shipped
 
-__all__ = ["MAX_G_PER_KWH", "GridTable", "GridTableError", "Row", "lookup", "parse",
+__all__ = ["FILES", "MAX_G_PER_KWH", "GridTable", "GridTableError", "Row", "lookup", "parse",
            "shipped_table"]
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,8 @@ log = logging.getLogger(__name__)
 #: parsers apply (collector.grid.MAX_G_PER_KWH; lignite is ~1,100 lifecycle).
 MAX_G_PER_KWH = 3000.0
 FILE = "grid_intensity_defaults.csv"
+#: The shipped files, read in this order (a later row of a region overrides).
+FILES = (FILE, "grid_intensity_zones.csv")
 _REGION = re.compile(r"^(?:WORLD|[A-Z]{2}(?:-[A-Z0-9]{1,12}){0,3})$")
 _REQUIRED = ("region", "g_co2_per_kwh", "year")
 _YEARS = (1990, 2100)
@@ -87,8 +92,9 @@ def _row(rec: dict) -> Row:
                (rec.get("licence") or "").strip())
 
 
-def parse(text: str, name: str = FILE) -> GridTable:
-    """The table in ``text`` (``name`` says where it came from, for messages)."""
+def parse(text: str, name: str = FILE, table: GridTable | None = None) -> GridTable:
+    """The table in ``text`` (``name`` says where it came from, for messages), its rows
+    added to ``table`` when one is given (overriding its rows of the same regions)."""
     lines = [(n, ln) for n, ln in enumerate(_LINE_END.split(text), 1)
              if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
@@ -98,7 +104,7 @@ def parse(text: str, name: str = FILE) -> GridTable:
     if any(c not in columns for c in _REQUIRED):
         raise GridTableError(f"{name} line {header_no}: the header {header[:_SHOWN]!r} "
                              f"lacks one of {', '.join(_REQUIRED)}")
-    table = GridTable()
+    table = GridTable() if table is None else table
     for n, line in lines[1:]:
         try:
             cells = next(csv.reader([line]))
@@ -106,7 +112,7 @@ def parse(text: str, name: str = FILE) -> GridTable:
                 raise ValueError(f"{len(cells)} fields, the header has {len(columns)}")
             row = _row(dict(zip(columns, cells, strict=False)))
         except (ValueError, csv.Error) as exc:
-            table.rejected.append(f"line {n}: {exc}: {line[:_SHOWN]!r}")
+            table.rejected.append(f"{name} line {n}: {exc}: {line[:_SHOWN]!r}")
             continue
         table.rows[row.region] = row
     return table
@@ -114,10 +120,13 @@ def parse(text: str, name: str = FILE) -> GridTable:
 
 @lru_cache(maxsize=1)
 def shipped_table() -> GridTable:
-    """The table shipped in the package, read once; its refused rows are logged."""
-    table = parse(shipped(FILE))
+    """The tables shipped in the package (:data:`FILES`) as one, read once; their
+    refused rows are logged."""
+    table = GridTable()
+    for name in FILES:
+        parse(shipped(name), name, table)
     for reason in table.rejected:
-        log.warning("%s: row ignored: %s", FILE, reason)
+        log.warning("grid-intensity table: row ignored: %s", reason)
     return table
 
 

@@ -55,9 +55,9 @@ SETTINGS: tuple[Setting, ...] = (
             "a positive number of seconds"),
     Setting("carbon.region", str, "",
             "Grid region of the site, an ISO 3166 code (e.g. DE) or an Electricity Maps "
-            "zone (e.g. US-CAL-CISO): selects imported intensity series and the row of "
-            "warehouse/data/grid_intensity_defaults.csv (a zone it lacks takes its "
-            "country's)."),
+            "zone (e.g. US-CAL-CISO): selects imported intensity series and the row of the "
+            "shipped annual table, warehouse/data/grid_intensity_{defaults,zones}.csv (a "
+            "zone it lacks takes its country's)."),
     Setting("carbon.fallback_g_per_kwh", float, 481.0,
             "Carbon intensity (gCO2e/kWh) when no series and no regional default applies "
             "(world average 2023, Ember).", _nonneg, "a number, 0 or more"),
