@@ -7,7 +7,7 @@ without copying its text: line ends, the first ``{`` and the last ``}`` of each 
 and the two spaces after it are found by numpy over fixed-width windows of the bytes,
 names, label sets, values and timestamps become Arrow ``string_view`` arrays pointing
 into the answer's buffer, and Arrow's casts read the numbers, as promtext's do. At
-100,000 GPUs one pull is 16 answers, 1.6 million lines, 412 MB (issue 17).
+100,000 GPUs one pull is 15 answers with samples, 1.5 million lines, 412 MB (issue 17).
 
 Label sets are deduplicated once over all the answers of a pull (:func:`assemble`):
 each GPU's label set recurs in every field's answer, so the label grammar
@@ -51,7 +51,7 @@ class _Lines:
 
 @dataclass(frozen=True)
 class Answer:
-    """One selector's answer: its text (UTF-8 bytes) and either its fast reading or,
+    """One selector's answer: its body's bytes and either its fast reading or,
     where it has a line of another shape, promtext's table and bad-line counts."""
 
     selector: str
@@ -71,6 +71,7 @@ def _utf8(body: str | bytes) -> bytes:
 
 
 def _slow(selector: str, data: bytes) -> Answer:
+    """The answer read by promtext, as the pull read every answer before issue 17."""
     counts: Counter = Counter()
     table, _ = parse_texts_lenient({selector: data.decode("utf-8", "replace")},
                                    counts=counts)
