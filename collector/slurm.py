@@ -82,14 +82,13 @@ from collector.slurm_gres import (
     gpu_count,
     gpus_from_tres_list,
     node_holdings,
-    parse_gres_detail,
     requested_gpus,
 )
 from warehouse.clock import naive_utc
 from warehouse.schema import SCHEMAS
 
 __all__ = ["SchedulerBatch", "SlurmParseError", "infer_job_type", "job_ids", "job_type_comment",
-           "load_jobs", "parse_gres_detail", "parse_sacct", "parse_squeue"]
+           "load_jobs", "parse_sacct", "parse_squeue"]
 
 log = logging.getLogger(__name__)
 _MAX_JOB_ID = 2**63 - 1

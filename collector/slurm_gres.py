@@ -44,10 +44,9 @@ from collector.bounds import MAX_GPUS_PER_JOB, MAX_GPUS_PER_NODE
 from collector.slurm_fields import SlurmParseError, number
 
 __all__ = ["Device", "Holding", "device_order", "gpu_count", "gpus_from_tres_list",
-           "node_holdings", "parse_gres_detail", "requested_gpus"]
+           "node_holdings", "requested_gpus"]
 
 _TOP_COMMA = re.compile(r",(?![^()]*\))")  # commas outside parentheses
-_DETAIL = re.compile(r"([^:(]+)[^(]*\((?:IDX:)?([^)]*)\)")
 _DIGITS = re.compile(r"\d{1,12}")
 _COUNT = re.compile(r"[-+]?\d+")
 
@@ -114,22 +113,6 @@ def gpus_from_tres_list(items: Any, what: str) -> int | None:
         else:
             typed, any_typed = typed + n, True
     return untyped if untyped is not None else (typed if any_typed else None)
-
-
-def parse_gres_detail(entry: str, what: str = "gres_detail",
-                      max_index: int = MAX_GPUS_PER_NODE) -> list[int]:
-    """GPU indices of one node's gres_detail entry (``gpu:h100:4(IDX:0-3)`` -> 0..3).
-
-    Several GPU types on one node are joined; non-GPU GRES are ignored; an entry without
-    indices (``gpu:1``, ``IDX:N/A``) gives none. An index at or above ``max_index`` (the
-    node's GPUs) or a malformed range raises SlurmParseError (reason ``gres_detail``).
-    """
-    out: set[int] = set()
-    for item in _TOP_COMMA.split(entry):
-        m = _DETAIL.match(item.strip())
-        if m and m.group(1).removeprefix("gres/") == "gpu":
-            out.update(_ranges(m.group(2), what, entry, max_index, "GPUs"))
-    return sorted(out)
 
 
 def requested_gpus(rec: dict, node_count: int | None, what: str) -> int | None:

@@ -10,7 +10,7 @@ import pytest
 
 from collector.slurm import parse_sacct, parse_squeue
 from collector.slurm_fields import Drops, SlurmParseError
-from collector.slurm_gres import gpu_count, gpus_from_tres_list, parse_gres_detail
+from collector.slurm_gres import gpu_count, gpus_from_tres_list, node_holdings
 from collector.slurm_source import SlurmSource
 from tests.support.runs import rows, run_refresh
 from warehouse import Warehouse
@@ -82,14 +82,15 @@ def test_sacct_tres_list_refuses_negative_counts():
     ],
 )
 def test_gres_detail(entry, expected):
-    assert parse_gres_detail(entry) == expected
+    # the GPUs held whole (a shared GRES holds a GPU without a GPU device)
+    assert [h.gpu_index for h in node_holdings(entry) if h.devices] == expected
 
 
 def test_gres_detail_never_expands_past_the_node():
     with pytest.raises(SlurmParseError, match="beyond the node's 8 GPUs"):
-        parse_gres_detail("gpu:4(IDX:0-1000000000)", max_index=8)
+        node_holdings("gpu:4(IDX:0-1000000000)", max_index=8)
     with pytest.raises(SlurmParseError, match="beyond"):
-        parse_gres_detail("gpu:1(IDX:999999999999)")
+        node_holdings("gpu:1(IDX:999999999999)")
 
 
 def test_per_task_and_per_socket_requests_of_pending_jobs():
