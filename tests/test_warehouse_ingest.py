@@ -120,3 +120,26 @@ def test_reads_do_not_hold_back_checkpoints(tmp_path):
         assert wh.reader().execute("SELECT * FROM gpu_samples").fetchone() is not None
         wh.ingest("samples", samples(start=T0 + timedelta(minutes=5), ticks=4)).result()
         wh.checkpoint().result()  # raises TransactionException if a read were still open
+
+
+def test_upsert_redelivered_rows_change_nothing_and_changes_still_land(wh):
+    """An unchanged re-delivery is skipped by the upsert's WHERE (issue 17); a changed
+    value, a LIST column included, still lands, and a NULL still keeps the stored value."""
+    def allocs(end, ids, share):
+        return pa.table({"job_id": ["9", "9"], "run_index": [0, 0], "node": ["n1", "n1"],
+                         "gpu_index": pa.array([0, 1], pa.int16()), "start_ts": [T0, T0],
+                         "end_ts": pa.array([end, end], pa.timestamp("us")),
+                         "share": pa.array([share, None], pa.float64()),
+                         "gpu_i_ids": pa.array([ids, None], pa.list_(pa.int32()))})
+
+    def stored():
+        return wh.reader().execute("SELECT gpu_index, end_ts, share, gpu_i_ids "
+                                   "FROM allocations ORDER BY gpu_index").fetchall()
+
+    wh.ingest("allocations", allocs(None, [1, 2], 0.5)).result()
+    first = stored()
+    wh.ingest("allocations", allocs(None, [1, 2], 0.5)).result()
+    assert stored() == first
+    end = T0 + timedelta(hours=1)
+    wh.ingest("allocations", allocs(end, [3], None)).result()
+    assert stored() == [(0, end, 0.5, [3]), (1, end, None, None)]
