@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -202,6 +203,24 @@ def _names(data: bytes, buf: np.ndarray, head: np.ndarray, head_at: np.ndarray,
     return name
 
 
+def _dedupe(chunks: list[pa.Array]) -> tuple[pa.Array, list[np.ndarray]]:
+    """The distinct strings of ``chunks`` and each chunk's indices into them.
+
+    The chunks are hashed in two halves at once (Arrow releases the GIL), then the two
+    dictionaries, a GPU's label set in each, are merged: the whole pull's label sets
+    are hashed once, on both cores (issue 17).
+    """
+    halves = [chunks[: len(chunks) // 2], chunks[len(chunks) // 2:]]
+    if not halves[0]:
+        halves = halves[1:]
+    with ThreadPoolExecutor(max_workers=len(halves)) as ex:
+        encoded = list(ex.map(lambda h: pc.dictionary_encode(pa.chunked_array(h)), halves))
+    merged = pc.dictionary_encode(pa.chunked_array([e.chunk(0).dictionary for e in encoded]))
+    indices = [merged.chunk(k).indices.to_numpy()[c.indices.to_numpy()]
+               for k, e in enumerate(encoded) for c in e.chunks]
+    return pc.cast(merged.chunk(0).dictionary, pa.string()), indices
+
+
 def assemble(answers: Sequence[Answer], counts: Counter | None = None) -> pa.Table:
     """The answers' lines as one table of :data:`collector.promtext.SCHEMA`, in answer
     order, with ``target`` the selector: the same rows promtext gives answer by answer.
@@ -215,8 +234,7 @@ def assemble(answers: Sequence[Answer], counts: Counter | None = None) -> pa.Tab
     fast = [i for i, a in enumerate(answers) if a.lines is not None and len(a.lines.value)]
     labels: dict[int, np.ndarray] = {}
     if fast:
-        enc = pc.dictionary_encode(pa.chunked_array([answers[i].lines.labels for i in fast]))
-        uniq = pc.cast(enc.chunk(0).dictionary, pa.string())
+        uniq, indices = _dedupe([answers[i].lines.labels for i in fast])
         valid = pc.match_substring_regex(uniq, _LABELS).to_numpy(zero_copy_only=False)
         # The bytes were not decoded: a set that is not UTF-8 sends its answers to
         # promtext, which reads them as the transport decoded them (U+FFFD).
@@ -227,8 +245,7 @@ def assemble(answers: Sequence[Answer], counts: Counter | None = None) -> pa.Tab
                 raw.decode("utf-8")
             except UnicodeDecodeError:
                 valid[i] = False
-        for i, chunk in zip(fast, enc.chunks, strict=True):
-            idx = chunk.indices.to_numpy()
+        for i, idx in zip(fast, indices, strict=True):
             if valid[idx].all():
                 labels[i] = idx
             else:
