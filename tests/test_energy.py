@@ -63,6 +63,23 @@ def test_late_gpu_beyond_raw_retention_keeps_the_other_gpus_hours(wh):
     assert run_refresh(wh, now=T + 3 * H)["energy_hours"] == 0
 
 
+def test_late_batch_beyond_raw_retention_keeps_each_gpus_other_hours(wh):
+    """GPU 0's two hours are stored and their raw rows gone; one late batch re-delivers
+    GPU 0's first minute with GPU 1's two new hours: GPU 0 keeps both hours' energy
+    (its few raw rows do not stand for its whole hours), and the refresh then rests."""
+    ingest(wh, samples("n0", 0, T, 480, 100))
+    run_refresh(wh, now=T + 3 * H)
+    wh.apply_retention(T + 3 * H, Retention(raw_days=1 / 24, minute_days=90,
+                                            hour_days=730)).result()
+    ingest(wh, samples("n0", 0, T, 4, 100), samples("n0", 1, T, 480, 300))
+    run_refresh(wh, now=T + 3 * H)
+    e = gpu_energy(wh).set_index("gpu_index")
+    assert e.loc[0, "j"] == pytest.approx(100 * STEP * 480)
+    assert e.loc[0, "hours"] == 2
+    assert e.loc[1, "j"] == pytest.approx(300 * STEP * 480)
+    assert run_refresh(wh, now=T + 3 * H)["energy_hours"] == 0
+
+
 def test_power_integral_when_no_counter(wh):
     ingest(wh, samples("n1", 0, T, 240, 500, counter=False))
     run_refresh(wh, now=T + 2 * H)

@@ -148,3 +148,36 @@ def test_mig_instance_samples_outlive_the_raw_tier_for_the_recheck(wh):
     wh.apply_retention(T0, Retention(raw_days=1.25, minute_days=90, hour_days=730)).result()
     assert q(wh, "SELECT count(*) FROM gpu_samples") == [(1,)]
     assert q(wh, "SELECT count(*) FROM gpu_mig_samples") == [(2,)]
+
+
+def test_late_batch_beyond_raw_retention_keeps_each_gpus_other_minutes(wh):
+    """Node 0's ten minutes are rolled up and their raw rows gone; one late batch
+    re-delivers node 0's first minute with node 1's ten new minutes: node 0 keeps its
+    other nine minutes (its raw rows in the 6-hour slice must not cost them)."""
+    old = T0 - timedelta(days=3)
+    wh.ingest("samples", samples(start=old, ticks=40, gpus=1, power_w=100.0)).result()
+    wh.rollup().result()
+    wh.apply_retention(T0, Retention(raw_days=1, minute_days=90, hour_days=730)).result()
+    both = samples(start=old, ticks=40, gpus=1, nodes=2, power_w=100.0)
+    late = both.filter((pc.field("node") == "node001") | (pc.field("ts") < old + MINUTE))
+    wh.ingest("samples", late).result()
+    wh.rollup().result()
+    assert q(wh, "SELECT node, count(*), sum(samples) FROM gpu_samples_1m GROUP BY ALL "
+                 "ORDER BY ALL") == [("node000", 10, 40), ("node001", 10, 40)]
+    assert q(wh, "SELECT node, samples FROM gpu_samples_1h ORDER BY ALL") == [
+        ("node000", 40), ("node001", 40)]
+
+
+def test_partial_redelivery_beyond_raw_retention_keeps_the_complete_minute(wh):
+    """Two of a rolled-up minute's four samples delivered again after retention deleted
+    the raw rows (a backfill re-run from mid-minute): the raw tier no longer finds them
+    stored, and the minute keeps its four samples rather than becoming the two."""
+    old = T0 - timedelta(days=3)
+    wh.ingest("samples", samples(start=old, ticks=4, gpus=1, power_w=100.0)).result()
+    wh.rollup().result()
+    wh.apply_retention(T0, Retention(raw_days=1, minute_days=90, hour_days=730)).result()
+    again = samples(start=old, ticks=4, gpus=1, power_w=100.0).slice(2)
+    wh.ingest("samples", again).result()
+    wh.rollup().result()
+    assert q(wh, "SELECT samples, covered_s FROM gpu_samples_1m") == [(4, 60.0)]
+    assert q(wh, "SELECT samples FROM gpu_samples_1h") == [(4,)]

@@ -6,8 +6,9 @@ readings present, not negative (a negative delta is a counter reset: driver relo
 reboot), the gap between the samples at most ``max_gap_s`` and the implied power below
 ``MAX_PLAUSIBLE_W``. Otherwise the step falls back to ``power_w x interval_s`` (the
 integral of power, as the rollups compute it). Steps are attributed to the hour of the
-later sample. Hours whose raw samples are gone (retention) take the 1-hour rollup's
-power integral (``method = 'rollup'``).
+later sample. Hours whose raw samples are gone (retention), and a GPU's hour of which
+the raw tier holds fewer samples than its 1-hour rollup row counts (a late batch after
+retention), take the 1-hour rollup's energy (``method = 'rollup'``).
 
 Incremental and idempotent: an hour is recomputed when the number of raw samples behind
 it differs from the 1-hour rollup's (new, late or repeated deliveries), so running the
@@ -53,16 +54,22 @@ k AS (
                        AND delta_j <= gap_s * $max_w, false) AS ok
     FROM d
 )
-SELECT ts, node, gpu_index, sum(CASE WHEN ok THEN delta_j ELSE power_j END),
-       count(*), sum(ok::INTEGER),
-       CASE WHEN bool_and(ok) THEN 'counter' WHEN bool_or(ok) THEN 'mixed' ELSE 'power' END
-FROM k GROUP BY ts, node, gpu_index
+SELECT a.* FROM (
+    SELECT ts, node, gpu_index, sum(CASE WHEN ok THEN delta_j ELSE power_j END),
+           count(*) AS n, sum(ok::INTEGER),
+           CASE WHEN bool_and(ok) THEN 'counter' WHEN bool_or(ok) THEN 'mixed'
+                ELSE 'power' END
+    FROM k GROUP BY ts, node, gpu_index) a
+JOIN gpu_samples_1h h ON h.ts = a.ts AND h.node = a.node AND h.gpu_index = a.gpu_index
+WHERE a.n >= h.samples
 """
 
 _FROM_ROLLUP_SQL = """
 INSERT INTO gpu_energy_1h
 SELECT ts, node, gpu_index, energy_j, samples, 0, 'rollup'
-FROM gpu_samples_1h WHERE ts >= $lo AND ts < $hi
+FROM gpu_samples_1h h WHERE ts >= $lo AND ts < $hi AND NOT EXISTS (
+    SELECT 1 FROM gpu_energy_1h e WHERE e.ts >= $lo AND e.ts < $hi AND e.ts = h.ts
+      AND e.node = h.node AND e.gpu_index = h.gpu_index)
 """
 
 
@@ -90,13 +97,25 @@ def refresh_energy(con, now: datetime, *, max_gap_s: float) -> int:
     return len(stale)
 
 
-#: From raw samples, only the GPUs with raw rows in the hours are recomputed: one whose
-#: raw rows retention deleted keeps its hours (a late batch older than
-#: ``retention.raw_days`` would otherwise leave only its own GPUs in the hour).
+#: From raw samples, a GPU's hour is recomputed only where the raw tier holds all its
+#: samples (at least as many as its 1-hour rollup row counts; ``_FROM_RAW_SQL`` joins
+#: the same way): a row that still agrees with the rollup and whose raw rows retention
+#: deleted stays, and one that disagrees takes the rollup's energy (``_FROM_ROLLUP_SQL``
+#: fills what is missing). A late batch older than ``retention.raw_days`` (or a
+#: re-delivery of part of an hour) thus never reduces a GPU's hour to the few raw rows
+#: it brought (issue 17).
 _DELETE_RAW_GPUS_SQL = """
-DELETE FROM gpu_energy_1h e WHERE ts >= $lo AND ts < $hi AND EXISTS (
-    SELECT 1 FROM gpu_samples s WHERE s.ts >= $lo AND s.ts < $hi
-      AND s.node = e.node AND s.gpu_index = e.gpu_index)
+DELETE FROM gpu_energy_1h e WHERE ts >= $lo AND ts < $hi AND (
+    e.samples IS DISTINCT FROM (
+        SELECT h.samples FROM gpu_samples_1h h
+        WHERE h.ts = e.ts AND h.node = e.node AND h.gpu_index = e.gpu_index)
+    OR EXISTS (
+        SELECT 1 FROM gpu_samples_1h h JOIN (
+            SELECT date_trunc('hour', ts) AS ts, node, gpu_index, count(*) AS n
+            FROM gpu_samples WHERE ts >= $lo AND ts < $hi GROUP BY ALL) r
+          ON r.ts = h.ts AND r.node = h.node AND r.gpu_index = h.gpu_index
+        WHERE h.ts = e.ts AND h.node = e.node AND h.gpu_index = e.gpu_index
+          AND r.n >= h.samples))
 """
 
 
@@ -109,5 +128,4 @@ def _recompute(con, lo: datetime, hi: datetime, raw: bool, max_gap_s: float) -> 
             con.execute(_FROM_RAW_SQL, {"lo": lo, "hi": hi, "max_gap_s": float(max_gap_s),
                                         "max_gap": timedelta(seconds=max_gap_s),
                                         "max_w": MAX_PLAUSIBLE_W})
-        else:
-            con.execute(_FROM_ROLLUP_SQL, {"lo": lo, "hi": hi})
+        con.execute(_FROM_ROLLUP_SQL, {"lo": lo, "hi": hi})

@@ -1,8 +1,9 @@
 """Incremental rollups of raw samples into 1-minute and 1-hour tables, and retention.
 
 Each samples batch leaves its time range in ``rollup_pending``. ``rollup`` recomputes
-exactly the 1-minute buckets those ranges touch (from raw rows, of the GPUs that have
-raw rows there: retention may have deleted the others') and then the 1-hour
+exactly the 1-minute buckets those ranges touch (from raw rows, each GPU's minute that
+has at least as many raw rows as its stored row: retention may have deleted the
+others', see ``_MINUTE_DELETE_SQL``) and then the 1-hour
 buckets (from 1-minute rows), so late or repeated deliveries give the same result as
 on-time ones. Averages in the hour tier are weighted by sample counts.
 
@@ -59,6 +60,7 @@ k AS (
     FROM (SELECT *, (epoch_us(ts) - epoch_us(prev_ts)) / 1e6 AS gap_s FROM s)
     WHERE ts >= $1
 )
+SELECT * FROM (
 SELECT date_trunc('minute', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        count(*), sum(coalesce(interval_s, 0)),
        avg(util_pct), max(util_pct), avg(sm_active_pct),
@@ -71,7 +73,10 @@ SELECT date_trunc('minute', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        sum(CASE WHEN throttle_power THEN coalesce(interval_s, 0) ELSE 0 END),
        avg(tensor_active_pct), avg(dram_active_pct)
 FROM k
-GROUP BY ALL
+GROUP BY ALL) a
+WHERE NOT EXISTS (  -- the minutes _MINUTE_DELETE_SQL kept
+    SELECT 1 FROM gpu_samples_1m m WHERE m.ts >= $1 AND m.ts < $2 AND m.ts = a.ts
+      AND m.node = a.node AND m.gpu_index = a.gpu_index)
 ORDER BY 1, 2, 3
 """, gap=float(COUNTER_GAP_S), max_w=MAX_PLAUSIBLE_W, real_max=REAL_MAX)
 
@@ -133,14 +138,19 @@ _NULL_ENERGY_SQL = ("SELECT count(*) FROM gpu_samples_1m "
                     "WHERE ts >= $1 AND ts < $2 AND energy_j IS NULL")
 
 
-#: The minute buckets of ``[$1, $2)`` of the GPUs with raw rows there: those the minute
-#: rollup recomputes. A GPU whose raw rows retention already deleted keeps its minute
-#: rows, so a late batch older than ``retention.raw_days`` (a node's buffered samples
-#: after an outage) adds its own GPUs' minutes without erasing the others'.
+#: The minute rows of ``[$1, $2)`` the minute rollup recomputes: each GPU's minute with
+#: at least as many raw rows as the row counts (``_MINUTE_SQL`` then skips the minutes
+#: kept). Within the raw tier that is every minute with raw rows; beyond it (retention
+#: deleted them) a late batch older than ``retention.raw_days`` adds its own minutes and
+#: keeps every other GPU's, and every other minute of its own GPUs, and a partial
+#: re-delivery of a rolled-up minute (which the raw tier can no longer recognise as
+#: stored) leaves the complete minute as it was.
 _MINUTE_DELETE_SQL = """
-DELETE FROM gpu_samples_1m m WHERE ts >= $1 AND ts < $2 AND EXISTS (
-    SELECT 1 FROM gpu_samples s WHERE s.ts >= $1 AND s.ts < $2
-      AND s.node = m.node AND s.gpu_index = m.gpu_index)
+DELETE FROM gpu_samples_1m m USING (
+    SELECT date_trunc('minute', ts) AS ts, node, gpu_index, count(*) AS n
+    FROM gpu_samples WHERE ts >= $1 AND ts < $2 GROUP BY ALL) r
+WHERE m.ts >= $1 AND m.ts < $2 AND m.ts = r.ts AND m.node = r.node
+  AND m.gpu_index = r.gpu_index AND m.samples <= r.n
 """
 _HOUR_DELETE_SQL = "DELETE FROM gpu_samples_1h WHERE ts >= $1 AND ts < $2"
 
