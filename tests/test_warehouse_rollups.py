@@ -181,3 +181,19 @@ def test_partial_redelivery_beyond_raw_retention_keeps_the_complete_minute(wh):
     wh.rollup().result()
     assert q(wh, "SELECT samples, covered_s FROM gpu_samples_1m") == [(4, 60.0)]
     assert q(wh, "SELECT samples FROM gpu_samples_1h") == [(4,)]
+
+
+def test_late_batch_beyond_minute_retention_keeps_the_other_gpus_hour(wh):
+    """Node 0's hour is older than minute_days (its minute rows are gone); node 1's
+    samples of that hour arrive late (a backfill): node 0's hour row stays."""
+    old = T0 - timedelta(days=120)
+    wh.ingest("samples", samples(start=old, ticks=8, gpus=1, power_w=100.0)).result()
+    wh.rollup().result()
+    wh.apply_retention(T0, Retention(raw_days=1, minute_days=90, hour_days=730)).result()
+    assert q(wh, "SELECT count(*) FROM gpu_samples_1m") == [(0,)]
+    late = samples(start=old, ticks=8, gpus=1, nodes=2, power_w=300.0).filter(
+        pc.field("node") == "node001")
+    wh.ingest("samples", late).result()
+    wh.rollup().result()
+    assert q(wh, "SELECT node, samples, power_w_avg FROM gpu_samples_1h ORDER BY ALL") == [
+        ("node000", 8, 100.0), ("node001", 8, 300.0)]

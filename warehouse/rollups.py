@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 import duckdb
 
 from gpulens.settings import default, setting_field
+from warehouse import meta
 from warehouse.db import fill, transaction
 from warehouse.writer import yield_to_urgent
 
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 SLICE = timedelta(hours=6)  # one transaction recomputes at most this much raw time
+
+#: ``meta`` key: the latest time before which retention deleted minute rows (ISO, naive
+#: UTC); hours before it may hold fewer minutes than their hour rows count
+MINUTE_CUTOFF_KEY = "retention.minute_cutoff"
 
 MAX_PLAUSIBLE_W = 3000.0  # a counter delta implying more than this per GPU is garbage
 #: Largest magnitude stored in a REAL column (FLOAT's 3.4028235e38, rounded down).
@@ -88,6 +93,7 @@ def _wavg(col: str) -> str:
 
 _HOUR_SQL = fill("""
 INSERT INTO gpu_samples_1h
+SELECT * FROM (
 SELECT date_trunc('hour', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        sum(samples), sum(covered_s),
        {util}, max(util_pct_max), {sm_active},
@@ -98,7 +104,10 @@ SELECT date_trunc('hour', ts) AS ts, node, gpu_index, any_value(gpu_uuid),
        {temp}, min(temp_c_min), max(temp_c_max), max(mem_temp_c_max),
        {sm_clock}, sum(throttle_thermal_s), sum(throttle_power_s), {tensor}, {dram}
 FROM gpu_samples_1m WHERE ts >= $1 AND ts < $2
-GROUP BY ALL
+GROUP BY ALL) a
+WHERE NOT EXISTS (  -- the hours _HOUR_DELETE_SQL kept
+    SELECT 1 FROM gpu_samples_1h h WHERE h.ts >= $1 AND h.ts < $2 AND h.ts = a.ts
+      AND h.node = a.node AND h.gpu_index = a.gpu_index)
 ORDER BY 1, 2, 3
 """, real_max=REAL_MAX, util=_wavg("util_pct_avg"), sm_active=_wavg("sm_active_pct_avg"),
     mem_used=_wavg("mem_used_mib_avg"), power=_wavg("power_w_avg"), temp=_wavg("temp_c_avg"),
@@ -152,7 +161,20 @@ DELETE FROM gpu_samples_1m m USING (
 WHERE m.ts >= $1 AND m.ts < $2 AND m.ts = r.ts AND m.node = r.node
   AND m.gpu_index = r.gpu_index AND m.samples <= r.n
 """
+#: The same rule one tier up, for the hours before the minute tier's retention cutoff
+#: (:data:`MINUTE_CUTOFF_KEY`): there a GPU's hour is recomputed only where the minute
+#: tier holds at least as many of its samples as the hour row counts, so a backfill older
+#: than ``retention.minute_days`` keeps the other GPUs' hours (``_HOUR_SQL`` skips those
+#: kept). Later hours, whose minutes are all there, are simply recomputed (the guard
+#: cost the live rollup ~13 % more CPU).
 _HOUR_DELETE_SQL = "DELETE FROM gpu_samples_1h WHERE ts >= $1 AND ts < $2"
+_HOUR_DELETE_GUARDED_SQL = """
+DELETE FROM gpu_samples_1h h USING (
+    SELECT date_trunc('hour', ts) AS ts, node, gpu_index, sum(samples) AS n
+    FROM gpu_samples_1m WHERE ts >= $1 AND ts < $2 GROUP BY ALL) r
+WHERE h.ts >= $1 AND h.ts < $2 AND h.ts = r.ts AND h.node = r.node
+  AND h.gpu_index = r.gpu_index AND h.samples <= r.n
+"""
 
 
 def _recompute(con, delete_sql: str, insert_sql: str, lo: datetime, hi: datetime) -> int:
@@ -178,9 +200,13 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
                 unstorable += con.execute(_NULL_ENERGY_SQL, [start, end]).fetchall()[0][0]
             start = end
             yield_to_urgent()  # live collection waits one slice, not the whole rollup
+    cutoff = meta.get(con, MINUTE_CUTOFF_KEY)
+    cutoff = datetime.fromisoformat(cutoff) if cutoff else None
     with transaction(con):
         for lo, hi in merge_ranges([(lo, hi - MINUTE) for lo, hi in minute_spans], HOUR):
-            hour_rows += _recompute(con, _HOUR_DELETE_SQL, _HOUR_SQL, lo, hi)
+            guarded = cutoff is not None and lo < cutoff
+            hour_rows += _recompute(con, _HOUR_DELETE_GUARDED_SQL if guarded
+                                    else _HOUR_DELETE_SQL, _HOUR_SQL, lo, hi)
         con.execute(
             "DELETE FROM rollup_pending WHERE rowid IN (SELECT unnest($1::BIGINT[]))",
             [[r[0] for r in pending]],
@@ -233,4 +259,8 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retenti
             row = con.execute(fill("DELETE FROM {table} WHERE ts < $1", table=table),
                               [cutoff]).fetchone()
             deleted[table] = int(row[0]) if row else 0
+        before = meta.get(con, MINUTE_CUTOFF_KEY)
+        minute_cutoff = cutoffs["gpu_samples_1m"]
+        if before is None or datetime.fromisoformat(before) < minute_cutoff:
+            meta.put(con, MINUTE_CUTOFF_KEY, minute_cutoff.isoformat())
     return deleted
