@@ -37,8 +37,10 @@ MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 SLICE = timedelta(hours=6)  # one transaction recomputes at most this much raw time
 
-#: ``meta`` key: the latest time before which retention deleted minute rows (ISO, naive
-#: UTC); hours before it may hold fewer minutes than their hour rows count
+#: ``meta`` keys: the latest time before which retention deleted raw and minute rows
+#: (ISO, naive UTC); minutes (hours) before it may hold fewer raw rows (minutes) than
+#: their rows count
+RAW_CUTOFF_KEY = "retention.raw_cutoff"
 MINUTE_CUTOFF_KEY = "retention.minute_cutoff"
 
 MAX_PLAUSIBLE_W = 3000.0  # a counter delta implying more than this per GPU is garbage
@@ -147,14 +149,16 @@ _NULL_ENERGY_SQL = ("SELECT count(*) FROM gpu_samples_1m "
                     "WHERE ts >= $1 AND ts < $2 AND energy_j IS NULL")
 
 
-#: The minute rows of ``[$1, $2)`` the minute rollup recomputes: each GPU's minute with
-#: at least as many raw rows as the row counts (``_MINUTE_SQL`` then skips the minutes
-#: kept). Within the raw tier that is every minute with raw rows; beyond it (retention
-#: deleted them) a late batch older than ``retention.raw_days`` adds its own minutes and
+#: The minute rows of ``[$1, $2)`` the minute rollup recomputes: after the raw tier's
+#: retention cutoff (:data:`RAW_CUTOFF_KEY`) all of them; before it (retention deleted
+#: raw rows there) each GPU's minute with at least as many raw rows as the row counts
+#: (``_MINUTE_SQL`` then skips the minutes kept; the guard on every minute cost the live
+#: rollup ~10 % more CPU): a late batch older than ``retention.raw_days`` adds its own minutes and
 #: keeps every other GPU's, and every other minute of its own GPUs, and a partial
 #: re-delivery of a rolled-up minute (which the raw tier can no longer recognise as
 #: stored) leaves the complete minute as it was.
-_MINUTE_DELETE_SQL = """
+_MINUTE_DELETE_SQL = "DELETE FROM gpu_samples_1m WHERE ts >= $1 AND ts < $2"
+_MINUTE_DELETE_GUARDED_SQL = """
 DELETE FROM gpu_samples_1m m USING (
     SELECT date_trunc('minute', ts) AS ts, node, gpu_index, count(*) AS n
     FROM gpu_samples WHERE ts >= $1 AND ts < $2 GROUP BY ALL) r
@@ -183,6 +187,11 @@ def _recompute(con, delete_sql: str, insert_sql: str, lo: datetime, hi: datetime
     return int(row[0]) if row else 0
 
 
+def _cutoff(con, key: str) -> datetime | None:
+    value = meta.get(con, key)
+    return datetime.fromisoformat(value) if value else None
+
+
 def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
     """Recompute the buckets touched by pending sample ranges. Runs on the writer thread."""
     pending = con.execute("SELECT rowid, ts_min, ts_max FROM rollup_pending").fetchall()
@@ -190,18 +199,20 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
         return RollupResult(0, 0, 0)
     minute_spans = merge_ranges([(lo, hi) for _, lo, hi in pending], MINUTE)
     minute_rows = hour_rows = unstorable = 0
+    raw_cutoff = _cutoff(con, RAW_CUTOFF_KEY)
     for lo, hi in minute_spans:
         start = lo
         while start < hi:
             end = min(hi, start + SLICE)
             with transaction(con):
-                minute_rows += _recompute(con, _MINUTE_DELETE_SQL, _MINUTE_SQL, start, end)
+                guarded = raw_cutoff is not None and start < raw_cutoff
+                minute_rows += _recompute(con, _MINUTE_DELETE_GUARDED_SQL if guarded
+                                          else _MINUTE_DELETE_SQL, _MINUTE_SQL, start, end)
                 # a minute's energy is a sum of non-NULL steps: NULL only when unstorable
                 unstorable += con.execute(_NULL_ENERGY_SQL, [start, end]).fetchall()[0][0]
             start = end
             yield_to_urgent()  # live collection waits one slice, not the whole rollup
-    cutoff = meta.get(con, MINUTE_CUTOFF_KEY)
-    cutoff = datetime.fromisoformat(cutoff) if cutoff else None
+    cutoff = _cutoff(con, MINUTE_CUTOFF_KEY)
     with transaction(con):
         for lo, hi in merge_ranges([(lo, hi - MINUTE) for lo, hi in minute_spans], HOUR):
             guarded = cutoff is not None and lo < cutoff
@@ -259,8 +270,9 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retenti
             row = con.execute(fill("DELETE FROM {table} WHERE ts < $1", table=table),
                               [cutoff]).fetchone()
             deleted[table] = int(row[0]) if row else 0
-        before = meta.get(con, MINUTE_CUTOFF_KEY)
-        minute_cutoff = cutoffs["gpu_samples_1m"]
-        if before is None or datetime.fromisoformat(before) < minute_cutoff:
-            meta.put(con, MINUTE_CUTOFF_KEY, minute_cutoff.isoformat())
+        for key, table in ((RAW_CUTOFF_KEY, "gpu_samples"),
+                           (MINUTE_CUTOFF_KEY, "gpu_samples_1m")):
+            before = _cutoff(con, key)
+            if before is None or before < cutoffs[table]:
+                meta.put(con, key, cutoffs[table].isoformat())
     return deleted
