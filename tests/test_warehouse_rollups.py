@@ -197,3 +197,20 @@ def test_late_batch_beyond_minute_retention_keeps_the_other_gpus_hour(wh):
     wh.rollup().result()
     assert q(wh, "SELECT node, samples, power_w_avg FROM gpu_samples_1h ORDER BY ALL") == [
         ("node000", 8, 100.0), ("node001", 8, 300.0)]
+
+
+def test_late_batch_is_guarded_before_retention_records_its_cutoff(wh):
+    """A warehouse whose retention ran before the cutoff was recorded (no meta key): a
+    late batch still keeps the other GPUs' minutes."""
+    old = T0 - timedelta(days=3)
+    wh.ingest("samples", samples(start=old, ticks=4, gpus=1, power_w=100.0)).result()
+    wh.rollup().result()
+    wh.apply_retention(T0, Retention(raw_days=1, minute_days=90, hour_days=730)).result()
+    wh._writer.submit(lambda con: con.execute(
+        "DELETE FROM meta WHERE key LIKE 'retention.%'")).result()
+    late = samples(start=old, ticks=4, gpus=1, nodes=2, power_w=300.0).filter(
+        pc.field("node") == "node001")
+    wh.ingest("samples", late).result()
+    wh.rollup().result()
+    assert q(wh, "SELECT node, samples FROM gpu_samples_1m ORDER BY ALL") == [
+        ("node000", 4), ("node001", 4)]

@@ -39,7 +39,8 @@ SLICE = timedelta(hours=6)  # one transaction recomputes at most this much raw t
 
 #: ``meta`` keys: the latest time before which retention deleted raw and minute rows
 #: (ISO, naive UTC); minutes (hours) before it may hold fewer raw rows (minutes) than
-#: their rows count
+#: their rows count. Without one (a warehouse whose retention has not run since this
+#: was added) every minute and hour is guarded.
 RAW_CUTOFF_KEY = "retention.raw_cutoff"
 MINUTE_CUTOFF_KEY = "retention.minute_cutoff"
 
@@ -205,7 +206,7 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
         while start < hi:
             end = min(hi, start + SLICE)
             with transaction(con):
-                guarded = raw_cutoff is not None and start < raw_cutoff
+                guarded = raw_cutoff is None or start < raw_cutoff
                 minute_rows += _recompute(con, _MINUTE_DELETE_GUARDED_SQL if guarded
                                           else _MINUTE_DELETE_SQL, _MINUTE_SQL, start, end)
                 # a minute's energy is a sum of non-NULL steps: NULL only when unstorable
@@ -215,7 +216,7 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
     cutoff = _cutoff(con, MINUTE_CUTOFF_KEY)
     with transaction(con):
         for lo, hi in merge_ranges([(lo, hi - MINUTE) for lo, hi in minute_spans], HOUR):
-            guarded = cutoff is not None and lo < cutoff
+            guarded = cutoff is None or lo < cutoff
             hour_rows += _recompute(con, _HOUR_DELETE_GUARDED_SQL if guarded
                                     else _HOUR_DELETE_SQL, _HOUR_SQL, lo, hi)
         con.execute(
