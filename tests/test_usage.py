@@ -13,9 +13,11 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 import pytest
 
 from tests.support.dash_seed import NOW, seed_dashboard
+from tests.support.frames import samples
 from warehouse import Retention, Warehouse, analytics, usage
 from warehouse.analytics import Options
 from warehouse.queries import energy as qe
@@ -272,3 +274,25 @@ def test_an_empty_warehouse_works():
         assert list(qu.utilisation_by(cur, by="user", **DAY).columns) == [
             "group", "allocated_gpu_h", "utilised_gpu_h", "util_pct"]
         assert qu.job_utilisation(cur, **DAY).empty
+
+
+def test_minute_reach_ignores_a_backfill_older_than_the_minute_tier():
+    """A backfill older than minute_days leaves minute rows of its own GPUs only (until
+    the next retention): the minute tier still counts as complete only from retention's
+    cutoff, so no hour is recomputed from those few rows (issue 17 review)."""
+    t = datetime(2026, 11, 2)
+    wh = Warehouse(":memory:")
+    try:
+        wh.ingest("samples", samples(start=t + 2 * H, ticks=8, gpus=1)).result()
+        wh.rollup().result()
+        wh.apply_retention(t + H + timedelta(days=90),
+                           Retention(raw_days=100, minute_days=90, hour_days=730)).result()
+        assert usage.minute_reach(wh.reader()) == t + 2 * H
+        late = samples(start=t, ticks=8, gpus=1, nodes=2).filter(
+            pc.field("node") == "node001")
+        wh.ingest("samples", late).result()
+        wh.rollup().result()
+        assert wh.reader().execute("SELECT min(ts) FROM gpu_samples_1m").fetchone()[0] == t
+        assert usage.minute_reach(wh.reader()) == t + H
+    finally:
+        wh.close()

@@ -35,8 +35,9 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from warehouse import meta
 from warehouse.db import fill, transaction
-from warehouse.rollups import merge_ranges
+from warehouse.rollups import MINUTE_CUTOFF_KEY, merge_ranges
 from warehouse.writer import yield_to_urgent
 
 HOUR = timedelta(hours=1)
@@ -262,14 +263,20 @@ def split(start: datetime, end: datetime, *, table: tuple[datetime, datetime] | 
 def minute_reach(cur) -> datetime | None:
     """The hour from which the 1-minute tier is complete: its first row's hour, or the
     next hour when the 1-hour tier reaches further back (retention cut the minute tier
-    inside that hour). None without minute rows. Both minima come from statistics."""
+    inside that hour), and never before the first whole hour after retention's minute
+    cutoff (``rollups.MINUTE_CUTOFF_KEY``): a backfill older than ``minute_days`` holds
+    minute rows of its own GPUs only until the next retention, and hours recomputed
+    from them lost every other GPU's usage. None without minute rows. Both minima come
+    from statistics."""
     first_m, first_h = cur.execute(
         "SELECT (SELECT min(ts) FROM gpu_samples_1m), (SELECT min(ts) FROM gpu_samples_1h)"
     ).fetchall()[0]  # fetched to the end: the writer's connection registers views next
     if first_m is None:
         return None
     hour = floor_hour(first_m)
-    return hour if first_h is None or first_h >= hour else ceil_hour(first_m)
+    reach = hour if first_h is None or first_h >= hour else ceil_hour(first_m)
+    cutoff = meta.get(cur, MINUTE_CUTOFF_KEY)
+    return reach if cutoff is None else max(reach, ceil_hour(datetime.fromisoformat(cutoff)))
 
 
 _LEDGER_SQL = """
