@@ -46,12 +46,16 @@ from warehouse.export import (
     export_parquet,
     open_days,
 )
-from warehouse.rollups import Retention, retention_cutoffs
+from warehouse.rollups import RAW_CUTOFF_KEY, Retention, retention_cutoffs
 
 log = logging.getLogger(__name__)
 
 DAY = timedelta(days=1)
 MAX_LISTED_ERRORS = 20  # failed (table, day)s named in /healthz; the rest are counted
+#: The longest the warehouse keeps raw samples for days the lake has not exported yet
+#: (:meth:`LakeJob.raw_hold`): a lake that keeps failing must not grow the raw tier
+#: without bound. 14 days: ``retention.raw_days``'s former default.
+RAW_HOLD_MAX = timedelta(days=14)
 
 
 class BackfillRunning(RuntimeError):
@@ -143,6 +147,33 @@ class LakeJob:
     @property
     def _done_key(self) -> str:
         return f"lake.done_until.{self.cluster}@{self.dir.resolve()}"
+
+    def raw_hold(self, now: datetime) -> datetime | None:
+        """From when (naive UTC) the warehouse's retention must keep raw samples for
+        this lake: midnight of the first day not yet exported whole (the run's
+        ``done_until``; before the first run, :data:`RAW_HOLD_MAX` back), never more than
+        :data:`RAW_HOLD_MAX` before ``now``. None when the lake does not export
+        ``gpu_samples`` (``lake.tables``). A lake down or failing longer than
+        ``retention.raw_days`` would otherwise find its missing days' raw samples gone."""
+        if self.tables is not None and "gpu_samples" not in self.tables:
+            return None
+        stored = meta.get(self.warehouse.reader(), self._done_key)
+        try:
+            hold = _midnight(date.fromisoformat(stored)) if stored else None
+        except ValueError:
+            hold = None
+        floor = now - RAW_HOLD_MAX
+        return floor if hold is None else max(hold, floor)
+
+    def _kept_from(self, now: datetime) -> dict[str, datetime]:
+        """Per table, from when the warehouse holds its rows whole: the retention's
+        cutoffs, and for raw samples the cutoff retention last applied (recorded in
+        ``meta``; :meth:`raw_hold` may have held them longer than ``raw_days``)."""
+        kept = retention_cutoffs(now, self.warehouse_keep)
+        applied = meta.get(self.warehouse.reader(), RAW_CUTOFF_KEY)
+        if applied:
+            kept["gpu_samples"] = datetime.fromisoformat(applied)
+        return kept
 
     # -- runs -------------------------------------------------------------------------
     def plan(self, today: date, done_until: date | None) -> tuple[date | None, date | None]:
@@ -238,7 +269,7 @@ class LakeJob:
             result = export_parquet(self.warehouse.reader(), out, since=since, until=until,
                                     tables=tables, cluster=self.cluster, extra_days=extra,
                                     on_day=on_day,
-                                    kept_from=retention_cutoffs(now, self.warehouse_keep))
+                                    kept_from=self._kept_from(now))
         except Exception as exc:
             with self._status_lock:
                 self._state = "idle"

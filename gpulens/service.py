@@ -348,8 +348,10 @@ class Service:
 
     def retention_once(self) -> None:
         keep = Retention(**self.config.section("retention"))
+        now = self.now()
         try:
-            self.warehouse.apply_retention(self.now(), keep).result()
+            hold = self.lake.raw_hold(now) if self.lake is not None else None
+            self.warehouse.apply_retention(now, keep, hold).result()
         except Exception:
             log.exception("retention failed")
 

@@ -338,3 +338,30 @@ def test_first_whole_day():
     assert first_whole_day(datetime(2026, 11, 18)) == D18
     assert first_whole_day(datetime(2026, 11, 18, 0, 0, 1)) == D19
     assert first_whole_day(datetime(2026, 11, 18, 23, 59)) == D19
+
+
+def test_raw_samples_wait_for_a_lake_that_is_behind(wh, tmp_path):
+    """The lake last exported on 18 Nov (done_until) and now, two and a half days later,
+    raw samples are kept 1.25 days: retention holds them from the 18th's midnight, so
+    the next run still exports both days whole; the hold is bounded and only for a lake
+    that exports raw samples."""
+    lake = tmp_path / "lake"
+    config = load(None).with_overrides(lake__dir=str(lake))  # retention.raw_days 1.25
+    now = datetime(2026, 11, 20, 12)
+    job = LakeJob(wh, config, now=lambda: now)
+    wh.write(lambda con: meta.put(con, job._done_key, "2026-11-18")).result()
+    hold = job.raw_hold(now)
+    assert hold == datetime(2026, 11, 18)
+    whole = wh.reader().execute("SELECT count(*) FROM gpu_samples WHERE ts < '2026-11-19'"
+                                ).fetchone()[0]
+    wh.apply_retention(now, Retention(**config.section("retention")), hold).result()
+    assert wh.reader().execute("SELECT count(*) FROM gpu_samples WHERE ts < '2026-11-19'"
+                               ).fetchone()[0] == whole > 0
+    result = job.run()
+    assert result.errors == {} and {D18, D19} <= set(result.days["gpu_samples"])
+    assert _lake_rows(lake, "gpu_samples", D18) == whole
+    # bounded: a lake failing for a month holds 14 days at most
+    assert job.raw_hold(datetime(2026, 12, 20)) == datetime(2026, 12, 6)
+    # once exported, the hold moves on; a lake without raw samples holds nothing
+    assert job.raw_hold(now) == datetime(2026, 11, 20)
+    assert _job(wh, lake, now, tables="jobs,nodes").raw_hold(now) is None

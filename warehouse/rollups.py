@@ -254,13 +254,18 @@ def retention_cutoffs(now: datetime, keep: Retention) -> dict[str, datetime]:
     }
 
 
-def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retention) -> dict:
+def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retention,
+                    keep_raw_from: datetime | None = None) -> dict:
     """Delete rows older than each tier's retention; return rows deleted per table.
 
     Raw samples the minute rollup still has to read stay: those of the pending ranges'
     first minute on, and the :data:`COUNTER_GAP_S` before it that the counter deltas look
-    back to (a backfill of days older than ``raw_days`` is rolled up before it goes)."""
+    back to (a backfill of days older than ``raw_days`` is rolled up before it goes).
+    ``keep_raw_from`` (naive UTC) holds raw samples from that time on as well: the lake's
+    days not yet exported (gpulens/lake_job.py)."""
     cutoffs = retention_cutoffs(now, keep)
+    if keep_raw_from is not None:
+        cutoffs["gpu_samples"] = min(cutoffs["gpu_samples"], keep_raw_from)
     pending = con.execute("SELECT min(ts_min) FROM rollup_pending").fetchone()[0]
     if pending is not None:
         needed = _floor(pending, MINUTE) - timedelta(seconds=COUNTER_GAP_S)

@@ -133,9 +133,12 @@ class Warehouse:
         """Roll pending raw samples up into the 1-minute and 1-hour tiers."""
         return self._writer.submit(rollups.rollup)
 
-    def apply_retention(self, now: datetime, keep: rollups.Retention) -> Future:
-        """Delete rows older than each tier's retention."""
-        return self._writer.submit(lambda con: rollups.apply_retention(con, now, keep))
+    def apply_retention(self, now: datetime, keep: rollups.Retention,
+                        keep_raw_from: datetime | None = None) -> Future:
+        """Delete rows older than each tier's retention (raw samples from
+        ``keep_raw_from`` on stay: :func:`warehouse.rollups.apply_retention`)."""
+        return self._writer.submit(
+            lambda con: rollups.apply_retention(con, now, keep, keep_raw_from))
 
     def checkpoint(self) -> Future:
         """Fold the write-ahead log into the database file."""
