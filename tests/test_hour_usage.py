@@ -138,3 +138,35 @@ def test_hours_the_usage_table_holds_get_no_rows():
         assert [p.path for p in usage.plan(w.reader(), NOW - 24 * H, NOW)] == ["table"]
     finally:
         w.close()
+
+
+def test_a_changed_share_is_live_until_the_refresh_recomputes_it():
+    """Review of issue 17: a share learnt after the hour was kept (a shard/MPS job first
+    delivered whole) changes the hour's energy split but not its allocated
+    microseconds; the kept rows served the old split (a run's GPU-hours 40 -> 64)."""
+    w = Warehouse(":memory:")
+    try:
+        seed_dashboard(w)
+        w.write(lambda con: con.execute("DELETE FROM gpu_samples_1m")).result()
+        _refresh(w)
+        window = {"start": NOW - 24 * H, "end": NOW}
+        assert _paths(w, **window) == [hour_usage.PATH]
+        w.write(lambda con: con.execute(
+            "UPDATE allocations SET share = 0.25 WHERE rowid IN (SELECT rowid FROM "
+            "allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start "
+            "ORDER BY rowid LIMIT 20)", window)).result()
+
+        def same():
+            got = qe.run_energy(w.reader(), **window).sort_values(
+                ["job_id", "run_index"], ignore_index=True)
+            want = qe.run_energy(w.reader(), resolution="hour", **window).sort_values(
+                ["job_id", "run_index"], ignore_index=True)
+            pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
+
+        same()
+        assert _paths(w, **window) == ["hour"]
+        _refresh(w)  # within recheck_days: the hours' allocation signatures changed
+        assert _paths(w, **window) == [hour_usage.PATH]
+        same()
+    finally:
+        w.close()

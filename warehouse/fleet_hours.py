@@ -140,27 +140,38 @@ LEFT JOIN fleet_hours_1h t USING (ts) LEFT JOIN sig s USING (ts)
 LEFT JOIN gpu_usage_hours u USING (ts)
 WHERE t.ts IS NULL
    OR u.ts IS NULL AND t.energy_idle_pct IS DISTINCT FROM $idle_pct
+   OR t.alloc_share_us IS NULL  -- kept before migration 18
    OR h.ts >= $lo AND (t.samples IS DISTINCT FROM s.samples
                        OR t.alloc_sig IS DISTINCT FROM s.alloc_sig)
 ORDER BY h.ts
 """, signatures=_SIGNATURES)
 
+#: An allocation's fraction of its GPU (shard/MPS share, as the energy queries clamp it)
+#: in millionths, an integer: microseconds x it summed per hour add up to the range's sum
+#: exactly, so the read check (:func:`warehouse.hour_usage.serves`) compares them.
+SHARE_PPM = "CAST(least(greatest(coalesce(share, 1.0), 0.0), 1.0) * 1000000 AS BIGINT)"
+
 _INSERT_SQL = fill("""
 INSERT INTO fleet_hours_1h
-WITH {signatures}, f AS ({hourly})
+WITH {signatures}, f AS ({hourly}),
+shares AS (SELECT ts, sum((epoch_us(e) - epoch_us(s))::HUGEINT * {share_ppm}) AS share_us
+           FROM sig_clipped GROUP BY ts)
 SELECT sig.ts, coalesce(f.reporting_s, 0), coalesce(f.allocated_s, 0),
        coalesce(f.utilised_s, 0), coalesce(f.throttled_s, 0), sig.samples, sig.alloc_sig,
-       sig.alloc_us, CASE WHEN u.ts IS NULL THEN $idle_pct END, $now
+       sig.alloc_us, CASE WHEN u.ts IS NULL THEN $idle_pct END, $now,
+       coalesce(shares.share_us, 0)
 FROM sig LEFT JOIN f USING (ts) LEFT JOIN gpu_usage_hours u USING (ts)
-""", signatures=_SIGNATURES, hourly=_HOURLY_SQL)
+LEFT JOIN shares USING (ts)
+""", signatures=_SIGNATURES, hourly=_HOURLY_SQL, share_ppm=SHARE_PPM)
 
 
 def due_hours(con, now: datetime, *, recheck_days: float,
               idle_pct: float) -> list[datetime]:
     """The complete hours (``ts + 1h <= now``) from the 1-hour tier's first that have no
-    row, whose energy rows (:mod:`warehouse.hour_usage`, where ``gpu_usage_1h`` does not
-    hold the hour) were computed with another ``idle_pct``, or within ``recheck_days``
-    whose samples or clipped allocations changed."""
+    row (or one kept before migration 18, without ``alloc_share_us``), whose energy rows
+    (:mod:`warehouse.hour_usage`, where ``gpu_usage_1h`` does not hold the hour) were
+    computed with another ``idle_pct``, or within ``recheck_days`` whose samples or
+    clipped allocations changed."""
     first = con.execute("SELECT min(ts) FROM gpu_samples_1h").fetchall()[0][0]
     hi = floor_hour(now)
     if first is None or floor_hour(first) >= hi:
