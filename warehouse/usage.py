@@ -159,16 +159,33 @@ um0 AS (  -- whole GPUs and shares; then MIG allocations in the minutes their GP
      AND m.ts = a.ts
     WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end
 ),
+un AS (  -- the seconds x part held of unshared allocations in the first and last minute
+         -- of each (only those can also hold shared ones), on GPUs with shared ones
+    SELECT ts, node, gpu_index, sum(greatest(0, epoch_us(least(ts + INTERVAL 1 MINUTE, e))
+                                              - epoch_us(greatest(ts, s))) / 1e6 * frac) AS un_w
+    FROM (SELECT *, unnest(list_distinct([date_trunc('minute', s),
+                                          date_trunc('minute', e - INTERVAL 1 MICROSECOND)]))
+                        AS ts
+          FROM ua WHERE NOT shared AND gpu_i_ids IS NULL AND e > s
+            AND (node, gpu_index) IN (SELECT node, gpu_index FROM ua WHERE shared
+                                      UNION SELECT node, gpu_index FROM ua
+                                      WHERE gpu_i_ids IS NOT NULL))
+    GROUP BY ALL
+),
 um AS (
     SELECT ts, node, gpu_index, job_id, run_index, {measures}
     FROM (SELECT ts, node, gpu_index, job_id, run_index, gpu_s * hold AS gpu_s, util, idle,
                  gpu_s * frac * minute_j / 60.0 AS energy_j
           FROM um0 WHERE NOT shared
-          UNION ALL
+          UNION ALL  -- the shared split what unshared allocations left of the minute
           SELECT ts, node, gpu_index, job_id, run_index, gpu_s * hold, util, idle,
-                 gpu_s * frac * minute_j / greatest(60.0, held_w)
+                 CASE WHEN un_w > 0
+                      THEN gpu_s * frac * minute_j / 60.0
+                           * coalesce(least(1.0, greatest(0.0, 60.0 - un_w)
+                                                 / nullif(held_w, 0)), 0.0)
+                      ELSE gpu_s * frac * minute_j / greatest(60.0, held_w) END
           FROM (SELECT *, sum(gpu_s * frac) OVER (PARTITION BY ts, node, gpu_index) AS held_w
-                FROM um0 WHERE shared)
+                FROM um0 LEFT JOIN un USING (ts, node, gpu_index) WHERE shared)
           WHERE {runs})
 )""", nodes=_NODES, runs=_RUNS, measures=_MEASURES, overlap_s=_OVERLAP_S,
                   mig=_MIG_FRACTIONS)
