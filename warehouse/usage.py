@@ -112,7 +112,9 @@ mf AS (
 #: seconds x its fraction of the GPU (``frac``): 1 for a whole GPU; its ``share`` for
 #: Slurm shards and MPS; its MIG instances' fraction of the GPU's activity (``mf``; a
 #: minute without instance samples gives it nothing); and gets energy x weight / max(60 s,
-#: the weights of all allocations on the GPU in the minute). A GPU held by one allocation at a time
+#: the weights of the shared allocations on the GPU in the minute), or where unshared ones
+#: hold part of the minute (``un``: at their first and last minute) its weight's part of
+#: what they left (60 s - their weight). A GPU held by one allocation at a time
 #: gives it energy x overlap x frac / 60 s. A shared GPU (time-slicing, MPS: allocations of
 #: other runs overlapping on the same GPU, issue 21) is split by weight, so the
 #: allocations never sum to more than the GPU's energy (two whole-GPU jobs holding a whole
