@@ -27,16 +27,40 @@ def _refresh(w, idle_pct=IDLE):
         pass
 
 
-@pytest.fixture(scope="module")
-def hour_only():
+def _hour_only() -> Warehouse:
     """tests/support/dash_seed.py's cluster with its 1-minute tier gone (history older
     than the minute tier's retention): energy takes the 1-hour tier's path."""
     w = Warehouse(":memory:")
     seed_dashboard(w)
     w.write(lambda con: con.execute("DELETE FROM gpu_samples_1m")).result()
     _refresh(w)
+    return w
+
+
+@pytest.fixture(scope="module")
+def hour_only():
+    w = _hour_only()
     yield w
     w.close()
+
+
+@pytest.fixture
+def kept():
+    """A warehouse of its own (the test changes it) and the last day's window, which
+    the kept tables serve."""
+    w = _hour_only()
+    window = {"start": NOW - 24 * H, "end": NOW}
+    assert _paths(w, **window) == [hour_usage.PATH]
+    yield w, window
+    w.close()
+
+
+def _same_as_live(w, window) -> None:
+    got = qe.run_energy(w.reader(), **window).sort_values(["job_id", "run_index"],
+                                                          ignore_index=True)
+    want = qe.run_energy(w.reader(), resolution="hour", **window).sort_values(
+        ["job_id", "run_index"], ignore_index=True)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
 
 
 def _paths(w, start, end, idle_pct=IDLE):
@@ -93,28 +117,16 @@ def test_ragged_ranges_another_threshold_and_stale_hours_are_live(hour_only):
     pd.testing.assert_frame_equal(got, want)
 
 
-def test_a_changed_hour_is_live_until_the_refresh_recomputes_it():
-    w = Warehouse(":memory:")
-    try:
-        seed_dashboard(w)
-        w.write(lambda con: con.execute("DELETE FROM gpu_samples_1m")).result()
-        _refresh(w)
-        window = {"start": NOW - 24 * H, "end": NOW}
-        assert _paths(w, **window) == [hour_usage.PATH]
-        w.write(lambda con: con.execute(
-            "UPDATE allocations SET end_ts = end_ts - INTERVAL 20 MINUTE "
-            "WHERE rowid = (SELECT min(rowid) FROM allocations "
-            "WHERE end_ts > $start + INTERVAL 2 HOUR AND end_ts < $end)", window)).result()
-        assert _paths(w, **window) == ["hour"]
-        _refresh(w)  # within recheck_days: the hour's allocations changed
-        assert _paths(w, **window) == [hour_usage.PATH]
-        got = qe.run_energy(w.reader(), **window).sort_values(["job_id", "run_index"],
-                                                              ignore_index=True)
-        want = qe.run_energy(w.reader(), resolution="hour", **window).sort_values(
-            ["job_id", "run_index"], ignore_index=True)
-        pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
-    finally:
-        w.close()
+def test_a_changed_hour_is_live_until_the_refresh_recomputes_it(kept):
+    w, window = kept
+    w.write(lambda con: con.execute(
+        "UPDATE allocations SET end_ts = end_ts - INTERVAL 20 MINUTE "
+        "WHERE rowid = (SELECT min(rowid) FROM allocations "
+        "WHERE end_ts > $start + INTERVAL 2 HOUR AND end_ts < $end)", window)).result()
+    assert _paths(w, **window) == ["hour"]
+    _refresh(w)  # within recheck_days: the hour's allocations changed
+    assert _paths(w, **window) == [hour_usage.PATH]
+    _same_as_live(w, window)
 
 
 def test_hours_the_usage_table_holds_get_no_rows():
@@ -140,33 +152,17 @@ def test_hours_the_usage_table_holds_get_no_rows():
         w.close()
 
 
-def test_a_changed_share_is_live_until_the_refresh_recomputes_it():
+def test_a_changed_share_is_live_until_the_refresh_recomputes_it(kept):
     """Review of issue 17: a share learnt after the hour was kept (a shard/MPS job first
     delivered whole) changes the hour's energy split but not its allocated
     microseconds; the kept rows served the old split (a run's GPU-hours 40 -> 64)."""
-    w = Warehouse(":memory:")
-    try:
-        seed_dashboard(w)
-        w.write(lambda con: con.execute("DELETE FROM gpu_samples_1m")).result()
-        _refresh(w)
-        window = {"start": NOW - 24 * H, "end": NOW}
-        assert _paths(w, **window) == [hour_usage.PATH]
-        w.write(lambda con: con.execute(
-            "UPDATE allocations SET share = 0.25 WHERE rowid IN (SELECT rowid FROM "
-            "allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start "
-            "ORDER BY rowid LIMIT 20)", window)).result()
-
-        def same():
-            got = qe.run_energy(w.reader(), **window).sort_values(
-                ["job_id", "run_index"], ignore_index=True)
-            want = qe.run_energy(w.reader(), resolution="hour", **window).sort_values(
-                ["job_id", "run_index"], ignore_index=True)
-            pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
-
-        same()
-        assert _paths(w, **window) == ["hour"]
-        _refresh(w)  # within recheck_days: the hours' allocation signatures changed
-        assert _paths(w, **window) == [hour_usage.PATH]
-        same()
-    finally:
-        w.close()
+    w, window = kept
+    w.write(lambda con: con.execute(
+        "UPDATE allocations SET share = 0.25 WHERE rowid IN (SELECT rowid FROM "
+        "allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start "
+        "ORDER BY rowid LIMIT 20)", window)).result()
+    _same_as_live(w, window)
+    assert _paths(w, **window) == ["hour"]
+    _refresh(w)  # within recheck_days: the hours' allocation signatures changed
+    assert _paths(w, **window) == [hour_usage.PATH]
+    _same_as_live(w, window)
