@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from warehouse import hour_usage
 from warehouse.db import fill, transaction
 from warehouse.rollups import merge_ranges
-from warehouse.usage import _SIGNATURES, HOUR, bind, ceil_hour, floor_hour
+from warehouse.usage import _SIGNATURES, HOUR, bind, ceil_hour, due_from, floor_hour
 from warehouse.writer import yield_to_urgent
 
 #: Hours one refresh computes at most (the newest first): a first backfill of the 1-hour
@@ -173,14 +173,8 @@ def due_hours(con, now: datetime, *, recheck_days: float,
     computed with another ``idle_pct``, or within ``recheck_days`` whose samples or
     clipped allocations changed."""
     first = con.execute("SELECT min(ts) FROM gpu_samples_1h").fetchall()[0][0]
-    hi = floor_hour(now)
-    if first is None or floor_hour(first) >= hi:
-        return []
-    first = floor_hour(first)
-    lo = min(hi, max(first, floor_hour(now - timedelta(days=recheck_days))))
-    rows = con.execute(_DUE_SQL, {"first": first, "lo": lo, "hi": hi,
-                                  "idle_pct": float(idle_pct)}).fetchall()
-    return [r[0] for r in rows]
+    return due_from(con, _DUE_SQL, first, now, recheck_days=recheck_days,
+                    idle_pct=idle_pct)
 
 
 def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,

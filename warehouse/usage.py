@@ -438,12 +438,23 @@ def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float) -> li
     ``recheck_days`` their samples or clipped allocations (exact, per hour), before that
     their samples or the allocated GPU-seconds of their day (history written or
     imported late: the service writes its history while the refresh runs)."""
-    hi, reach = floor_hour(now), minute_reach(con)
-    if reach is None or reach >= hi:
+    return due_from(con, _DUE_SQL, minute_reach(con), now, recheck_days=recheck_days,
+                    idle_pct=idle_pct)
+
+
+def due_from(con, sql: str, first: datetime | None, now: datetime, *,
+             recheck_days: float, idle_pct: float) -> list[datetime]:
+    """The hours ``sql`` finds due between ``first`` (floored to the hour) and the last
+    complete hour before ``now``, rechecking those within ``recheck_days``: ``sql``
+    takes ``$first``, ``$lo`` (the recheck window's start), ``$hi`` and ``$idle_pct``
+    and returns the hours. Shared by the usage table's and the fleet hours' refresh."""
+    hi = floor_hour(now)
+    if first is None or floor_hour(first) >= hi:
         return []
-    lo = min(hi, max(reach, floor_hour(now - timedelta(days=recheck_days))))
-    rows = con.execute(_DUE_SQL, {"first": reach, "lo": lo, "hi": hi,
-                                  "idle_pct": float(idle_pct)}).fetchall()
+    first = floor_hour(first)
+    lo = min(hi, max(first, floor_hour(now - timedelta(days=recheck_days))))
+    rows = con.execute(sql, {"first": first, "lo": lo, "hi": hi,
+                             "idle_pct": float(idle_pct)}).fetchall()
     return [r[0] for r in rows]
 
 
