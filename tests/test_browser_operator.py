@@ -19,6 +19,7 @@ from tests.support.browser import (
     console_errors,
     graph_figure,
     save_screenshot,
+    shown,
     text_of,
     wait_until,
 )
@@ -122,7 +123,7 @@ def test_node_page_links_its_jobs(site):
 
 def test_a_filter_change_keeps_the_node(site):
     driver = _open(site, "/node?node=n02", ids.NODE_RUNS)
-    driver.find_element("css selector", f"#{ids.FILTER_RANGE}").click()
+    shown(driver, f"#{ids.FILTER_RANGE}").click()
     option = wait_until(lambda: [o for o in driver.find_elements(
         "css selector", "[role=option]") if o.text == "Last 7 days"], what="range options")
     option[0].click()
@@ -179,7 +180,7 @@ def test_iso_week_in_the_url(site):
     driver = _open(site, "/utilization?week=2026-W47", ids.updated("utilization"))
     wait_until(lambda: text_of(driver, ids.updated("utilization")).startswith(
         "Week 2026-W47"), what="the week's label")
-    assert driver.find_element("id", ids.FILTER_WEEK).is_displayed()
+    assert shown(driver, f"#{ids.FILTER_WEEK}").is_displayed()
     thermal = driver.find_element("css selector", ".nav-link[href^='/thermal']")
     assert thermal.get_attribute("href").endswith("/thermal?week=2026-W47")
     _no_errors(driver)

@@ -14,6 +14,7 @@ from tests.support.browser import (
     console_errors,
     graph_figure,
     save_screenshot,
+    shown,
     text_of,
     wait_until,
 )
@@ -77,7 +78,7 @@ def test_page_renders_without_errors(site, path, name, graph, element):
 
 def test_time_range_filter_is_kept_in_the_url(site):
     driver = _open(site, "/utilization", ids.UTIL_OVER_TIME)
-    driver.find_element("css selector", f"#{ids.FILTER_RANGE}").click()
+    shown(driver, f"#{ids.FILTER_RANGE}").click()
     option = wait_until(lambda: [o for o in driver.find_elements(
         "css selector", "[role=option]") if o.text == "Last 7 days"], what="range options")
     option[0].click()

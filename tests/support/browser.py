@@ -121,6 +121,16 @@ def wait_until(predicate, *, timeout_s: float = 15, what: str = "condition"):
     pytest.fail(f"timed out after {timeout_s} s waiting for {what} (last error: {last_exc})")
 
 
+def shown(driver, css: str, *, what: str | None = None):
+    """The element matching ``css`` once it is in the page and displayed.
+
+    Dash loads some components (dropdowns, date pickers, tables) from their own script
+    chunks, so a page whose graph has drawn may not have drawn its dropdowns yet.
+    """
+    return wait_until(lambda: [e for e in driver.find_elements("css selector", css)
+                               if e.is_displayed()], what=what or css)[0]
+
+
 def text_of(driver, element_id: str) -> str:
     """The visible text of the element with ``element_id``."""
     from selenium.webdriver.common.by import By
