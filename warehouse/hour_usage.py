@@ -28,7 +28,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from warehouse.db import fill
-from warehouse.usage import HOUR, Part, floor_hour
+from warehouse.usage import HOUR, WANTED, Part, floor_hour
 
 #: The path :func:`substitute` gives a part the table serves (warehouse/queries/energy.py).
 PATH = "hourtable"
@@ -88,7 +88,7 @@ t AS (SELECT * FROM gpu_usage_from_1h WHERE ts >= $start AND ts < $end)"""
 #: gpu_j), the runs filtered by ``{runs}``; ``{free_j}`` is the energy of a GPU-hour's
 #: unallocated seconds (columns j, data_s, alloc_s and the idle power p.w).
 RUN_SQL = fill("""
-WITH {idle_power},
+WITH {wanted}, {idle_power},
 per_h AS (
     SELECT job_id, run_index, ts, node, gpu_s, energy_j AS gpu_j
     FROM t WHERE kind = 'held' AND {runs}
@@ -96,7 +96,7 @@ per_h AS (
     SELECT job_id, run_index, ts, node, alloc_s * share AS gpu_s,
            (j - {free_j}) * share AS gpu_j
     FROM (SELECT *, hour_j AS j FROM t WHERE kind = 'part_run' AND {runs}), p
-),""", idle_power=_IDLE_POWER)
+),""", wanted=WANTED, idle_power=_IDLE_POWER)
 
 #: The three states' seconds and energy over the table, as the live hour path's ``parts``.
 IDLE_SQL = fill("""

@@ -53,12 +53,21 @@ SCOPE = ("($partition::VARCHAR IS NULL OR n.partition = $partition) "
          "AND ($rack::VARCHAR IS NULL OR n.rack = $rack)")
 _NODES = fill("($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL"
               " OR node IN (SELECT node FROM nodes n WHERE {scope}))", scope=SCOPE)
-#: Only the runs ``$runs`` ('job_id:run_index' texts; NULL: all). The job ids come first
+#: The runs ``$runs`` ('job_id:run_index' texts) as rows, each with its job id (the text
+#: before the last ':'; the run index is digits and '-'), once per statement: each use of
+#: a list parameter in a statement costs its conversion again (~20 ms for the 28,530
+#: failed runs of a day at 24,576 GPUs, issue 17). A statement using :data:`RUNS` starts
+#: its ``WITH`` with it.
+WANTED = """wanted_runs AS MATERIALIZED (
+    SELECT run, rtrim(run, '0123456789-')[:-2] AS job_id
+    FROM (SELECT unnest($runs::VARCHAR[]) AS run)
+)"""
+#: Only the runs ``$runs`` (NULL: all; the CTE :data:`WANTED`). The job ids come first
 #: so that the text of job and run is built only for those jobs' rows (issue 17: built for
 #: every row, it was two thirds of the energy of failures at 24,576 GPUs).
 RUNS = ("($runs::VARCHAR[] IS NULL"
-        " OR {alias}job_id IN (SELECT regexp_extract(unnest($runs), '^(.*):-?[0-9]+$', 1))"
-        " AND {alias}job_id || ':' || {alias}run_index IN (SELECT unnest($runs)))")
+        " OR {alias}job_id IN (SELECT job_id FROM wanted_runs)"
+        " AND {alias}job_id || ':' || {alias}run_index IN (SELECT run FROM wanted_runs))")
 _RUNS = fill(RUNS, alias="")
 
 #: The measures of a usage row from its seconds, joules, utilisation and idle flag.
@@ -126,9 +135,10 @@ mf AS (
 #: over the GPU's instances'), so the parts nobody held are unallocated GPU-seconds too.
 #: Shared allocations are found among all allocations of the scope, so a
 #: query for some runs gives them the same shares as the table.
-_ALLOCATED = fill("""
-ua0 AS (  -- allocations clipped to the range; ``frac``: a share's part of the GPU
-    SELECT job_id, run_index, node, gpu_index, gpu_i_ids,
+_ALLOCATED = fill("""{wanted},
+ua0 AS MATERIALIZED (  -- allocations clipped to the range ([s, e); as held: [start_ts,
+                      -- end_ts)); ``frac``: a share's part of the GPU
+    SELECT job_id, run_index, node, gpu_index, gpu_i_ids, start_ts, end_ts,
            least(greatest(coalesce(share, 1.0), 0.0), 1.0) AS frac,
            greatest(start_ts, $start::TIMESTAMP) AS s,
            least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
@@ -136,11 +146,12 @@ ua0 AS (  -- allocations clipped to the range; ``frac``: a share's part of the G
     WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {nodes}
 ),
 ua AS (  -- shared when another run's allocation overlaps on the GPU
-    SELECT a.*, EXISTS (SELECT 1 FROM allocations b  -- b in the range first (issue 17)
-                        WHERE b.start_ts < $end AND coalesce(b.end_ts, $end) > $start
-                          AND b.node = a.node AND b.gpu_index = a.gpu_index
+    SELECT a.*, EXISTS (SELECT 1 FROM ua0 b  -- an overlap of a is in the range and on a
+                                             -- node of the scope: in ua0 (issue 17)
+                        WHERE b.node = a.node AND b.gpu_index = a.gpu_index
                           AND b.start_ts < a.e AND coalesce(b.end_ts, a.e) > a.s
-                          AND (b.job_id <> a.job_id OR b.run_index <> a.run_index)) AS shared
+                          AND (b.job_id <> a.job_id OR b.run_index <> a.run_index)) AS shared,
+           {runs_a} AS wanted  -- per allocation, not per minute joined (issue 17)
     FROM ua0 a
 ),{mig},
 um0 AS (  -- whole GPUs and shares; then MIG allocations in the minutes their GPU reported
@@ -152,7 +163,7 @@ um0 AS (  -- whole GPUs and shares; then MIG allocations in the minutes their GP
     FROM ua a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
      AND m.ts >= date_trunc('minute', a.s) AND m.ts < a.e
     WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end  -- zone maps
-      AND a.gpu_i_ids IS NULL AND (a.shared OR {runs})
+      AND a.gpu_i_ids IS NULL AND (a.shared OR a.wanted)
     UNION ALL  -- weighed as shared: alone on its GPU it gets the same (its weight <= 60 s)
     SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, TRUE,
            {overlap_s}, coalesce(m.energy_j, 0), a.frac, a.hold,
@@ -189,7 +200,9 @@ um AS (
           FROM (SELECT *, sum(gpu_s * frac) OVER (PARTITION BY ts, node, gpu_index) AS held_w
                 FROM um0 LEFT JOIN un USING (ts, node, gpu_index) WHERE shared)
           WHERE {runs})
-)""", nodes=_NODES, runs=_RUNS, measures=_MEASURES, overlap_s=_OVERLAP_S,
+)""", wanted=WANTED, nodes=_NODES, runs=_RUNS, runs_a=fill(RUNS, alias="a."),
+                  measures=_MEASURES,
+                  overlap_s=_OVERLAP_S,
                   mig=_MIG_FRACTIONS)
 
 #: Per minute of telemetry in [$start, $end): what no allocation held (``uf``).
@@ -211,10 +224,11 @@ uf AS (
 _COLUMNS = "ts, node, job_id, run_index, gpu_s, util_s, energy_j, idle_s, idle_j"
 
 #: A usage source ``u`` (columns of :data:`_COLUMNS`) read from the table.
-TABLE = fill("""u AS (
+TABLE = fill("""{wanted},
+u AS (
     SELECT {columns} FROM gpu_usage_1h
     WHERE ts >= $start AND ts < $end AND {nodes} AND {runs}
-)""", columns=_COLUMNS, nodes=_NODES, runs=_RUNS)
+)""", wanted=WANTED, columns=_COLUMNS, nodes=_NODES, runs=_RUNS)
 
 
 def minutes(*, free: bool) -> str:

@@ -234,7 +234,7 @@ _PER_RUN_H = fill("""per_run_h AS (  -- the node's non-GPU power shared by GPU-s
 ),""", node_gpus=fleet.NODE_GPUS_SQL)
 
 _RUN_HOUR_SQL = fill("""
-WITH {hour_ctes},
+WITH {wanted}, {hour_ctes},
 aw AS (  -- the seconds all allocations held the GPU-hour, beside each allocation
     SELECT ao.*, held.held_s FROM ao JOIN held USING (node, gpu_index, ts)
 ),
@@ -251,7 +251,7 @@ per_h AS (  -- an allocation's share of the GPU-hour's allocated seconds and ene
     FROM x, idle_power p
 ),
 {per_run_h}
-""", hour_ctes=_HOUR_CTES, free_j=_FREE_J, per_run_h=_PER_RUN_H,
+""", wanted=usage.WANTED, hour_ctes=_HOUR_CTES, free_j=_FREE_J, per_run_h=_PER_RUN_H,
     runs=fill(usage.RUNS, alias="aw.")) + run_energy_tail("per_run_h")
 
 #: Each query per part path (warehouse/usage.py:plan): the table's hours, live minutes,

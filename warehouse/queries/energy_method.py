@@ -40,7 +40,7 @@ WHERE g.samples > 0
 GROUP BY ALL
 """
 _SQL = fill(_HELD_SQL, keys="ao.job_id, ao.run_index",
-            ctes=fill(ALLOC_HOUR_CTES, runs=fill(usage.RUNS, alias="")))
+            ctes=usage.WANTED + "," + fill(ALLOC_HOUR_CTES, runs=fill(usage.RUNS, alias="")))
 #: The same summed over all runs per GPU-hour's ``ts`` only: the window's label needs no
 #: per-run rows (issue 17: it was computed per run and GPU-hour, then summed in pandas,
 #: for the Energy page's first callback).

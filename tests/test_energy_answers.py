@@ -1,0 +1,178 @@
+"""Issue 17 (speed) in the energy queries: each rewrite gives the answers of the code it
+replaced, kept here as the reference, on generated allocations (shared GPUs, shares, MIG
+instances, several runs of a job, job ids holding ':' and '-') and the seeded cluster.
+
+- The runs filter (warehouse/usage.py: ``WANTED``, ``RUNS``) unnests the list parameter
+  once per statement; it unnested it twice per use, with a regular expression.
+- The minute path's runs filter is evaluated per allocation (``wanted``), no longer per
+  minute row joined, and the shared allocations are found among the range's allocations
+  (``ua0``), not in the whole table.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import duckdb
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support.runs import M, T, ingest, samples, topology
+from warehouse import Warehouse, carbon, usage
+from warehouse.analytics import Options
+from warehouse.db import fill
+from warehouse.queries import energy as qe
+
+#: The runs filter before (issue 17, first round): the list unnested in each subquery.
+OLD_RUNS = ("($runs::VARCHAR[] IS NULL"
+            " OR {alias}job_id IN (SELECT regexp_extract(unnest($runs), '^(.*):-?[0-9]+$', 1))"
+            " AND {alias}job_id || ':' || {alias}run_index IN (SELECT unnest($runs)))")
+
+
+def _former(sql: str) -> str:
+    """``sql`` (a statement over usage.minutes or usage.TABLE) as it was: the former runs
+    filter, applied to every minute row joined, and the shared allocations looked up in
+    the whole allocations table."""
+    new = fill(usage.RUNS, alias="")
+    out = sql.replace("(a.shared OR a.wanted)", f"(a.shared OR {new})")
+    out = re.sub(r"FROM ua0 b\b.*?WHERE b\.node",
+                 "FROM allocations b WHERE b.start_ts < $end"
+                 " AND coalesce(b.end_ts, $end) > $start AND b.node", out, flags=re.S)
+    assert new in out
+    return out.replace(new, fill(OLD_RUNS, alias=""))
+
+
+_TEXT = st.text(alphabet=st.sampled_from(list("ab7-:é\u0301 _")), max_size=6)
+
+
+@given(keys=st.lists(st.tuples(_TEXT, st.integers(-3, 12)), max_size=8),
+       wanted=st.one_of(st.none(), st.lists(st.tuples(_TEXT, st.integers(-3, 12)),
+                                             max_size=6)),
+       pick=st.lists(st.integers(0, 7), max_size=4))
+def test_the_runs_filter_keeps_the_rows_the_former_kept(keys, wanted, pick):
+    """Any job ids (':' and '-' inside, digits at the end, combining marks) and run
+    indexes: the rows kept are the former filter's."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (job_id VARCHAR, run_index INTEGER)")
+    if keys:
+        con.executemany("INSERT INTO t VALUES (?, ?)", keys)
+    runs = None if wanted is None else [f"{j}:{int(r)}" for j, r in
+                                        wanted + [keys[i] for i in pick if i < len(keys)]]
+    new = fill("WITH {wanted} SELECT * FROM t WHERE {runs} ORDER BY ALL",
+               wanted=usage.WANTED, runs=fill(usage.RUNS, alias="t."))
+    old = fill("SELECT * FROM t WHERE {runs} ORDER BY ALL", runs=fill(OLD_RUNS, alias="t."))
+    assert con.execute(new, {"runs": runs}).fetchall() == \
+        con.execute(old, {"runs": runs}).fetchall()
+
+
+OPTS = Options(node_overhead_w=120.0, pue=1.3, fallback_g_per_kwh=400.0)
+START, END = T + timedelta(seconds=50), T + 100 * M
+
+
+@pytest.fixture(scope="module")
+def gpus_wh():
+    """GPUs n0/0 and n0/1 whose power changes every minute over 2 h; MIG instances on
+    n0/0 for the first 80 minutes."""
+    wh = Warehouse(":memory:")
+    topology(wh, nodes=1, gpus=2)
+    frames = [samples("n0", g, T + k * M, 4, 100 + (37 * k + 91 * g) % 500)
+              for k in range(120) for g in (0, 1)]
+    energy = pd.concat(frames, ignore_index=True).sort_values(["gpu_index", "ts"])
+    energy["energy_j"] = (energy["power_w"] * 15.0).groupby(energy["gpu_index"]).cumsum()
+    ingest(wh, energy)
+    rows = [{"ts": T + k * M + timedelta(seconds=15 * s), "node": "n0", "gpu_index": 0,
+             "gpu_i_id": gi, "gpu_i_profile": prof, "sm_active_pct": (k * 13 + 7 * gi) % 60,
+             "mem_used_mib": 1000.0 * ((k + gi) % 4)}
+            for k in range(80) for s in range(4)
+            for gi, prof in ((1, "3g.40gb"), (2, "2g.20gb"), (3, "1g.10gb"))]
+    wh.ingest("mig_samples", pd.DataFrame(rows)).result()
+    yield wh
+    wh.close()
+
+
+_SECONDS = st.integers(min_value=0, max_value=2 * 3600)
+_HOLDS = st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0),
+                   st.lists(st.sampled_from([1, 2, 3]), min_size=1, max_size=2))
+_ALLOC = st.tuples(st.sampled_from(["1", "1:2", "7-", "é"]), st.integers(0, 1),
+                   st.integers(0, 1), _SECONDS, _SECONDS, _HOLDS)
+
+
+def _minute_runs(cur, source: str, runs) -> pd.DataFrame:
+    """Per-run energy of [START, END) over the minute path's usage source ``source``."""
+    sql = fill(fill(qe._RUN_USAGE_SQL, source=source), ctes=carbon.intensity_ctes().strip())
+    params = {"node_w": OPTS.node_overhead_w, "idle_pct": float(OPTS.idle_util_pct),
+              "runs": runs, "partition": None, "rack": None,
+              **qe._carbon_params(OPTS, timedelta(minutes=1))}
+    df = cur.execute(*usage.bind(sql, start=START, end=END, **params)).df()
+    return df.sort_values(["job_id", "run_index"], ignore_index=True)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(allocs=st.lists(_ALLOC, max_size=6, unique_by=lambda a: a[:3]),
+       pick=st.one_of(st.none(), st.lists(st.integers(0, 5), max_size=3)))
+def test_the_minute_paths_run_energy_is_the_formers(gpus_wh, allocs, pick):
+    """Any allocations on the two GPUs (time-sliced, shares, MIG instances, several runs
+    of a job) and any runs asked for: each run's energy is the former query's."""
+    def reset(con):
+        for table in ("allocations", "job_runs", "jobs"):
+            con.execute(f"DELETE FROM {table}")
+    gpus_wh.write(reset).result()
+    if allocs:
+        df = pd.DataFrame([{
+            "job_id": j, "run_index": r, "node": "n0", "gpu_index": g,
+            "start_ts": T + timedelta(seconds=min(a, b)),
+            "end_ts": T + timedelta(seconds=max(a, b) + 1),
+            "share": h if isinstance(h, float) else None,
+            "gpu_i_ids": sorted(set(h)) if isinstance(h, list) and g == 0 else None}
+            for j, r, g, a, b, h in allocs])
+        gpus_wh.ingest("allocations", df).result()
+    runs = None if pick is None else [f"{allocs[i][0]}:{allocs[i][1]}" for i in pick
+                                      if i < len(allocs)] + ["none:0"]
+    cur = gpus_wh.reader()
+    new = _minute_runs(cur, usage.minutes(free=False), runs)
+    old = _minute_runs(cur, _former(usage.minutes(free=False)), runs)
+    pd.testing.assert_frame_equal(new, old, check_dtype=False, rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def seeded():
+    """tests/support/dash_seed.py's 32-GPU cluster, two days, the usage table complete."""
+    from tests.support.dash_seed import NOW, seed_dashboard
+    from warehouse.analytics import refresh
+
+    w = Warehouse(":memory:")
+    seed_dashboard(w)
+    while w.write(lambda con: refresh(con, NOW, None)).result()["usage_pending"]:
+        pass
+    yield w, NOW
+    w.close()
+
+
+@pytest.mark.parametrize("hours,resolution", [(10.25, None), (10.25, "minute"), (30, None),
+                                              (30, "hour")])
+def test_failure_and_run_energy_on_the_seeded_cluster_are_the_formers(seeded, hours,
+                                                                     resolution,
+                                                                     monkeypatch):
+    """The seeded cluster's failed runs and every run, on the table, minute and hour
+    paths: the figures of the former statements."""
+    wh, now = seeded
+    window = {"start": now - timedelta(hours=hours), "end": now - timedelta(minutes=5),
+              "resolution": resolution}
+    new_fail = qe.failure_carbon(wh.reader(), **window)
+    new_runs = qe.run_energy(wh.reader(), **window)
+    former = {path: (_former(sql) if path in ("table", "minute") else
+                     sql.replace(usage.WANTED + ",", "").replace(
+                         fill(usage.RUNS, alias="aw."), fill(OLD_RUNS, alias="aw.")).replace(
+                         fill(usage.RUNS, alias=""), fill(OLD_RUNS, alias="")))
+              for path, sql in qe._RUN.items()}
+    monkeypatch.setattr(qe, "_RUN", former)
+    old_fail = qe.failure_carbon(wh.reader(), **window)
+    old_runs = qe.run_energy(wh.reader(), **window)
+    assert len(new_fail) > 0 and new_fail["lost_kwh"].sum() > 0
+    for new, old in ((new_fail, old_fail), (new_runs, old_runs)):  # rows in any order
+        new, old = (df.sort_values(["job_id", "run_index"], ignore_index=True)
+                    for df in (new, old))
+        pd.testing.assert_frame_equal(new, old, check_dtype=False, rtol=1e-12)
