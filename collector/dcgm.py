@@ -424,10 +424,29 @@ def fill_grid(
     weight = np.ones(n) if weight is None else weight
     value = clean_values(value, fid, counts)
     cell = row * nf + fid
+    grid = np.full((nrows, nf), np.nan)
+    if (inst < 0).all() and (np.bincount(cell, minlength=nrows * nf) <= 1).all():
+        # One observation per cell, no instance: nothing to choose or fold, and no
+        # sort of the observations (0.3 s of a 100,000-GPU pull's 1.5 M, issue 17).
+        grid.flat[cell] = value
+    else:
+        _fold(grid, cell, fid, rank, value, inst, weight, slices)
+    util, gr = grid[:, _COL["util_pct"]], grid[:, _COL["gr_active_pct"]]
+    grid[:, _COL["util_pct"]] = np.where(np.isnan(util), gr * GR_ACTIVE.scale, util)
+    return grid
+
+
+def _fold(grid: np.ndarray, cell: np.ndarray, fid: np.ndarray, rank: np.ndarray,
+          value: np.ndarray, inst: np.ndarray, weight: np.ndarray,
+          slices: np.ndarray | None) -> None:
+    """:func:`fill_grid`'s choice among several observations of a cell, into ``grid``
+    (flat cell ``cell[i]`` = row x fields + field): the observations sorted by cell,
+    instance and rank, each (cell, instance)'s first kept, the instances folded."""
+    nrows, nf = grid.shape
+    n = len(cell)
     order = np.lexsort((np.arange(n), rank, inst, cell))
     c, k = cell[order], inst[order]
     firsts = order[np.r_[True, (c[1:] != c[:-1]) | (k[1:] != k[:-1])]] if n else order
-    grid = np.full((nrows, nf), np.nan)
     # One observation per (cell, instance) now, ordered by cell then instance (-1 first).
     fc, fi, fv = cell[firsts], inst[firsts], value[firsts]
     head = np.r_[True, fc[1:] != fc[:-1]] if len(fc) else np.zeros(0, bool)
@@ -453,9 +472,6 @@ def fill_grid(
             np.add.at(wsum, fc[m], weight[firsts][m])
             out = out / np.maximum(gpu_w[cells // nf], wsum[cells])
         grid.flat[cells] = out
-    util, gr = grid[:, _COL["util_pct"]], grid[:, _COL["gr_active_pct"]]
-    grid[:, _COL["util_pct"]] = np.where(np.isnan(util), gr * GR_ACTIVE.scale, util)
-    return grid
 
 
 def build_samples(

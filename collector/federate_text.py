@@ -12,6 +12,11 @@ into the answer's buffer, and Arrow's casts read the numbers, as promtext's do. 
 Label sets are deduplicated once over all the answers of a pull (:func:`assemble`):
 each GPU's label set recurs in every field's answer, so the label grammar
 (:data:`collector.promtext._LABELS`) is checked once per GPU instead of once per line.
+Successive pulls list the same series in the same order: a :class:`LabelMemo` kept
+from one pull to the next compares each line's label bytes with the set the same line
+had last time (one bulk comparison, 0.06 s at 100,000 GPUs) and, where all are equal,
+reuses the deduplication instead of hashing the 1.5 M sets again; any difference -
+another order, a series more or less, one changed byte - takes the full path.
 
 An answer with any line in another shape - no timestamp, tabs, carriage returns, a
 missing final line feed, leading blanks, a value Arrow does not read, a label set that
@@ -24,9 +29,10 @@ one bad line costs that line, counted as ``"line: <why>"``. Nothing here raises 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -34,8 +40,9 @@ import pyarrow.compute as pc
 
 from collector.promtext import _LABELS, _NAME, SCHEMA, parse_texts_lenient
 
-__all__ = ["Answer", "assemble", "scan"]
+__all__ = ["Answer", "LabelMemo", "assemble", "scan"]
 
+T = TypeVar("T")
 _W = 48  # bytes of the window at each line's start (name and "{") and end ("} v ts")
 
 
@@ -221,30 +228,101 @@ def _dedupe(chunks: list[pa.Array]) -> tuple[pa.Array, list[np.ndarray]]:
     return pc.cast(merged.chunk(0).dictionary, pa.string()), indices
 
 
-def assemble(answers: Sequence[Answer], counts: Counter | None = None) -> pa.Table:
+class LabelMemo:
+    """A pull's distinct label sets, kept for the next pull of the same series.
+
+    :func:`assemble` reuses them where every line of the next pull's fast answers has,
+    byte for byte, the label set the same line had (the same answers, series and order);
+    anything else is read in full and kept instead. :meth:`derived` keeps one figure
+    computed from a label-set array (:func:`collector.federate.parse_federate`'s reading
+    of the sets) while that array stays the same. Holds the sets (about 23 MB at
+    100,000 GPUs) and one int32 per line; not for use by two pulls at once.
+    """
+
+    def __init__(self) -> None:
+        self._uniq: pa.Array | None = None  # string
+        self._views: np.ndarray | None = None  # its string_view items (16 bytes each)
+        self._data: list[pa.Buffer] = []  # the buffers those views point into
+        self._indices: list[np.ndarray] = []
+        self._valid: np.ndarray | None = None
+        self._derived: tuple | None = None  # (label sets, key, value)
+        self.reused: Counter = Counter()  # "sets", "derived": what was reused, how often
+
+    def distinct(self, chunks: list[pa.Array]) -> tuple[pa.Array, list[np.ndarray], np.ndarray]:
+        """The distinct strings of ``chunks``, each chunk's indices into them, and
+        whether each is a valid UTF-8 label set: the kept ones where every chunk's
+        strings equal them line for line, else computed (and kept)."""
+        if self._same(chunks):
+            self.reused["sets"] += 1
+            return self._uniq, self._indices, self._valid
+        uniq, indices = _dedupe(chunks)
+        valid = _valid_sets(uniq)
+        self._uniq, self._indices, self._valid, self._views = uniq, indices, valid, None
+        return uniq, indices, valid
+
+    def _same(self, chunks: list[pa.Array]) -> bool:
+        """Whether each chunk's strings are the kept sets at the kept indices."""
+        if self._uniq is None or len(chunks) != len(self._indices):
+            return False
+        if any(len(c) != len(i) for c, i in zip(chunks, self._indices, strict=True)):
+            return False
+        if self._views is None:  # each kept set as a string_view item, made once
+            views = self._uniq.cast(pa.string_view())
+            self._views = np.frombuffer(views.buffers()[1], np.dtype((np.void, 16)),
+                                        count=len(views), offset=16 * views.offset)
+            self._data = views.buffers()[2:]
+        for c, idx in zip(chunks, self._indices, strict=True):
+            expect = pa.Array.from_buffers(pa.string_view(), len(idx),
+                                           [None, pa.py_buffer(self._views[idx]), *self._data])
+            if c.null_count or not pc.all(pc.equal(c, expect)).as_py():
+                return False
+        return True
+
+    def derived(self, sets: pa.Array, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, computed once while ``sets`` (compared by content) and ``key``
+        stay those of the last call; only the last is kept."""
+        kept = self._derived
+        if kept is not None and kept[1] == key and kept[0].equals(sets):
+            self.reused["derived"] += 1
+            return kept[2]
+        value = make()
+        self._derived = (sets, key, value)
+        return value
+
+
+def _valid_sets(uniq: pa.Array) -> np.ndarray:
+    """Per label set, whether it is a valid label set and UTF-8.
+
+    The bytes were not decoded: a set that is not UTF-8 sends its answers to promtext,
+    which reads them as the transport decoded them (U+FFFD)."""
+    valid = pc.match_substring_regex(uniq, _LABELS).to_numpy(zero_copy_only=False)
+    wide = np.flatnonzero(~pc.string_is_ascii(uniq).to_numpy(zero_copy_only=False))
+    for i, raw in zip(wide.tolist(), uniq.take(pa.array(wide)).cast(pa.binary())
+                      .to_pylist(), strict=True):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            valid[i] = False
+    return valid
+
+
+def assemble(answers: Sequence[Answer], counts: Counter | None = None,
+             memo: LabelMemo | None = None) -> pa.Table:
     """The answers' lines as one table of :data:`collector.promtext.SCHEMA`, in answer
     order, with ``target`` the selector: the same rows promtext gives answer by answer.
 
     Label sets of the fast answers are deduplicated together and checked against the
-    label grammar once; an answer with a set that fails it is read by promtext (its bad
-    lines cost themselves). Bad lines are added to ``counts`` as ``"line: <why>"``.
+    label grammar once (through ``memo``, the previous pull's, where one is given); an
+    answer with a set that fails it is read by promtext (its bad lines cost themselves).
+    Bad lines are added to ``counts`` as ``"line: <why>"``.
     """
     counts = Counter() if counts is None else counts
     answers = list(answers)
     fast = [i for i, a in enumerate(answers) if a.lines is not None and len(a.lines.value)]
     labels: dict[int, np.ndarray] = {}
     if fast:
-        uniq, indices = _dedupe([answers[i].lines.labels for i in fast])
-        valid = pc.match_substring_regex(uniq, _LABELS).to_numpy(zero_copy_only=False)
-        # The bytes were not decoded: a set that is not UTF-8 sends its answers to
-        # promtext, which reads them as the transport decoded them (U+FFFD).
-        wide = np.flatnonzero(~pc.string_is_ascii(uniq).to_numpy(zero_copy_only=False))
-        for i, raw in zip(wide.tolist(), uniq.take(pa.array(wide)).cast(pa.binary())
-                          .to_pylist(), strict=True):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError:
-                valid[i] = False
+        uniq, indices, valid = (memo or LabelMemo()).distinct(
+            [answers[i].lines.labels for i in fast])
         for i, idx in zip(fast, indices, strict=True):
             if valid[idx].all():
                 labels[i] = idx

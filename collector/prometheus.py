@@ -49,7 +49,13 @@ from collector.dcgm import (
     mig_slices,
     xid_events,
 )
-from collector.federate import NO_NODE, FederateUnsupported, parse_federate, row_times
+from collector.federate import (
+    NO_NODE,
+    FederateUnsupported,
+    LabelMemo,
+    parse_federate,
+    row_times,
+)
 from collector.federate import federate_via as _federate_via
 from collector.federate import pull as _federate_pull
 from collector.nodenames import NodeNames, host_of
@@ -454,6 +460,7 @@ class PrometheusSource:
         self.federate = federate or (_federate_via(client, gzip=federate_gzip)
                                      if pull == "federate" else None)
         self.federate_workers = federate_workers
+        self.labels = LabelMemo()  # one pull's label sets, reused by the next (issue 17)
         self.interval_s = interval_s  # seconds between cycles and between range steps
         self.queries = field_queries(selector)
         self.node_label = node_label
@@ -522,14 +529,15 @@ class PrometheusSource:
         """Samples and MIG rows of one ``/federate`` pull; None where the server has no
         ``/federate`` (the source turns to queries, logged once)."""
         try:
-            lines = _federate_pull(self.federate, self.queries,
-                                   workers=self.federate_workers, counts=counts)
+            lines = _federate_pull(self.federate, self.queries, workers=self.federate_workers,
+                                   counts=counts, memo=self.labels)
         except FederateUnsupported as exc:
             log.warning("prometheus: %s; reading with queries from now on", exc)
             self.pull = "query"
             return None
         return parse_federate(lines, pulled, interval_s=self.interval_s,
-                              node_label=self.node_label, names=self.names, counts=counts)
+                              node_label=self.node_label, names=self.names, counts=counts,
+                              memo=self.labels)
 
     def _xid_pulled(self, samples: pa.Table, pulled: datetime) -> pa.Table:
         """XID events of a pull (one row per GPU, each at its own sample time)."""

@@ -5,14 +5,19 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.dcgm import (
+    FIELDS,
     INT32_BLANK,
     INT64_BLANK,
     DcgmCollector,
+    fill_grid,
     parse_scrapes,
     xid_events,
 )
@@ -356,3 +361,27 @@ def test_tensor_and_dram_activity_are_percent_or_null():
     assert rows[0]["dram_active_pct"] == pytest.approx(9.2781, abs=1e-4)
     assert rows[1]["tensor_active_pct"] is None and rows[1]["dram_active_pct"] is None
     assert rows[2]["tensor_active_pct"] is None  # DCGM_FP64_BLANK
+
+
+@pytest.mark.property
+@given(st.data())
+def test_property_one_observation_per_cell_fills_as_the_sorting_fold(data):
+    """fill_grid places one observation per cell without sorting (issue 17); the same
+    observations plus a later duplicate of one (which loses: same rank, listed later)
+    go through the sort and fold, and must give the same grid."""
+    nrows = data.draw(st.integers(1, 6))
+    nf = len(FIELDS)
+    cells = data.draw(st.lists(st.integers(0, nrows * nf - 1), min_size=1, max_size=40,
+                               unique=True))
+    values = st.one_of(st.floats(allow_nan=True), st.sampled_from(
+        [float(INT32_BLANK), float(INT64_BLANK), 2.0**47, 2.0**60, 0.5, 3.0]))
+    value = np.array(data.draw(st.lists(values, min_size=len(cells), max_size=len(cells))))
+    cell = np.array(cells)
+    row, fid = cell // nf, cell % nf
+    rank = np.array(data.draw(st.lists(st.integers(0, 1), min_size=len(cells),
+                                       max_size=len(cells))))
+    fast = fill_grid(nrows, row, fid, rank, value)
+    k = data.draw(st.integers(0, len(cells) - 1))
+    folded = fill_grid(nrows, np.r_[row, row[k]], np.r_[fid, fid[k]], np.r_[rank, rank[k]],
+                       np.r_[value, 1234.0])
+    np.testing.assert_array_equal(fast, folded)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collector.federate_text import assemble, scan
+from collector.federate_text import LabelMemo, assemble, scan
 from collector.promtext import SCHEMA, parse_texts_lenient
 from tests.support.promtext import federate_answer, mutated
 
@@ -156,3 +156,99 @@ def varied(draw) -> str | bytes:
 @given(st.lists(st.one_of(varied(), mutated()), min_size=1, max_size=3))
 def test_property_any_answer_reads_exactly_as_promtext_and_never_raises(texts):
     same_as_promtext(dict(zip(SELECTORS, texts, strict=False)))
+
+
+def same_pull_after_pull(pulls: list[dict[str, str | bytes]]) -> LabelMemo:
+    """Each pull read with the label sets kept from the one before (as the source
+    reads them every cycle) gives exactly promtext's rows."""
+    memo = LabelMemo()
+    for answers in pulls:
+        counts: Counter = Counter()
+        table = assemble([scan(s, b) for s, b in answers.items()], counts, memo)
+        assert (rows(table), counts) == reference(answers)
+    return memo
+
+
+def _next_scrape(text: str) -> str:
+    """The same series, later: other values and timestamps, the labels untouched."""
+    return text.replace("} 41 1793620800000", "} 42.5 1793620815000").replace(
+        "} NaN 1793620800123", "} 7 1793620815123").replace(
+        "} +Inf 1793620799000", "} -1e-3 1793620814000")
+
+
+def test_the_next_pull_of_the_same_series_reuses_the_label_sets():
+    second = _next_scrape(REAL)
+    assert second != REAL
+    memo = same_pull_after_pull([{"a": REAL, "b": REAL}, {"a": second, "b": second},
+                                 {"a": REAL, "b": second}])
+    assert memo.reused["sets"] == 2
+
+
+@pytest.mark.parametrize("change", [
+    "order", "a series less", "a series more", "a label value", "a label's last byte",
+    "not UTF-8", "a bad label set", "an answer less", "an answer read by promtext"])
+def test_any_change_of_the_series_reads_them_again(change):
+    lines = REAL.splitlines(True)
+    if change == "order":
+        nxt = {"a": "".join([lines[0], lines[2], lines[1], lines[3]]), "b": REAL}
+    elif change == "a series less":
+        nxt = {"a": "".join(lines[:3]), "b": REAL}
+    elif change == "a series more":
+        nxt = {"a": REAL + lines[1].replace('gpu="0"', 'gpu="7"'), "b": REAL}
+    elif change == "a label value":  # same length: the GPU of another host
+        nxt = {"a": REAL.replace('"gpu001:9400"', '"gpu009:9400"', 1), "b": REAL}
+    elif change == "a label's last byte":
+        nxt = {"a": REAL.replace('00:18:00.0"}', '00:18:00.1"}'), "b": REAL}
+    elif change == "not UTF-8":
+        nxt = {"a": REAL.encode().replace(b"gpu002", b"gpu\xff02"), "b": REAL}
+    elif change == "a bad label set":
+        nxt = {"a": REAL.replace('job="dcgm",modelName="Grafik', 'job="dcgm" modelName="Grafik'),
+               "b": REAL}
+    elif change == "an answer less":
+        nxt = {"a": REAL}
+    else:
+        nxt = {"a": REAL.replace("\n", "\r\n"), "b": REAL}
+    memo = same_pull_after_pull([{"a": REAL, "b": REAL}, nxt, {"a": REAL, "b": REAL}])
+    assert memo.reused["sets"] == 0
+
+
+@st.composite
+def pulls(draw) -> list[dict[str, str | bytes]]:
+    """A pull of Prometheus-shaped answers, then pulls that change it: new values,
+    lines swapped, dropped or repeated with another label, a label byte changed,
+    a byte that is not UTF-8."""
+    texts = draw(st.lists(federate_answer(), min_size=1, max_size=3))
+    out = [dict(zip(SELECTORS, texts, strict=False))]
+    for _ in range(draw(st.integers(1, 3))):
+        answers = {}
+        for selector, text in out[-1].items():
+            data = bytearray(text.encode() if isinstance(text, str) else text)
+            lines = data.splitlines(True)
+            i = draw(st.integers(0, len(lines) - 1))
+            line = lines[i]
+            op = draw(st.sampled_from(["values", "swap", "drop", "repeat", "label", "byte"]))
+            brace = line.find(b"{")
+            if op == "values" and brace >= 0:
+                head = line.rsplit(b"}", 1)[0]
+                lines[i] = head + b"} " + draw(st.sampled_from([b"1", b"2.5", b"NaN"])) + (
+                    b" %d\n" % draw(st.integers(0, 2**41)))
+            elif op == "swap":
+                j = draw(st.integers(0, len(lines) - 1))
+                lines[i], lines[j] = lines[j], lines[i]
+            elif op == "drop":
+                del lines[i]
+            elif op == "repeat" and brace >= 0:
+                lines.insert(i, line.replace(b'job="dcgm"', b'job="other"'))
+            elif op in ("label", "byte") and brace >= 0 and line.rfind(b"}") > brace + 1:
+                k = draw(st.integers(brace + 1, line.rfind(b"}") - 1))
+                new = draw(st.sampled_from(b"a0_Z")) if op == "label" else 0xFF
+                lines[i] = line[:k] + bytes([new]) + line[k + 1:]
+            answers[selector] = b"".join(lines)
+        out.append(answers)
+    return out
+
+
+@pytest.mark.property
+@given(pulls())
+def test_property_pulls_read_with_the_last_pulls_sets_read_as_promtext(sequence):
+    same_pull_after_pull(sequence)

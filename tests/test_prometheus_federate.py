@@ -21,9 +21,11 @@ from collector.federate import (
     BAD_TIME,
     NO_NODE,
     FederateUnsupported,
+    LabelMemo,
     parse_federate,
     pull,
 )
+from collector.nodenames import NodeNames
 from collector.prometheus import PrometheusSource, field_queries, read_results
 from collector.promtext import label_values, parse_labels, parse_texts
 from collector.wire import render_dcgm
@@ -394,3 +396,46 @@ def test_federate_asks_uncompressed_unless_told(gzip):
         server.server_close()
     assert set(asked) == {"gzip" if gzip else "identity"} and len(asked) == len(FIELDS)
     assert b["samples"]["temp_c"].to_pylist() == [40.0, 41.0]
+
+
+def test_label_sets_kept_from_the_last_pull_read_each_pull_as_a_fresh_reading():
+    """Issue 17: the source keeps one pull's label sets and their reading (GPU, UUID,
+    node, MIG instance) for the next; every pull, whether the series stayed, changed
+    or the node naming changed, gives the rows and counts a fresh reading gives."""
+    fixtures = Path(__file__).parent / "fixtures" / "dcgm"
+    texts = {"mig": (fixtures / "mig_a100_gr_active.txt").read_text()}
+    texts |= render_dcgm(fleet(nodes=3, gpus=4))
+    first = with_targets(texts, MS0)
+    later = first.replace(f" {MS0}\n", f" {MS0 + 15_000}\n")
+    renamed = later.replace('Hostname="gpu001"', 'Hostname="gpu001.example.org"')
+    lost_gpu = later.replace('gpu="2"', 'gpu="x"')
+    pulls = [(first, {}), (later, {}), (first, {}), (renamed, {}), (renamed, {}),
+             (renamed, {"names": NodeNames(strip_domain=True)}), (lost_gpu, {}),
+             (lost_gpu, {"node_label": "job"}), (later, {})]
+    memo = LabelMemo()
+    for text, kw in pulls:
+        counts: Counter = Counter()
+        lines = pull(lambda s, t=text: t, ["all"], counts=counts, memo=memo)
+        samples, instances = parse_federate(lines, T0 + timedelta(seconds=30),
+                                            counts=counts, memo=memo, **kw)
+        want_counts: Counter = Counter()
+        want = parse_federate(pull(lambda s, t=text: t, ["all"], counts=want_counts),
+                              T0 + timedelta(seconds=30), counts=want_counts, **kw)
+        assert samples.to_pylist() == want[0].to_pylist()
+        assert instances.to_pylist() == want[1].to_pylist()
+        assert counts == want_counts
+    # the sets of later, first (later's labels), renamed twice, lost_gpu once; their
+    # reading where the naming stayed too
+    assert memo.reused == Counter(sets=5, derived=3)
+
+
+def test_the_source_keeps_the_label_sets_between_pulls():
+    text = with_targets(render_dcgm(fleet(2, 2)), MS0)
+    src = PrometheusSource(QueryClient(), interval_s=15, resume_from=T0,
+                           federate=lambda s: text if "GPU_TEMP" in s else "",
+                           now=lambda: T0 + timedelta(minutes=1))
+    a = dict(src.collect(T0 + timedelta(seconds=15)))["samples"]
+    b = dict(src.collect(T0 + timedelta(seconds=30)))["samples"]
+    assert src.labels.reused == Counter(sets=1, derived=1)
+    assert a.drop(["ts"]).to_pylist() == b.drop(["ts"]).to_pylist()
+    assert a.num_rows == 4
