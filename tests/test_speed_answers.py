@@ -456,3 +456,88 @@ def test_allocated_over_time_counts_equal_intervals_once(seeded, hours):
     assert len(want) > 3 and want["allocated_gpus"].max() > 1
     pd.testing.assert_frame_equal(got[["ts", "allocated_gpus"]], want, check_dtype=False,
                                   rtol=1e-12)
+
+
+#: The usual multi-node job size as warehouse/placement.py counted it before issue 17's
+#: single-node filter: every run's nodes counted.
+_USUAL_EVERY_RUN = pl._TREE.join(["WITH", """,
+runs AS (
+    SELECT a.job_id, a.run_index, count(*) AS gpus, count(DISTINCT a.node) AS nodes,
+           mode(t.partition) AS partition
+    FROM allocations a JOIN tree t USING (node)
+    WHERE a.start_ts >= $start AND a.start_ts < $end
+    GROUP BY a.job_id, a.run_index
+)
+SELECT t.partition, median(r.gpus) AS multi_node_gpus, (SELECT median(gpus) FROM tree x
+       WHERE x.partition = t.partition) AS node_gpus
+FROM (SELECT DISTINCT partition FROM tree) t
+LEFT JOIN runs r ON r.partition = t.partition AND r.nodes > 1
+GROUP BY t.partition
+"""])
+
+
+def _multi_node_runs(rng) -> pd.DataFrame:
+    """Allocations of runs over 1-4 nodes (some GPUs of each) in one partition or two
+    (most GPUs in one), a few with a node outside the tree, a few with two allocation
+    rows on one node only, some open."""
+    rows = []
+    for k in range(int(rng.integers(20, 40))):
+        first = int(rng.integers(0, 46))
+        nodes = [f"n{(first + 3 * i) % 48:02d}" for i in range(int(rng.integers(1, 5)))]
+        if rng.random() < 0.15:
+            nodes.append("x99")  # not in the tree
+        if rng.random() < 0.15 and len(nodes) > 1:
+            nodes.append(f"n{(first + 1) % 48:02d}")  # another partition, one GPU
+        start = T0 + timedelta(minutes=30 * int(rng.integers(0, 50)))
+        end = None if rng.random() < 0.1 else start + int(rng.integers(1, 12)) * H
+        for i, node in enumerate(nodes):
+            for g in range(1 if i == len(nodes) - 1 and i > 0 else int(rng.integers(2, 4))):
+                rows.append({"job_id": f"mm{k}", "run_index": k % 2, "node": node,
+                             "gpu_index": g, "start_ts": start, "end_ts": end})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def empty_wh():
+    """One in-memory warehouse for the examples of a property (creating one per example
+    is most of the time); each example empties the tables it fills."""
+    from warehouse import Warehouse
+
+    w = Warehouse(":memory:")
+    yield w
+    w.close()
+
+
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_multi_node_runs_only_as_every_run_filtered(empty_wh, seed):
+    """The weekly report asks job_placement for runs on 2 or more nodes only (single-node
+    runs are left before grouping, issue 17): the rows of every run with nodes >= 2, and
+    the same placement summary; usual_gpus counts only runs on several nodes: the sizes
+    counting every run gave."""
+    rng = np.random.default_rng(seed)
+    w = empty_wh
+    try:
+        _seed_fleet(w, rng)
+        w.ingest("allocations", _multi_node_runs(rng)).result()
+        for partition, min_gpus in ((None, 1), ("a", 6)):
+            params = {"start": T0 + 2 * H, "end": T0 + 20 * H, "now": T0 + 18 * H,
+                      "partition": partition, "min_gpus": min_gpus}
+            key = ["job_id", "run_index"]
+            every = pl.job_placement(w.reader(), **params)
+            if partition is None and min_gpus == 1:  # both kinds of run are there
+                assert (every["nodes"] >= 2).any() and (every["nodes"] == 1).any()
+            want = every[every["nodes"] >= 2].sort_values(key, ignore_index=True)
+            got = pl.job_placement(w.reader(), min_nodes=2, **params).sort_values(
+                key, ignore_index=True)
+            pd.testing.assert_frame_equal(got, want, check_dtype=False)
+            assert pl.placement_summary(got) == pytest.approx(pl.placement_summary(every),
+                                                              nan_ok=True)
+        for start, end in ((T0 - 24 * H, T0 + 30 * H), (T0 + 5 * H, T0 + 9 * H)):
+            rows = w.reader().execute(_USUAL_EVERY_RUN, {"start": start, "end": end}
+                                      ).fetchall()
+            want = {p: float(m if m is not None and not np.isnan(m) else (n or 1))
+                    for p, m, n in rows}
+            assert pl.usual_gpus(w.reader(), start=start, end=end) == want
+    finally:
+        w.write(lambda con: con.execute(
+            "DELETE FROM allocations; DELETE FROM nodes; DELETE FROM racks")).result()
