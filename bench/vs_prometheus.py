@@ -51,6 +51,7 @@ from bench.common import (  # noqa: E402
     median,
     ms,
     print_table,
+    print_targets,
     repeat,
     timed,
 )
@@ -65,6 +66,11 @@ COLUMNS = ["ts", "node", "gpu_index", "gpu_uuid", "interval_s", "util_pct", "pow
 METRICS = ["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_UTIL",
            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]
 EPS = 0.001  # Prometheus ranges are closed [t - r, t]: evaluate 1 ms early -> [start, end)
+
+#: Issue 17's speed targets, Prometheus's time over gpulens's on the same run: the live
+#: questions (the last hour, now) at least as fast, the historical ones (7 and 30 days)
+#: at least 30x faster.
+LIVE, HISTORICAL = 1.0, 30.0
 
 
 # --- loading ---------------------------------------------------------------------------
@@ -220,7 +226,7 @@ def questions(wh: Warehouse, prom: Prometheus, start: datetime, end: datetime,
 
     q = []
     q.append(dict(
-        name=f"GPU-hours by rack per day, {days} d", tol="0.01 %",
+        name=f"GPU-hours by rack per day, {days} d", tol="0.01 %", speedup=HISTORICAL,
         gpulens=lambda: bq.gpu_hours_by_rack_day(wh.reader(), start=start, end=end)
         .rename(columns={"day": "ts"}),
         prometheus=lambda: matrix(prom.query(
@@ -229,28 +235,28 @@ def questions(wh: Warehouse, prom: Prometheus, start: datetime, end: datetime,
             "rack", 86400, "gpu_h"),
         check=lambda a, b: close(a, b, ["rack", "ts"], "gpu_h", 1e-4)))
     q.append(dict(
-        name="hourly p95 GPU temperature per rack, 7 d", tol="0.01 C",
+        name="hourly p95 GPU temperature per rack, 7 d", tol="0.01 C", speedup=HISTORICAL,
         gpulens=lambda: bq.rack_temp_p95_hourly(wh.reader(), start=week, end=end),
         prometheus=lambda: matrix(prom.query(
             "quantile by (rack) (0.95, max_over_time(DCGM_FI_DEV_GPU_TEMP[1h]))",
             start=epoch(week) + 3600 - EPS, end=t_end, step=3600), "rack", 3600, "p95_c"),
         check=lambda a, b: close(a, b, ["rack", "ts"], "p95_c", 0.0, 0.01)))
     q.append(dict(
-        name=f"energy per rack, {days} d (kWh)", tol="0.1 %",
+        name=f"energy per rack, {days} d (kWh)", tol="0.1 %", speedup=HISTORICAL,
         gpulens=lambda: bq.energy_by_rack(wh.reader(), start=start, end=end),
         prometheus=lambda: vector(prom.query(
             f"sum by (rack) (increase(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[{span}])) / 3.6e9",
             t_end), ["rack"], "energy_kwh"),
         check=lambda a, b: close(a, b, ["rack"], "energy_kwh", 1e-3)))
     q.append(dict(
-        name="mean utilisation per node, last hour", tol="0.001 points",
+        name="mean utilisation per node, last hour", tol="0.001 points", speedup=LIVE,
         gpulens=lambda: bq.node_util_last_hour(wh.reader(), now=end),
         prometheus=lambda: vector(prom.query(
             "avg by (Hostname) (avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h]))", t_end),
             ["Hostname"], "util_pct").rename(columns={"Hostname": "node"}),
         check=lambda a, b: close(a, b, ["node"], "util_pct", 0.0, 1e-3)))
     q.append(dict(
-        name="10 hottest GPUs now", tol="same temperatures",
+        name="10 hottest GPUs now", tol="same temperatures", speedup=LIVE,
         gpulens=lambda: bq.hottest_gpus(wh.reader(), now=end, limit=10),
         prometheus=lambda: vector(prom.query("topk(10, DCGM_FI_DEV_GPU_TEMP)", t_end),
                                   ["Hostname", "gpu"], "temp_c"),
@@ -355,14 +361,18 @@ def run(args) -> int:
         if failed:
             print(f"answers differ for {failed}: not timing")
             return 1
-        rows = []
+        rows, targets = [], []
         for item in qs:
             tg = median(repeat(item["gpulens"], args.repeat))
             tp = median(repeat(item["prometheus"], args.repeat))
             rows.append((item["name"], ms(tg), ms(tp), f"{tp / tg:,.1f}x"))
+            targets.append((f"{item['name']}: Prometheus / gpulens", f"{tp / tg:,.1f}x",
+                            f">= {item['speedup']:g}x", tp / tg >= item["speedup"]))
         print(f"\nmedian of {args.repeat} runs after a warm-up run (machine shared with "
               "other work: medians, not best runs)")
         print_table(["question", "gpulens", "Prometheus", "Prometheus / gpulens"], rows)
+        print_targets(targets, "targets: live questions at least as fast as Prometheus, "
+                      "historical ones at least 30x faster")
         wh.checkpoint().result()
         storage_report(wh, dir_bytes(workdir / "prometheus"), per_metric * len(METRICS))
         wh.close()
