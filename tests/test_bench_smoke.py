@@ -39,7 +39,7 @@ def test_scale_pipeline_runs(tmp_path, capsys):
     assert " error " not in out, out  # every page callback answered
     targets = out[out.index("\ntargets"):]  # every target as measured / target / met
     for figure in ("collection cycle, p95", "dashboard callbacks, worst p95",
-                   "weekly report (build + HTML)", "peak RSS of the process"):
+                   "weekly report (build + HTML)", "peak RSS of the service's process"):
         assert figure in targets, targets
     assert "measured" in targets and "met" in targets
 
@@ -61,6 +61,7 @@ def test_scale_keeps_its_warehouse_and_times_callbacks_on_it(tmp_path, capsys):
     assert "history:" not in out and "CPU p50" in out
     assert "over time + PUE" in out and "headline" not in out
     assert "callbacks over 300 ms (p95):" in out
+    assert "peak RSS of the service's process (open, callbacks): " in out, out
 
 
 def test_alert_quality_prints_measured_target_met(capsys):
