@@ -346,8 +346,10 @@ def service(path: str, args, config: SimConfig, anchor: datetime,
         alerts = AlertRuntime(wh, cfg, now=lambda: NOW, send=lambda *a, **k: 200)
         rss_before_live = current_rss_bytes()
         lv = live(wh, fleet, args, alerts)
+        peaks = {"live path": peak_rss_bytes()}  # the peak so far, after each step
         s_sched, _ = timed(lambda: wh.ingest_all(fleet.scheduler(NOW)))
         fleet.close()
+        peaks["scheduler ingest"] = peak_rss_bytes()
 
         def refresh_once():
             return timed(lambda: wh.write(
@@ -358,15 +360,18 @@ def service(path: str, args, config: SimConfig, anchor: datetime,
         while done["usage_pending"]:
             s, done = refresh_once()
             backfill = [backfill[0] + s, backfill[1] + 1]
+        peaks["refreshes"] = peak_rss_bytes()
         size = wh.size_bytes()
         report_s, report = (None, "skipped (--no-report)") if args.no_report \
             else weekly_report(wh)
+        peaks["report"] = peak_rss_bytes()
         cbs = dashboard_callbacks(wh, args.ranges.split(","), args.runs, args.only)
+        peaks["callbacks"] = peak_rss_bytes()
     finally:
         wh.close()
     return {"tiers": tiers, "rss_before_live": rss_before_live, "lv": lv,
             "s_sched": s_sched, "s_refresh": s_refresh, "backfill": backfill, "size": size,
-            "report_s": report_s, "report": report, "cbs": cbs}
+            "report_s": report_s, "report": report, "cbs": cbs, "peaks": peaks}
 
 
 def run(args) -> int:
@@ -421,6 +426,8 @@ def run(args) -> int:
          "<= 300 ms"),
         ("peak RSS of the service's process", human_bytes(rss), "<= 1 GiB"),
         ("the same at the start of the live hour", human_bytes(rss_before_live), ""),
+        ("the same after each step", ", ".join(f"{k} {human_bytes(v)}" for k, v in
+                                                sv["peaks"].items()), ""),
         ("peak RSS of this (the bench's) process", human_bytes(peak_rss_bytes()), ""),
         ("warehouse file + WAL at the end", human_bytes(size), ""),
     ], align="lrl")
