@@ -114,7 +114,7 @@ def pull(get: Callable[[str], str | bytes], selectors: Sequence[str], *,
     the label sets again where they are the previous pull's (:class:`LabelMemo`).
     """
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(selectors)))) as ex:
-        answers = list(ex.map(lambda sel: scan(sel, get(sel)), selectors))
+        answers = list(ex.map(lambda sel: scan(sel, get(sel), memo), selectors))
     return assemble(answers, counts, memo)
 
 

@@ -164,7 +164,7 @@ def same_pull_after_pull(pulls: list[dict[str, str | bytes]]) -> LabelMemo:
     memo = LabelMemo()
     for answers in pulls:
         counts: Counter = Counter()
-        table = assemble([scan(s, b) for s, b in answers.items()], counts, memo)
+        table = assemble([scan(s, b, memo) for s, b in answers.items()], counts, memo)
         assert (rows(table), counts) == reference(answers)
     return memo
 
@@ -181,7 +181,35 @@ def test_the_next_pull_of_the_same_series_reuses_the_label_sets():
     assert second != REAL
     memo = same_pull_after_pull([{"a": REAL, "b": REAL}, {"a": second, "b": second},
                                  {"a": REAL, "b": second}])
-    assert memo.reused["sets"] == 2
+    assert memo.reused == {"sets": 2, "lengths": 4}  # the braces found where they were
+
+
+@pytest.mark.parametrize("change, lengths, sets", [
+    ("a longer label", 1, 0), ("a label byte", 2, 0), ("a brace in a value", 1, 0),
+    ("a blank in a value", 1, 0), ("a shorter timestamp", 1, 1), ("two names", 1, 1),
+    ("a line more", 1, 0)])
+def test_label_lengths_of_the_last_answer_only_guide_the_reading(change, lengths, sets):
+    """Where the last answer's label-set lengths do not fit a line, its braces are
+    searched for as in any answer; where they fit but the bytes changed, the sets
+    are read again: the rows stay promtext's."""
+    nxt = _next_scrape(REAL)
+    if change == "a longer label":
+        nxt = nxt.replace('Hostname="gpu002"', 'Hostname="gpu0002"')
+    elif change == "a label byte":
+        nxt = nxt.replace('Hostname="gpu002"', 'Hostname="gpu003"')
+    elif change == "a brace in a value":
+        nxt = nxt.replace("} 42.5 ", "} 4}.5 ")
+    elif change == "a blank in a value":
+        nxt = nxt.replace("} 42.5 ", "} 4 .5 ")
+    elif change == "a shorter timestamp":
+        nxt = nxt.replace(" 1793620815123\n", " 179362081512\n")
+    elif change == "two names":
+        nxt = nxt.replace("\nDCGM_FI_DEV_GPU_TEMP{Hostname=", "\nDCGM_FI_DEV_GPU_TEMQ{Hostname=")
+    else:
+        nxt = nxt + nxt.splitlines(True)[-1]
+    assert nxt != _next_scrape(REAL)
+    memo = same_pull_after_pull([{"a": REAL, "b": REAL}, {"a": nxt, "b": REAL}])
+    assert (memo.reused["lengths"], memo.reused["sets"]) == (lengths, sets)
 
 
 @pytest.mark.parametrize("change", [
@@ -230,8 +258,8 @@ def pulls(draw) -> list[dict[str, str | bytes]]:
             brace = line.find(b"{")
             if op == "values" and brace >= 0:
                 head = line.rsplit(b"}", 1)[0]
-                lines[i] = head + b"} " + draw(st.sampled_from([b"1", b"2.5", b"NaN"])) + (
-                    b" %d\n" % draw(st.integers(0, 2**41)))
+                value = draw(st.sampled_from([b"1", b"2.5", b"NaN", b"4}1", b"4 1", b"1}"]))
+                lines[i] = head + b"} " + value + b" %d\n" % draw(st.integers(0, 2**41))
             elif op == "swap":
                 j = draw(st.integers(0, len(lines) - 1))
                 lines[i], lines[j] = lines[j], lines[i]

@@ -426,16 +426,18 @@ def test_label_sets_kept_from_the_last_pull_read_each_pull_as_a_fresh_reading():
         assert counts == want_counts
     # the sets of later, first (later's labels), renamed twice, lost_gpu once; their
     # reading where the naming stayed too
-    assert memo.reused == Counter(sets=5, derived=3)
+    assert (memo.reused["sets"], memo.reused["derived"]) == (5, 3)
 
 
 def test_the_source_keeps_the_label_sets_between_pulls():
     text = with_targets(render_dcgm(fleet(2, 2)), MS0)
+    answers = {q: "".join(x for x in text.splitlines(True) if x.startswith(q + "{"))
+               for q in field_queries()}  # one metric per answer, as Prometheus
     src = PrometheusSource(QueryClient(), interval_s=15, resume_from=T0,
-                           federate=lambda s: text if "GPU_TEMP" in s else "",
-                           now=lambda: T0 + timedelta(minutes=1))
+                           federate=answers.get, now=lambda: T0 + timedelta(minutes=1))
     a = dict(src.collect(T0 + timedelta(seconds=15)))["samples"]
     b = dict(src.collect(T0 + timedelta(seconds=30)))["samples"]
-    assert src.labels.reused == Counter(sets=1, derived=1)
+    assert src.labels.reused == Counter(sets=1, derived=1,
+                                        lengths=sum(map(bool, answers.values())))
     assert a.drop(["ts"]).to_pylist() == b.drop(["ts"]).to_pylist()
     assert a.num_rows == 4
