@@ -176,3 +176,69 @@ def test_failure_and_run_energy_on_the_seeded_cluster_are_the_formers(seeded, ho
         new, old = (df.sort_values(["job_id", "run_index"], ignore_index=True)
                     for df in (new, old))
         pd.testing.assert_frame_equal(new, old, check_dtype=False, rtol=1e-12)
+
+
+def _live_window(cur, start, end):
+    """The method card's seconds as they were computed: every allocation-hour of the
+    range joined with its GPU-hours (energy_method._WINDOW_SQL), per method."""
+    from warehouse.queries import energy_method as em
+
+    df = cur.execute(em._WINDOW_SQL, {"start": start, "end": end}).df()
+    df = em._by_method(cur, df, start=start, end=end, resolution=None)
+    return [float(df[m].sum()) for m in em.METHODS]
+
+
+@pytest.mark.parametrize("hours,cut", [(48, timedelta(0)), (7.25, timedelta(minutes=5)),
+                                       (30, timedelta(minutes=41))])
+def test_the_method_cards_kept_hours_give_the_live_seconds(seeded, hours, cut):
+    """Whole hours from the sums the refresh keeps in fleet_hours_1h, ragged ends live:
+    the seconds per method of the join over the whole range."""
+    from warehouse.queries import energy_method as em
+
+    wh, now = seeded
+    start, end = now - timedelta(hours=hours) - cut, now - cut
+    cur = wh.reader()
+    assert em.kept_hours(cur, usage.ceil_hour(start), usage.floor_hour(end)) is not None
+    want = _live_window(cur, start, end)
+    assert sum(want) > 0
+    assert list(em.window_seconds(cur, start=start, end=end)) == pytest.approx(
+        want, rel=1e-12, abs=1e-9)
+
+
+def test_a_changed_energy_row_share_or_unkept_hour_is_live_until_recomputed():
+    """What the kept sums were computed from changed (a GPU-hour's counter samples, an
+    allocation's share, a row kept before migration 20): that range is computed live,
+    with the new answer, until the refresh recomputes the hour."""
+    from tests.support.dash_seed import NOW, seed_dashboard
+    from warehouse.analytics import refresh
+    from warehouse.queries import energy_method as em
+
+    w = Warehouse(":memory:")
+    try:
+        seed_dashboard(w)
+        while w.write(lambda con: refresh(con, NOW, None)).result()["usage_pending"]:
+            pass
+        start, end = NOW - timedelta(hours=24), NOW
+        hour = NOW - timedelta(hours=6)
+        changes = [
+            "UPDATE gpu_energy_1h SET counter_samples = samples, method = 'counter'"
+            " WHERE ts = $ts",
+            "UPDATE allocations SET share = 0.25 WHERE start_ts <= $ts"
+            " AND coalesce(end_ts, $ts + INTERVAL 1 HOUR) > $ts",
+            "UPDATE fleet_hours_1h SET energy_sig = NULL, held_s = 0 WHERE ts = $ts",
+        ]
+        for sql in changes:
+            before = em.window_seconds(w.reader(), start=start, end=end)
+            w.write(lambda con, sql=sql: con.execute(sql, {"ts": hour})).result()
+            assert em.kept_hours(w.reader(), start, end) is None, sql
+            live = _live_window(w.reader(), start, end)
+            got = em.window_seconds(w.reader(), start=start, end=end)
+            assert list(got) == pytest.approx(live, rel=1e-12), sql
+            w.write(lambda con: refresh(con, NOW, None)).result()
+            assert em.kept_hours(w.reader(), start, end) is not None, sql
+            assert list(em.window_seconds(w.reader(), start=start, end=end)) == \
+                pytest.approx(live, rel=1e-12), sql
+            if "fleet_hours_1h" not in sql:  # the change moved the answer
+                assert list(got) != pytest.approx(list(before), rel=1e-9), sql
+    finally:
+        w.close()

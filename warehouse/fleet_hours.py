@@ -23,6 +23,11 @@ allocations changed (the signatures of warehouse/usage.py), and deletes the rows
 the 1-hour tier no longer holds (retention). The table is not exported to the lake: it is
 derived from tables that are, and a lake's reader computes the sums live.
 
+Each row also keeps the Energy page's method card's seconds of its hour (``held_s``,
+``counter_s`` and what they came from, ``energy_sig``: warehouse/queries/energy_method.py,
+migration 20); an hour whose ``gpu_energy_1h`` rows changed is recomputed like one whose
+samples did.
+
 Units: seconds in the table, GPU-hours from :func:`fleet_hours`; naive UTC, ``[start, end)``.
 """
 
@@ -129,22 +134,33 @@ def fleet_hours(cur, *, start: datetime, end: datetime) -> dict:
 
 # ---------------------------------------------------------------- writing: the refresh
 
+#: Per hour of [{lo}, {hi}) what its ``gpu_energy_1h`` rows are: a sum of hashes of each
+#: GPU's samples, counter samples and method (the energy method's seconds kept in
+#: ``held_s``, ``counter_s``: warehouse/queries/energy_method.py).
+ENERGY_SIG = """
+SELECT ts, sum(hash(node, gpu_index, samples, counter_samples, method)) AS energy_sig
+FROM gpu_energy_1h WHERE ts >= {lo} AND ts < {hi} GROUP BY ts
+"""
+
 #: The hours of [$first, $hi) to compute: no row; no energy rows with $idle_pct where
-#: ``gpu_usage_1h`` does not hold the hour; within [$lo, $hi) other samples or other
-#: clipped allocations than the row was computed from (``sig``).
+#: ``gpu_usage_1h`` does not hold the hour; within [$lo, $hi) other samples, other
+#: clipped allocations (``sig``) or other energy rows than the row was computed from.
 _DUE_SQL = fill("""
 WITH {signatures},
-hours AS (SELECT unnest(range($first::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts)
+hours AS (SELECT unnest(range($first::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts),
+esig AS ({energy_sig})
 SELECT h.ts FROM hours h
 LEFT JOIN fleet_hours_1h t USING (ts) LEFT JOIN sig s USING (ts)
-LEFT JOIN gpu_usage_hours u USING (ts)
+LEFT JOIN gpu_usage_hours u USING (ts) LEFT JOIN esig e USING (ts)
 WHERE t.ts IS NULL
    OR u.ts IS NULL AND t.energy_idle_pct IS DISTINCT FROM $idle_pct
    OR t.alloc_share_us IS NULL  -- kept before migration 18
+   OR t.energy_sig IS NULL  -- kept before migration 20
    OR h.ts >= $lo AND (t.samples IS DISTINCT FROM s.samples
-                       OR t.alloc_sig IS DISTINCT FROM s.alloc_sig)
+                       OR t.alloc_sig IS DISTINCT FROM s.alloc_sig
+                       OR t.energy_sig IS DISTINCT FROM coalesce(e.energy_sig, 0))
 ORDER BY h.ts
-""", signatures=_SIGNATURES)
+""", signatures=_SIGNATURES, energy_sig=fill(ENERGY_SIG, lo="$lo", hi="$hi"))
 
 #: An allocation's fraction of its GPU (shard/MPS share, as the energy queries clamp it)
 #: in millionths, an integer: microseconds x it summed per hour add up to the range's sum
@@ -152,7 +168,8 @@ ORDER BY h.ts
 SHARE_PPM = "CAST(least(greatest(coalesce(share, 1.0), 0.0), 1.0) * 1000000 AS BIGINT)"
 
 _INSERT_SQL = fill("""
-INSERT INTO fleet_hours_1h
+INSERT INTO fleet_hours_1h (ts, reporting_s, allocated_s, utilised_s, throttled_s, samples,
+                            alloc_sig, alloc_us, energy_idle_pct, computed_at, alloc_share_us)
 WITH {signatures}, f AS ({hourly}),
 shares AS (SELECT ts, sum((epoch_us(e) - epoch_us(s))::HUGEINT * {share_ppm}) AS share_us
            FROM sig_clipped GROUP BY ts)
@@ -187,6 +204,7 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
     Returns ``fleet_hours`` (hours computed), ``fleet_pending`` (due hours left for the
     next refresh) and ``fleet_s`` (seconds)."""
     from warehouse.queries.energy import _HOUR_CTES  # it imports the analytics: lazily
+    from warehouse.queries.energy_method import KEEP_SQL
 
     t0 = time.perf_counter()
 
@@ -209,6 +227,7 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
                                      table=table), {"lo": lo, "hi": step})
                 con.execute(*bind(_INSERT_SQL, **params))
                 con.execute(*bind(insert_energy, **params))
+                con.execute(*bind(KEEP_SQL, **params))  # the energy method's seconds
             lo = step
             yield_to_urgent()  # live collection waits one slice, not the whole refresh
     return {"fleet_hours": len(todo), "fleet_pending": len(due) - len(todo),

@@ -132,19 +132,21 @@ SELECT (SELECT count(alloc_share_us) FROM fleet_hours_1h
 """
 
 
-def serves(cur, start: datetime, end: datetime, idle_pct: float) -> bool:
+def serves(cur, start: datetime, end: datetime, idle_pct: float | None) -> bool:
     """Whether the table holds every hour of ``[start, end)`` (whole hours), computed with
     ``idle_pct`` from the inputs the 1-hour tier and the allocations hold now (their
     samples, allocated microseconds, and shares: the energy splits a shared GPU-hour by
-    them)."""
+    them). ``idle_pct`` None: only whether ``fleet_hours_1h``'s rows of the hours were
+    computed from those inputs (their energy rows aside)."""
     from warehouse import fleet_hours  # the ledger's checks (fleet_hours imports this)
 
     if not fleet_hours._table_serves(cur, start, end):  # also: the tables exist here
         return False
     n, table_q, live_q = cur.execute(
         fill(_SERVES_SQL, share_ppm=fleet_hours.SHARE_PPM),
-        {"start": start, "end": end, "idle_pct": float(idle_pct)}).fetchall()[0]
-    return n == int((end - start) / HOUR) and table_q == live_q
+        {"start": start, "end": end,
+         "idle_pct": None if idle_pct is None else float(idle_pct)}).fetchall()[0]
+    return (idle_pct is None or n == int((end - start) / HOUR)) and table_q == live_q
 
 
 def substitute(cur, parts: list[Part], idle_pct: float) -> list[Part]:
