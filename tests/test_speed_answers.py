@@ -541,3 +541,32 @@ def test_multi_node_runs_only_as_every_run_filtered(empty_wh, seed):
     finally:
         w.write(lambda con: con.execute(
             "DELETE FROM allocations; DELETE FROM nodes; DELETE FROM racks")).result()
+
+
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1),
+       hours=st.lists(st.integers(min_value=-4, max_value=32), min_size=0, max_size=12,
+                      unique=True),
+       off_hour=st.booleans(), partition=st.sampled_from([None, "a", "", "zz"]),
+       usual=st.dictionaries(st.sampled_from(["a", "b", ""]),
+                             st.sampled_from([0.5, 1.0, 2.5, 4.0, 8.0, 12.0, 24.0])))
+def test_fragmentation_in_numpy_as_the_pandas_grouping(empty_wh, seed, hours, off_hour,
+                                                       partition, usual):
+    """fragmentation counts the free GPUs on a nodes x instants matrix in numpy (issue 17):
+    the frames of the pandas grouping over the range join with every allocation, on
+    random fleets (zones and none, nodes without GPUs, open allocations, intervals
+    starting or ending on an instant), any set of instants, every partition filter and
+    usual sizes."""
+    w = empty_wh
+    try:
+        _seed_fleet(w, np.random.default_rng(seed))
+        ticks = [T0 + h * H for h in hours] + ([T0 + 7.5 * H] if off_hour else [])
+        free = w.reader().execute(_FREE_GPUS_JOIN, {"ticks": ticks, "partition": partition}
+                                  ).df()
+        want = _fragmentation_pandas(free, usual)
+        got = pl.fragmentation(w.reader(), ticks=ticks, usual=usual, partition=partition)
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+        pd.testing.assert_frame_equal(got.attrs["by_partition"], want.attrs["by_partition"],
+                                      check_dtype=False)
+    finally:
+        w.write(lambda con: con.execute(
+            "DELETE FROM allocations; DELETE FROM nodes; DELETE FROM racks")).result()
