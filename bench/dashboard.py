@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine, print_targets  # noqa: E402
 from dashboard import context  # noqa: E402
 from dashboard.filters import Filters  # noqa: E402
-from warehouse import Warehouse  # noqa: E402
+from warehouse import Warehouse, node_minutes  # noqa: E402
 from warehouse.analytics import Options, refresh  # noqa: E402
 from warehouse.queries import jobs as jobs_q  # noqa: E402
 
@@ -178,6 +178,9 @@ def build(wh: Warehouse, days: int, minute_days: float, seed: int = 0) -> dict:
                 con.register("m", m)
                 con.execute("INSERT INTO gpu_samples_1m BY NAME SELECT * FROM m")
                 con.unregister("m")
+                # its per node sums, as the rollup keeps them (warehouse/node_minutes.py)
+                node_minutes.refresh(con, part[0].to_pydatetime(),
+                                     part[-1].to_pydatetime() + timedelta(minutes=1))
         raw_t = pd.date_range(NOW - timedelta(minutes=10), NOW - timedelta(seconds=15),
                               freq="15s")
         raw = _telemetry(raw_t, nodes, busy_at(raw_t), rng, 15.0)

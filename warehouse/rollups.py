@@ -3,7 +3,8 @@
 Each samples batch leaves its time range in ``rollup_pending``. ``rollup`` recomputes
 exactly the 1-minute buckets those ranges touch (from raw rows, each GPU's minute that
 has at least as many raw rows as its stored row: retention may have deleted the
-others', see ``_MINUTE_DELETE_SQL``) and then the 1-hour
+others', see ``_MINUTE_DELETE_SQL``), their per node sums (``gpu_nodes_1m``,
+warehouse/node_minutes.py) from the minute rows, and then the 1-hour
 buckets (from 1-minute rows), so late or repeated deliveries give the same result as
 on-time ones. Averages in the hour tier are weighted by sample counts.
 
@@ -27,7 +28,7 @@ from datetime import datetime, timedelta
 import duckdb
 
 from gpulens.settings import default, setting_field
-from warehouse import meta
+from warehouse import meta, node_minutes
 from warehouse.db import fill, transaction
 from warehouse.writer import yield_to_urgent
 
@@ -209,6 +210,8 @@ def rollup(con: duckdb.DuckDBPyConnection) -> RollupResult:
                 guarded = raw_cutoff is None or start < raw_cutoff
                 minute_rows += _recompute(con, _MINUTE_DELETE_GUARDED_SQL if guarded
                                           else _MINUTE_DELETE_SQL, _MINUTE_SQL, start, end)
+                # the per node sums of whatever the minute tier now holds there
+                node_minutes.refresh(con, start, end)
                 # a minute's energy is a sum of non-NULL steps: NULL only when unstorable
                 unstorable += con.execute(_NULL_ENERGY_SQL, [start, end]).fetchall()[0][0]
             start = end
@@ -246,6 +249,7 @@ def retention_cutoffs(now: datetime, keep: Retention) -> dict[str, datetime]:
         # MIG jobs' energy reads the instances' samples when an hour is recomputed
         "gpu_mig_samples": now - timedelta(days=keep.mig_days),
         "gpu_samples_1m": now - timedelta(days=keep.minute_days),
+        "gpu_nodes_1m": now - timedelta(days=keep.minute_days),  # its per node sums
         "gpu_samples_1h": now - timedelta(days=keep.hour_days),
         "gpu_energy_1h": now - timedelta(days=keep.hour_days),
         "gpu_usage_1h": now - timedelta(days=keep.hour_days),

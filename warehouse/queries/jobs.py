@@ -15,6 +15,7 @@ import pandas as pd
 
 from warehouse.analytics import Options
 from warehouse.db import fill
+from warehouse.node_minutes import MASK_BIT
 from warehouse.queries import energy as qe
 from warehouse.queries import energy_method as em
 from warehouse.queries.utilisation import TIERS, bucket_s, tier
@@ -75,11 +76,15 @@ SELECT greatest(min(start_ts), $floor::TIMESTAMP),
 FROM allocations WHERE job_id = $job_id AND start_ts <= $now
 """
 
-_ON_JOB_GPUS = """
+_JOB_ALLOCATIONS = """
 al AS (
     SELECT node, gpu_index, run_index, start_ts, coalesce(end_ts, $end::TIMESTAMP) AS end_ts
     FROM allocations WHERE job_id = $job_id
-),
+)"""
+
+#: Each rollup row of ``{tier}`` on a GPU the job held, once per allocation of the job
+#: that overlaps its bucket (``share``: the part of the bucket the allocation covers).
+_ON_JOB_GPUS = """
 s AS (
     SELECT t.*, al.run_index,
            (epoch(least(al.end_ts, t.ts + to_seconds($step_s)))
@@ -89,9 +94,8 @@ s AS (
     WHERE t.ts >= $start - to_seconds($step_s) AND t.ts < $end
 )"""
 
-_TELEMETRY = {
-    table: fill("""
-WITH {on_job_gpus}
+_TELEMETRY_ROWS_SQL = """
+WITH {al}, {on_job_gpus}
 SELECT time_bucket(to_seconds($bucket_s), ts) AS ts,
        count(DISTINCT (node, gpu_index)) AS gpus,
        avg(util_pct_avg) AS util_mean_pct, min(util_pct_avg) AS util_min_pct,
@@ -99,9 +103,93 @@ SELECT time_bucket(to_seconds($bucket_s), ts) AS ts,
        sum(power_w_avg) / 1000.0 / count(DISTINCT s.ts) AS power_kw,
        sum(throttle_thermal_s) AS throttle_thermal_s
 FROM s GROUP BY 1 ORDER BY 1
-""", on_job_gpus=fill(_ON_JOB_GPUS, tier=table))
-    for table in TIERS
-}
+"""
+
+#: The same figures from the minute tier (issue 17: an 8,192-GPU job's day was 8.5 M
+#: minute rows joined with its allocations). Where, in a minute, every GPU row of a node
+#: belongs to a GPU the job held once (``gpu_mask`` within the GPUs its allocations of
+#: that node overlap, no GPU twice), the node's sums in ``gpu_nodes_1m`` stand for its
+#: rows (warehouse/node_minutes.py); the other node-minutes (a GPU of the node not held,
+#: one held by two runs, an index beyond 0-63) join their GPU rows with the allocations,
+#: as the hour tier's do. Either way a row counts once per allocation of the job that
+#: overlaps its minute. GPUs per bucket: per node, the union of its minutes' bits, plus
+#: the GPUs without one.
+_TELEMETRY_MINUTES = fill("""
+WITH {al},
+grp AS (  -- the job's allocations of a node over the same minutes together (a whole-node
+          -- run: one row), with the minutes [lo, hi) of the range whose rows they overlap
+    SELECT *, coalesce(lead(lo) OVER w < hi OR max(hi) OVER (w ROWS BETWEEN UNBOUNDED
+                       PRECEDING AND 1 PRECEDING) > lo, false) AS overlapping
+    FROM (SELECT node, greatest(date_trunc('minute', start_ts), date_trunc(
+                     'minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND)) AS lo,
+                 least(date_trunc('minute', end_ts - INTERVAL 1 MICROSECOND)
+                       + INTERVAL 1 MINUTE, $end::TIMESTAMP) AS hi,
+                 count(*) AS n, bit_or({bit}) AS mask, bool_and({bit} IS NOT NULL) AS maskable
+          FROM al GROUP BY ALL)
+    WHERE hi > lo
+    WINDOW w AS (PARTITION BY node ORDER BY lo, hi)
+),
+nm AS (  -- per node and minute where the node's groups overlap: the allocations, GPUs
+    SELECT node, ts, sum(n) AS n, bit_or(mask) AS mask, bool_and(maskable) AS maskable
+    FROM (SELECT node, n, mask, maskable, unnest(range(lo, hi, INTERVAL 1 MINUTE)) AS ts
+          FROM grp WHERE overlapping)
+    GROUP BY ALL
+),
+d AS (  -- the node-minutes of the job's minutes, whole or not
+    SELECT {d_cols}, coalesce(g.maskable AND g.n = bit_count(g.mask)
+                              AND d.gpu_mask & ~g.mask = 0, false) AS whole
+    FROM gpu_nodes_1m d JOIN grp g ON d.node = g.node AND d.ts >= g.lo AND d.ts < g.hi
+    WHERE NOT g.overlapping
+    UNION ALL
+    SELECT {d_cols}, coalesce(g.maskable AND g.n = bit_count(g.mask)
+                              AND d.gpu_mask & ~g.mask = 0, false) AS whole
+    FROM gpu_nodes_1m d JOIN nm g ON d.node = g.node AND d.ts = g.ts
+),
+part AS (SELECT node, ts FROM d WHERE NOT whole),
+{on_job_gpus},
+rows AS (  -- one row per node-minute served whole, one per GPU row and allocation else
+    SELECT ts, node, gpu_mask AS bits, util_n,
+           util_pct_sum AS util_sum, util_pct_min AS util_min, temp_n, temp_c_sum,
+           temp_c_max, power_w_sum, throttle_thermal_s
+    FROM d WHERE whole
+    UNION ALL
+    SELECT ts, node, {s_bit}, (util_pct_avg IS NOT NULL)::INTEGER, util_pct_avg, util_pct_avg,
+           (temp_c_avg IS NOT NULL)::INTEGER, temp_c_avg, temp_c_max, power_w_avg,
+           throttle_thermal_s
+    FROM s
+),
+per_node AS (  -- per bucket and node; a minute's bit: its place in the bucket
+    SELECT time_bucket(to_seconds($bucket_s), ts) AS ts, node,
+           coalesce(bit_count(bit_or(bits)), 0) AS gpus,
+           bit_or(1::UBIGINT << ((epoch(ts) - epoch(time_bucket(to_seconds($bucket_s), ts)))
+                                 // 60)::UBIGINT) AS minutes,
+           sum(util_n) AS util_n, sum(util_sum) AS util_sum, min(util_min) AS util_min,
+           sum(temp_n) AS temp_n, sum(temp_c_sum) AS temp_c_sum, max(temp_c_max) AS temp_c_max,
+           sum(power_w_sum) AS power_w_sum, sum(throttle_thermal_s) AS throttle_thermal_s
+    FROM rows GROUP BY ALL
+),
+odd AS (  -- GPUs without a bit (index beyond 0-63), on the row path only
+    SELECT time_bucket(to_seconds($bucket_s), ts) AS ts, count(DISTINCT (node, gpu_index)) AS n
+    FROM s WHERE gpu_index NOT BETWEEN 0 AND 63 GROUP BY 1
+)
+SELECT ts, (sum(gpus) + coalesce(any_value(odd.n), 0))::BIGINT AS gpus,
+       sum(util_sum) / nullif(sum(util_n), 0) AS util_mean_pct, min(util_min) AS util_min_pct,
+       sum(temp_c_sum) / nullif(sum(temp_n), 0) AS temp_mean_c, max(temp_c_max) AS temp_max_c,
+       sum(power_w_sum) / 1000.0 / bit_count(bit_or(minutes)) AS power_kw,
+       sum(throttle_thermal_s) AS throttle_thermal_s
+FROM per_node LEFT JOIN odd USING (ts) GROUP BY 1 ORDER BY 1
+""", al=_JOB_ALLOCATIONS, bit=MASK_BIT, s_bit=MASK_BIT, d_cols=", ".join(
+    f"d.{c}" for c in ("ts", "node", "gpu_mask", "util_n", "util_pct_sum", "util_pct_min",
+                       "temp_n", "temp_c_sum", "temp_c_max", "power_w_sum",
+                       "throttle_thermal_s")),
+    on_job_gpus=fill(_ON_JOB_GPUS, tier="(SELECT * FROM gpu_samples_1m SEMI JOIN part "
+                                          "USING (node, ts))"))
+
+#: The row path for any tier, keyed by table (the hour tier's query; the minute tier's
+#: when a bucket holds more minutes than ``per_node.minutes`` has bits).
+_TELEMETRY_ROWS = {table: fill(_TELEMETRY_ROWS_SQL, al=_JOB_ALLOCATIONS,
+                               on_job_gpus=fill(_ON_JOB_GPUS, tier=table)) for table in TIERS}
+MINUTES_BUCKET_MAX_S = 64 * 60  # a bucket's minutes are bits of a UBIGINT
 
 _FAILURES = """
 SELECT run_index, start_ts, end_ts, state, node, rack, category, reason, source, xids,
@@ -173,7 +261,9 @@ def telemetry(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
     table = tier(start, end)
     params = {"job_id": job_id, "start": start, "end": end, "step_s": TIERS[table],
               "bucket_s": bucket_s(start, end)}
-    return cur.execute(_TELEMETRY[table], params).df()
+    sql = (_TELEMETRY_MINUTES if table == "gpu_samples_1m"
+           and params["bucket_s"] <= MINUTES_BUCKET_MAX_S else _TELEMETRY_ROWS[table])
+    return cur.execute(sql, params).df()
 
 
 def energy(cur, *, job_id: str, now: datetime, opts: Options | None = None) -> pd.DataFrame:

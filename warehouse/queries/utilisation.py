@@ -60,7 +60,7 @@ def per_tier(template: str) -> dict[str, str]:
     return {table: fill(template, tier=table) for table in TIERS}
 
 
-_OVER_TIME = per_tier(fill("""
+_OVER_TIME_SQL = fill("""
 WITH buckets AS (
     SELECT unnest(range(time_bucket(to_seconds($bucket_s), $start::TIMESTAMP),
                         $end::TIMESTAMP, to_seconds($bucket_s))) AS ts
@@ -76,16 +76,16 @@ alloc AS (  -- GPUs held over the same interval counted once (issue 17: a whole-
     WHERE a.start_ts < $end AND (a.end_ts IS NULL OR a.end_ts > $start) AND {scope}
     GROUP BY ALL
 ),
-allocated AS (
-    SELECT b.ts, sum(a.n * (epoch(least(a.hi, b.ts + to_seconds($bucket_s)))
-                            - epoch(greatest(a.lo, b.ts)))) / $bucket_s AS allocated_gpus
-    FROM buckets b JOIN alloc a ON a.lo < b.ts + to_seconds($bucket_s) AND a.hi > b.ts
-    GROUP BY b.ts
+allocated AS (  -- each interval once per bucket it overlaps (issue 17: an equi-join with
+                -- the buckets, not a range join of every interval with every bucket)
+    SELECT ts, sum(n * (epoch(least(hi, ts + to_seconds($bucket_s)))
+                        - epoch(greatest(lo, ts)))) / $bucket_s AS allocated_gpus
+    FROM (SELECT lo, hi, n, unnest(range(time_bucket(to_seconds($bucket_s), lo), hi,
+                                         to_seconds($bucket_s))) AS ts FROM alloc)
+    GROUP BY ts
 ),
 per_ts AS (  -- first per rollup timestamp, then the mean over the display bucket
-    SELECT t.ts, count(*) AS gpus, sum(t.util_pct_avg) / 100.0 AS busy,
-           sum(t.power_w_avg) / 1000.0 AS kw
-    FROM {tier} t
+    {per_ts}
     WHERE t.ts >= $start AND t.ts < $end
       AND ($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL
            OR t.node IN (SELECT node FROM nodes n WHERE {scope}))
@@ -102,7 +102,19 @@ SELECT b.ts, (SELECT gpus FROM installed) AS gpus_installed,
 FROM buckets b LEFT JOIN allocated a USING (ts) LEFT JOIN used u USING (ts)
 WHERE b.ts >= time_bucket(to_seconds($bucket_s), $start::TIMESTAMP)
 ORDER BY b.ts
-""", scope=SCOPE))
+""", scope=SCOPE)
+
+#: GPUs reporting, busy GPU-equivalents and kW per rollup timestamp: the minute tier's
+#: from its per node sums (issue 17: 8x fewer rows than the GPUs' minute rows, the
+#: same figures; warehouse/node_minutes.py), the hour tier's from its rows.
+_PER_TS = {
+    "gpu_samples_1m": """SELECT t.ts, sum(t.gpus) AS gpus, sum(t.util_pct_sum) / 100.0 AS busy,
+           sum(t.power_w_sum) / 1000.0 AS kw
+    FROM gpu_nodes_1m t""",
+    "gpu_samples_1h": """SELECT t.ts, count(*) AS gpus, sum(t.util_pct_avg) / 100.0 AS busy,
+           sum(t.power_w_avg) / 1000.0 AS kw
+    FROM gpu_samples_1h t"""}
+_OVER_TIME = {table: fill(_OVER_TIME_SQL, per_ts=_PER_TS[table]) for table in TIERS}
 
 #: A usage source ``u`` (warehouse/usage.py) from the 1-hour tier: per GPU-hour in scope,
 #: each allocation's seconds in the hour and their share of the hour's utilisation.

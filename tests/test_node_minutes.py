@@ -1,0 +1,381 @@
+"""gpu_nodes_1m, the 1-minute tier summed per node (issue 17, warehouse/node_minutes.py).
+
+The rollup keeps it equal to the minute tier's per node sums, whatever reaches the minute
+tier: on-time, late (the guarded path before the raw tier's retention cutoff) and
+re-delivered batches, and retention deletes the same minutes from both. The charts that
+read it (throttling and utilisation over time, a job's telemetry) give the figures of the
+queries they replaced, kept here verbatim as the reference, on the seeded cluster and on
+random minute rows and allocations (partial nodes, two runs on a GPU in one minute, open
+allocations, GPU indices beyond 63, NULL readings, nodes missing from ``nodes``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pandas as pd
+import pyarrow.compute as pc
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.support.frames import T0, samples
+from warehouse import Retention, Warehouse, node_minutes
+from warehouse.db import fill
+from warehouse.migrate import available, migrate
+from warehouse.queries import jobs, thermal, utilisation
+from warehouse.usage import SCOPE
+
+# -- the queries these replaced (tree 07-a38bbff), the reference ------------------------
+
+OLD_THROTTLE = fill("""
+SELECT time_bucket(to_seconds($bucket_s), t.ts) AS ts,
+       100.0 * sum(t.throttle_thermal_s) / nullif(sum(t.covered_s), 0) AS thermal_pct,
+       100.0 * sum(t.throttle_power_s) / nullif(sum(t.covered_s), 0) AS power_pct,
+       max(t.temp_c_max) AS hottest_c,
+       sum(t.temp_c_avg * t.samples) / nullif(sum(t.samples), 0) AS mean_c
+FROM {tier} t JOIN nodes n USING (node)
+WHERE t.ts >= $start AND t.ts < $end AND {scope}
+GROUP BY 1 ORDER BY 1
+""", scope=SCOPE, tier="gpu_samples_1m")
+
+OLD_OVER_TIME = fill("""
+WITH buckets AS (
+    SELECT unnest(range(time_bucket(to_seconds($bucket_s), $start::TIMESTAMP),
+                        $end::TIMESTAMP, to_seconds($bucket_s))) AS ts
+),
+installed AS (
+    SELECT count(*) AS gpus FROM gpus g JOIN nodes n USING (node) WHERE {scope}
+),
+alloc AS (  -- GPUs held over the same interval counted once (issue 17: a whole-node
+            -- job's GPUs are one row for the range join with the buckets)
+    SELECT greatest(a.start_ts, $start::TIMESTAMP) AS lo,
+           least(coalesce(a.end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi, count(*) AS n
+    FROM allocations a JOIN nodes n USING (node)
+    WHERE a.start_ts < $end AND (a.end_ts IS NULL OR a.end_ts > $start) AND {scope}
+    GROUP BY ALL
+),
+allocated AS (
+    SELECT b.ts, sum(a.n * (epoch(least(a.hi, b.ts + to_seconds($bucket_s)))
+                            - epoch(greatest(a.lo, b.ts)))) / $bucket_s AS allocated_gpus
+    FROM buckets b JOIN alloc a ON a.lo < b.ts + to_seconds($bucket_s) AND a.hi > b.ts
+    GROUP BY b.ts
+),
+per_ts AS (  -- first per rollup timestamp, then the mean over the display bucket
+    SELECT t.ts, count(*) AS gpus, sum(t.util_pct_avg) / 100.0 AS busy,
+           sum(t.power_w_avg) / 1000.0 AS kw
+    FROM {tier} t
+    WHERE t.ts >= $start AND t.ts < $end
+      AND ($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL
+           OR t.node IN (SELECT node FROM nodes n WHERE {scope}))
+    GROUP BY t.ts
+),
+used AS (
+    SELECT time_bucket(to_seconds($bucket_s), ts) AS ts, avg(gpus) AS gpus_reporting,
+           avg(busy) AS utilised_gpus, avg(kw) AS power_kw
+    FROM per_ts GROUP BY 1
+)
+SELECT b.ts, (SELECT gpus FROM installed) AS gpus_installed,
+       u.gpus_reporting, coalesce(a.allocated_gpus, 0) AS allocated_gpus,
+       u.utilised_gpus, u.power_kw
+FROM buckets b LEFT JOIN allocated a USING (ts) LEFT JOIN used u USING (ts)
+WHERE b.ts >= time_bucket(to_seconds($bucket_s), $start::TIMESTAMP)
+ORDER BY b.ts
+""", scope=SCOPE, tier="gpu_samples_1m")
+
+OLD_ON_JOB_GPUS = """
+al AS (
+    SELECT node, gpu_index, run_index, start_ts, coalesce(end_ts, $end::TIMESTAMP) AS end_ts
+    FROM allocations WHERE job_id = $job_id
+),
+s AS (
+    SELECT t.*, al.run_index,
+           (epoch(least(al.end_ts, t.ts + to_seconds($step_s)))
+            - epoch(greatest(al.start_ts, t.ts))) / $step_s AS share
+    FROM {tier} t JOIN al ON t.node = al.node AND t.gpu_index = al.gpu_index
+        AND t.ts < al.end_ts AND t.ts + to_seconds($step_s) > al.start_ts
+    WHERE t.ts >= $start - to_seconds($step_s) AND t.ts < $end
+)"""
+
+OLD_TELEMETRY = fill("""
+WITH {on_job_gpus}
+SELECT time_bucket(to_seconds($bucket_s), ts) AS ts,
+       count(DISTINCT (node, gpu_index)) AS gpus,
+       avg(util_pct_avg) AS util_mean_pct, min(util_pct_avg) AS util_min_pct,
+       avg(temp_c_avg) AS temp_mean_c, max(temp_c_max) AS temp_max_c,
+       sum(power_w_avg) / 1000.0 / count(DISTINCT s.ts) AS power_kw,
+       sum(throttle_thermal_s) AS throttle_thermal_s
+FROM s GROUP BY 1 ORDER BY 1
+""", on_job_gpus=fill(OLD_ON_JOB_GPUS, tier="gpu_samples_1m"))
+
+ALL_TIME = (datetime(1970, 1, 1), datetime(2200, 1, 1))
+M = timedelta(minutes=1)
+
+
+def _sums(cur) -> pd.DataFrame:
+    """The minute tier summed per node now (what the table must hold)."""
+    return cur.execute(node_minutes.SELECT_SQL, list(ALL_TIME)).df()
+
+
+def _kept(cur) -> pd.DataFrame:
+    return cur.execute("SELECT * FROM gpu_nodes_1m ORDER BY ts, node").df()
+
+
+def assert_kept(wh) -> None:
+    cur = wh.reader()
+    pd.testing.assert_frame_equal(_kept(cur), _sums(cur), check_dtype=False, rtol=1e-12)
+
+
+# -- the rollup keeps it -----------------------------------------------------------------
+
+@pytest.fixture
+def wh():
+    w = Warehouse(":memory:")
+    yield w
+    w.close()
+
+
+def test_rollup_writes_each_node_minutes_sums(wh):
+    wh.ingest("samples", samples(ticks=8, gpus=3, nodes=2)).result()  # two minutes
+    wh.rollup().result()
+    got = _kept(wh.reader())
+    assert len(got) == 4 and set(got["gpus"]) == {3} and set(got["gpu_mask"]) == {0b111}
+    assert set(got["samples"]) == {12} and set(got["covered_s"]) == {180.0}
+    assert_kept(wh)
+
+
+def test_late_and_redelivered_batches_beyond_raw_retention_update_it_as_the_minutes(wh):
+    """The guarded paths of warehouse/rollups.py: node 0's minutes stay, node 1's arrive
+    late, a partial re-delivery keeps the complete minute; the sums follow each step."""
+    old = T0 - timedelta(days=3)
+    wh.ingest("samples", samples(start=old, ticks=40, gpus=2, power_w=100.0)).result()
+    wh.rollup().result()
+    wh.apply_retention(T0, Retention(raw_days=1, minute_days=90, hour_days=730)).result()
+    both = samples(start=old, ticks=40, gpus=2, nodes=2, power_w=300.0)
+    late = both.filter((pc.field("node") == "node001") | (pc.field("ts") < old + M))
+    wh.ingest("samples", late).result()
+    wh.rollup().result()
+    assert_kept(wh)
+    wh.ingest("samples", samples(start=old, ticks=4, gpus=2, power_w=100.0).slice(2)).result()
+    wh.rollup().result()
+    assert_kept(wh)
+    got = _kept(wh.reader())
+    # node 0's first minute came again whole (at 300 W) and was recomputed; the partial
+    # re-delivery (at 100 W) left it so
+    assert got[got.node == "node000"]["power_w_sum"].tolist() == [600.0] + [200.0] * 9
+    assert got[got.node == "node001"]["power_w_sum"].tolist() == [600.0] * 10
+
+
+def test_retention_deletes_it_with_the_minute_tier(wh):
+    wh.ingest("samples", samples(start=T0 - timedelta(days=2), ticks=8, gpus=2)).result()
+    wh.ingest("samples", samples(start=T0, ticks=8, gpus=2)).result()
+    wh.rollup().result()
+    deleted = wh.apply_retention(T0 + timedelta(hours=1), Retention(
+        raw_days=1, minute_days=1, hour_days=730)).result()
+    assert deleted["gpu_nodes_1m"] == 2 and deleted["gpu_samples_1m"] == 4
+    assert_kept(wh)
+    assert wh.reader().execute("SELECT min(ts) FROM gpu_nodes_1m").fetchone()[0] == T0
+
+
+@st.composite
+def _deliveries(draw):
+    """Batches of 15-s samples over a few minutes of three nodes, some older than the
+    raw tier's retention, some again (re-delivered whole or in part), with rollups and
+    retention between them."""
+    steps = []
+    for _ in range(draw(st.integers(1, 6))):
+        days_old = draw(st.sampled_from([0, 3]))
+        start = T0 - timedelta(days=days_old) + draw(st.integers(0, 12)) * timedelta(seconds=15)
+        batch = samples(start=start, ticks=draw(st.integers(1, 8)), gpus=draw(st.integers(1, 3)),
+                        nodes=3, seed=draw(st.integers(0, 2)))
+        keep = draw(st.lists(st.sampled_from(["node000", "node001", "node002"]), min_size=1,
+                             unique=True))
+        steps.append(("batch", batch.filter(pc.is_in(pc.field("node"),
+                                                      pa_array(keep)))))
+        if draw(st.booleans()):
+            steps.append(("rollup", None))
+        if draw(st.integers(0, 3)) == 0:
+            steps.append(("retention", None))
+    return steps
+
+
+def pa_array(values):
+    import pyarrow as pa
+
+    return pa.array(values)
+
+
+@given(_deliveries())
+def test_any_delivery_order_keeps_the_minute_tiers_sums(steps):
+    with Warehouse(":memory:") as w:
+        for kind, batch in steps:
+            if kind == "batch":
+                w.ingest("samples", batch).result()
+            elif kind == "rollup":
+                w.rollup().result()
+            else:
+                w.apply_retention(T0 + timedelta(hours=1), Retention(
+                    raw_days=1, minute_days=90, hour_days=730)).result()
+        w.rollup().result()
+        assert len(_kept(w.reader())) > 0
+        assert_kept(w)
+
+
+def test_migration_fills_it_from_an_existing_minute_tier(tmp_path):
+    """A warehouse written before the table: the migration sums its minute rows as the
+    rollup would (an index beyond 63 leaves the mask NULL)."""
+    import duckdb
+
+    mine = next(m for m in available() if m.name == "node_minutes")
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR,"
+                " applied_at TIMESTAMP)")
+    for m in available():
+        if m.version < mine.version:
+            con.execute(m.sql)
+            con.execute("INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)",
+                        [m.version, m.name])
+    con.execute("""INSERT INTO gpu_samples_1m (ts, node, gpu_index, samples, covered_s,
+                   util_pct_avg, power_w_avg, temp_c_avg, temp_c_max, throttle_thermal_s,
+                   throttle_power_s) VALUES
+                   ('2026-11-02 00:00', 'a', 0, 4, 60, 50, 300, 60, 70, 15, 0),
+                   ('2026-11-02 00:00', 'a', 1, 3, 45, NULL, 200, 61, 72, 0, 30),
+                   ('2026-11-02 00:00', 'b', 70, 4, 60, 10, NULL, NULL, NULL, 0, 0),
+                   ('2026-11-02 00:01', 'a', 1, 4, 60, 20, 100, 50, 55, 0, 0)""")
+    assert migrate(con) == [m.version for m in available() if m.version >= mine.version]
+    got, want = _kept(con), _sums(con)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
+    a = got[(got.node == "a") & (got.ts == datetime(2026, 11, 2))].iloc[0]
+    assert (a.gpus, a.gpu_mask, a.samples, a.util_n, a.util_pct_sum, a.power_w_sum) == (
+        2, 3, 7, 1, 50.0, 500.0)
+    assert a.temp_c_wsum == 60 * 4 + 61 * 3 and a.throttle_power_s == 30.0
+    assert pd.isna(got[got.node == "b"].iloc[0].gpu_mask)
+    con.close()
+
+
+# -- the charts give the replaced queries' figures ---------------------------------------
+
+def _old_telemetry(cur, job_id, now):
+    span = jobs._span(cur, job_id, now)
+    if span is None:
+        return None
+    start, end = span
+    params = {"job_id": job_id, "start": start, "end": end, "step_s": 60,
+              "bucket_s": utilisation.bucket_s(start, end)}
+    return cur.execute(OLD_TELEMETRY, params).df()
+
+
+def _same(got, want):
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True),
+                                  check_dtype=False, rtol=1e-12, atol=1e-9)
+
+
+def _assert_charts(cur, start, end, partition=None, rack=None):
+    params = utilisation.scope_params(start, end, partition, rack,
+                                      bucket_s=utilisation.bucket_s(start, end))
+    _same(thermal.throttling(cur, start=start, end=end, partition=partition, rack=rack),
+          cur.execute(OLD_THROTTLE, params).df())
+    _same(utilisation.allocated_vs_used(cur, start=start, end=end, partition=partition,
+                                        rack=rack),
+          cur.execute(OLD_OVER_TIME, params).df())
+
+
+@pytest.fixture(scope="module")
+def seeded():
+    from tests.support.dash_seed import NOW, seed_dashboard
+
+    w = Warehouse(":memory:")
+    seed_dashboard(w)
+    yield w, NOW
+    w.close()
+
+
+@pytest.mark.parametrize("hours", [1, 4, 24, 40])
+@pytest.mark.parametrize("scope", [{}, {"rack": "r03"}, {"partition": "eval"}])
+def test_throttling_and_utilisation_over_time_as_before_on_the_seeded_cluster(
+        seeded, hours, scope):
+    wh, now = seeded
+    cur = wh.reader()
+    got = thermal.throttling(cur, start=now - timedelta(hours=hours), end=now, **scope)
+    assert len(got) > 0 and got["mean_c"].notna().all()
+    _assert_charts(cur, now - timedelta(hours=hours), now, **scope)
+
+
+def test_job_telemetry_as_before_on_the_seeded_cluster(seeded):
+    wh, now = seeded
+    cur = wh.reader()
+    job_ids = [r[0] for r in cur.execute("SELECT DISTINCT job_id FROM allocations").fetchall()]
+    assert len(job_ids) >= 5
+    for job_id in job_ids:
+        got = jobs.telemetry(cur, job_id=job_id, now=now)
+        assert len(got) > 0, job_id
+        _same(got, _old_telemetry(cur, job_id, now))
+
+
+# random minute rows and allocations
+
+NODES = ["n0", "n1", "n2"]
+W0 = datetime(2026, 11, 2, 6)
+
+
+@st.composite
+def _cluster(draw):
+    keys = draw(st.lists(st.tuples(st.integers(0, 179), st.sampled_from(NODES),
+                                   st.sampled_from([0, 1, 2, 3, 70])),
+                         min_size=1, max_size=120, unique=True))
+    value = st.one_of(st.none(), st.floats(0, 100, width=32))
+    rows = [{"ts": W0 + m * M, "node": n, "gpu_index": g,
+             "samples": draw(st.integers(1, 4)), "covered_s": draw(st.sampled_from([15.0, 60.0])),
+             "util_pct_avg": draw(value), "power_w_avg": draw(value),
+             "temp_c_avg": draw(value), "temp_c_max": draw(value),
+             "throttle_thermal_s": draw(st.sampled_from([0.0, 15.0])),
+             "throttle_power_s": draw(st.sampled_from([0.0, 30.0]))} for m, n, g in keys]
+    allocs = []
+    for run in range(draw(st.integers(1, 3))):
+        lo = W0 + draw(st.integers(-30, 170)) * timedelta(seconds=30)
+        hi = None if draw(st.integers(0, 4)) == 0 else lo + draw(st.integers(0, 200)) * \
+            timedelta(seconds=30)
+        for node, gpu in draw(st.lists(st.tuples(st.sampled_from(NODES),
+                                                 st.sampled_from([0, 1, 2, 3, 70])),
+                                       min_size=1, max_size=10, unique=True)):
+            allocs.append({"job_id": "j", "run_index": run, "node": node, "gpu_index": gpu,
+                           "start_ts": lo, "end_ts": hi})
+    nodes = draw(st.lists(st.sampled_from(NODES), min_size=0, max_size=3, unique=True))
+    racks = {n: draw(st.sampled_from(["r0", "r1"])) for n in nodes}
+    return rows, allocs, racks
+
+
+@pytest.fixture(scope="module")
+def blank():
+    w = Warehouse(":memory:")
+    yield w
+    w.close()
+
+
+def _load(con, rows, allocs, racks):
+    for table in ("gpu_samples_1m", "gpu_nodes_1m", "allocations", "nodes"):
+        con.execute(f"DELETE FROM {table}")
+    frames = {"gpu_samples_1m": pd.DataFrame(rows), "allocations": pd.DataFrame(allocs),
+              "nodes": pd.DataFrame({"node": list(racks), "rack": list(racks.values()),
+                                     "partition": "train", "gpus": 8})}
+    for table, frame in frames.items():
+        if len(frame):
+            con.register("f", frame)
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM f")
+            con.unregister("f")
+    node_minutes.refresh(con, *ALL_TIME)
+
+
+@given(_cluster(), st.integers(0, 170), st.integers(1, 200), st.sampled_from([None, "r0"]))
+def test_charts_as_before_on_random_minutes(blank, cluster, lo, width, rack):
+    blank.write(lambda con: _load(con, *cluster)).result()
+    cur = blank.reader()
+    start = W0 + lo * timedelta(seconds=61)
+    _assert_charts(cur, start, start + width * M, rack=rack)
+    now = W0 + timedelta(hours=3)
+    want = _old_telemetry(cur, "j", now)
+    got = jobs.telemetry(cur, job_id="j", now=now)
+    if want is None:
+        assert got.empty
+    else:
+        _same(got, want)

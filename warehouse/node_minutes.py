@@ -1,0 +1,63 @@
+"""Per node and minute sums of the 1-minute tier (``gpu_nodes_1m``, migration 019).
+
+Charts over a day read every GPU's minute rows: 35 M rows a day at 24,576 GPUs. The
+fleet-wide ones (utilisation and throttling over time) only ever sum those rows per
+minute, and a job's telemetry sums the rows of the job's GPUs, which are whole nodes
+for most jobs. This table holds the same sums per node and minute (a node's GPUs
+together: 8x fewer rows on 8-GPU nodes), so those charts sum it instead, with the same
+figures (floating-point sums in another order: ~1e-15 relative).
+
+The table is a function of ``gpu_samples_1m`` alone: :func:`refresh` recomputes a time
+range's rows from the minute tier's rows of that range, after whatever the rollup did to
+them (recomputed, kept by the guard before the raw tier's retention cutoff, re-delivered
+late), in the same transaction (warehouse/rollups.py). Retention deletes it with the
+minute tier (same cutoff, same minutes). Anything that writes ``gpu_samples_1m`` directly
+(the benches' generated warehouses) calls :func:`refresh` for what it wrote.
+
+Columns, per ``(ts, node)`` (ts: minute start, naive UTC):
+
+- ``gpus``: minute rows (GPUs reporting); ``gpu_mask``: bit ``i`` set when GPU index
+  ``i`` reported (UBIGINT; NULL when any reporting index is outside 0-63);
+- ``samples`` (raw samples), ``covered_s`` (s); ``util_n`` (rows with a utilisation),
+  ``util_pct_sum`` (sum of ``util_pct_avg``, percent), ``util_pct_min`` (percent);
+- ``power_w_sum`` (sum of ``power_w_avg``, W);
+- ``temp_n``, ``temp_c_sum`` (sum of ``temp_c_avg``, °C), ``temp_c_wsum`` (sum of
+  ``temp_c_avg x samples``, °C x samples, computed as the thermal chart computes it),
+  ``temp_c_max`` (°C);
+- ``throttle_thermal_s``, ``throttle_power_s`` (GPU-seconds throttled).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+#: One GPU index's bit of ``gpu_mask`` (NULL outside 0-63).
+MASK_BIT = ("CASE WHEN gpu_index BETWEEN 0 AND 63 THEN (1::UBIGINT << gpu_index::UBIGINT) "
+            "END")
+
+#: The sums of the minute tier's rows grouped per ``(ts, node)``; the migration fills an
+#: existing warehouse with the same expression.
+SELECT_SQL = f"""
+SELECT ts, node, count(*)::INTEGER AS gpus,
+       CASE WHEN bool_and(gpu_index BETWEEN 0 AND 63) THEN bit_or({MASK_BIT}) END AS gpu_mask,
+       sum(samples) AS samples, sum(covered_s) AS covered_s,
+       count(util_pct_avg)::INTEGER AS util_n, sum(util_pct_avg) AS util_pct_sum,
+       min(util_pct_avg) AS util_pct_min, sum(power_w_avg) AS power_w_sum,
+       count(temp_c_avg)::INTEGER AS temp_n, sum(temp_c_avg) AS temp_c_sum,
+       sum(temp_c_avg * samples) AS temp_c_wsum, max(temp_c_max) AS temp_c_max,
+       sum(throttle_thermal_s) AS throttle_thermal_s,
+       sum(throttle_power_s) AS throttle_power_s
+FROM gpu_samples_1m WHERE ts >= $1 AND ts < $2
+GROUP BY ts, node ORDER BY ts, node
+"""
+
+_DELETE_SQL = "DELETE FROM gpu_nodes_1m WHERE ts >= $1 AND ts < $2"
+_INSERT_SQL = "INSERT INTO gpu_nodes_1m " + SELECT_SQL
+
+
+def refresh(con, lo: datetime, hi: datetime) -> int:
+    """Recompute the rows of ``[lo, hi)`` (naive UTC) from ``gpu_samples_1m``; run it
+    inside the transaction that changed the minute tier there. Returns rows written."""
+    con.execute(_DELETE_SQL, [lo, hi])
+    row = con.execute(_INSERT_SQL, [lo, hi]).fetchone()
+    return int(row[0]) if row else 0
