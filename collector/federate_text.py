@@ -363,7 +363,7 @@ def _view_lengths(views: pa.Array) -> np.ndarray:
     """The byte length of each string of a string_view array (the views' first field)."""
     items = np.frombuffer(views.buffers()[1], np.uint32, count=4 * len(views),
                           offset=16 * views.offset)
-    return items[::4].astype(np.int64)
+    return items[::4].copy()
 
 
 def _valid_sets(uniq: pa.Array) -> np.ndarray:
