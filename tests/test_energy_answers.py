@@ -34,10 +34,14 @@ OLD_RUNS = ("($runs::VARCHAR[] IS NULL"
 
 def _former(sql: str) -> str:
     """``sql`` (a statement over usage.minutes or usage.TABLE) as it was: the former runs
-    filter, applied to every minute row joined, and the shared allocations looked up in
-    the whole allocations table."""
+    filter, applied to every minute row joined, the runs' unshared allocations' minutes
+    in one frame with the shared ones, and the shared allocations looked up in the whole
+    allocations table."""
     new = fill(usage.RUNS, alias="")
-    out = sql.replace("(a.shared OR a.wanted)", f"(a.shared OR {new})")
+    whole = fill(usage._WHOLE, overlap_s=usage._OVERLAP_S)
+    out = re.sub(r"um_solo AS \(.*?\n\),\n", "", sql, flags=re.S)
+    out = out.replace(whole + " AND a.shared", whole + f" AND (a.shared OR {new})")
+    out = out.replace("FROM um_solo", "FROM um0 WHERE NOT shared")
     out = re.sub(r"FROM ua0 b\b.*?WHERE b\.node",
                  "FROM allocations b WHERE b.start_ts < $end"
                  " AND coalesce(b.end_ts, $end) > $start AND b.node", out, flags=re.S)

@@ -116,6 +116,18 @@ mf AS (
     GROUP BY ALL
 )"""
 
+#: Whole GPUs and shares (``ua``) per minute of telemetry they held in [$start, $end).
+_WHOLE = """
+    SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, a.shared,
+           {overlap_s} AS gpu_s, coalesce(m.energy_j, 0) AS minute_j,
+           a.frac, a.frac AS hold,
+           coalesce(m.util_pct_avg, 0) AS util,
+           coalesce(m.util_pct_max, 0) < $idle_pct AS idle
+    FROM ua a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
+     AND m.ts >= date_trunc('minute', a.s) AND m.ts < a.e
+    WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end  -- zone maps
+      AND a.gpu_i_ids IS NULL"""
+
 #: Per allocation and minute of telemetry in [$start, $end): the allocation's seconds in
 #: the minute and its share of the minute's energy (``um``). Each allocation weighs its
 #: seconds x its fraction of the GPU (``frac``): 1 for a whole GPU; its ``share`` for
@@ -154,16 +166,13 @@ ua AS (  -- shared when another run's allocation overlaps on the GPU
            {runs_a} AS wanted  -- per allocation, not per minute joined (issue 17)
     FROM ua0 a
 ),{mig},
-um0 AS (  -- whole GPUs and shares; then MIG allocations in the minutes their GPU reported
-    SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, a.shared,
-           {overlap_s} AS gpu_s, coalesce(m.energy_j, 0) AS minute_j,
-           a.frac, a.frac AS hold,
-           coalesce(m.util_pct_avg, 0) AS util,
-           coalesce(m.util_pct_max, 0) < $idle_pct AS idle
-    FROM ua a JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
-     AND m.ts >= date_trunc('minute', a.s) AND m.ts < a.e
-    WHERE m.ts >= date_trunc('minute', $start::TIMESTAMP) AND m.ts < $end  -- zone maps
-      AND a.gpu_i_ids IS NULL AND (a.shared OR a.wanted)
+um_solo AS ({whole}  -- the runs' unshared allocations: no other weighs (issue 17:
+                     -- apart, the many rows of these are not materialised for the split)
+      AND NOT a.shared AND a.wanted
+),
+um0 AS (  -- shared whole GPUs and shares; then MIG allocations in the minutes their GPU
+          -- reported
+    {whole} AND a.shared
     UNION ALL  -- weighed as shared: alone on its GPU it gets the same (its weight <= 60 s)
     SELECT m.ts, a.node, a.gpu_index, a.job_id, a.run_index, TRUE,
            {overlap_s}, coalesce(m.energy_j, 0), a.frac, a.hold,
@@ -189,7 +198,7 @@ um AS (
     SELECT ts, node, gpu_index, job_id, run_index, {measures}
     FROM (SELECT ts, node, gpu_index, job_id, run_index, gpu_s * hold AS gpu_s, util, idle,
                  gpu_s * frac * minute_j / 60.0 AS energy_j
-          FROM um0 WHERE NOT shared
+          FROM um_solo
           UNION ALL  -- the shared split what unshared allocations left of the minute
           SELECT ts, node, gpu_index, job_id, run_index, gpu_s * hold, util, idle,
                  CASE WHEN un_w > 0
@@ -200,9 +209,8 @@ um AS (
           FROM (SELECT *, sum(gpu_s * frac) OVER (PARTITION BY ts, node, gpu_index) AS held_w
                 FROM um0 LEFT JOIN un USING (ts, node, gpu_index) WHERE shared)
           WHERE {runs})
-)""", wanted=WANTED, nodes=_NODES, runs=_RUNS, runs_a=fill(RUNS, alias="a."),
-                  measures=_MEASURES,
-                  overlap_s=_OVERLAP_S,
+)""", whole=fill(_WHOLE, overlap_s=_OVERLAP_S), wanted=WANTED, nodes=_NODES, runs=_RUNS,
+                  runs_a=fill(RUNS, alias="a."), measures=_MEASURES, overlap_s=_OVERLAP_S,
                   mig=_MIG_FRACTIONS)
 
 #: Per minute of telemetry in [$start, $end): what no allocation held (``uf``).
