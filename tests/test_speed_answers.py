@@ -570,3 +570,54 @@ def test_fragmentation_in_numpy_as_the_pandas_grouping(empty_wh, seed, hours, of
     finally:
         w.write(lambda con: con.execute(
             "DELETE FROM allocations; DELETE FROM nodes; DELETE FROM racks")).result()
+
+
+#: The GPU-hours some allocation held as the weekly report queried them before issue 17:
+#: a window over every allocation row, in SQL.
+_SCHEDULED_WINDOW = """
+WITH a AS (
+    SELECT node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS s,
+           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
+    FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
+),
+b AS (
+    SELECT s, e, max(e) OVER (PARTITION BY node, gpu_index ORDER BY s, e
+                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_e
+    FROM a
+)
+SELECT coalesce(sum(greatest(0, epoch(e) - epoch(greatest(s, coalesce(before_e, s))))), 0)
+       / 3600 FROM b
+"""
+
+
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1),
+       window=st.tuples(st.integers(min_value=-5, max_value=20),
+                        st.integers(min_value=1, max_value=30)))
+def test_scheduled_gpu_hours_as_the_window_in_sql(empty_wh, seed, window):
+    """scheduled_gpu_hours unions each GPU's allocations in numpy (issue 17): the GPU-hours
+    of the SQL window it replaced, on random allocations sharing GPUs (several jobs on one
+    GPU at once, equal starts, nested and open intervals, intervals crossing the range's
+    ends), to the rounding of the former sum of seconds."""
+    from warehouse.queries import weekly
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in range(int(rng.integers(0, 60))):
+        start = T0 + timedelta(seconds=int(rng.choice([0, 1, 1800, 3599])) + 3600 * int(
+            rng.integers(-3, 24)))
+        end = None if rng.random() < 0.1 else start + timedelta(
+            seconds=int(rng.integers(1, 12 * 3600)))
+        for g in rng.choice(4, size=int(rng.integers(1, 4)), replace=False):
+            rows.append({"job_id": f"s{k}", "run_index": 0,
+                         "node": f"n{int(rng.integers(0, 3))}", "gpu_index": int(g),
+                         "start_ts": start, "end_ts": end})
+    w = empty_wh
+    try:
+        if rows:
+            w.ingest("allocations", pd.DataFrame(rows)).result()
+        p = {"start": T0 + window[0] * H, "end": T0 + (window[0] + window[1]) * H}
+        want = w.reader().execute(_SCHEDULED_WINDOW, p).fetchone()[0]
+        got = weekly.scheduled_gpu_hours(w.reader(), **p)
+        assert got == pytest.approx(float(want), rel=1e-12, abs=1e-9)
+    finally:
+        w.write(lambda con: con.execute("DELETE FROM allocations")).result()
