@@ -192,3 +192,53 @@ def test_floor_map_built_unvalidated_is_what_validation_gives():
                {"metric": "power"}):
         fig = figures.floor_map(df, **kw)
         assert go.Figure(fig.to_dict()).to_plotly_json() == fig.to_plotly_json()
+
+
+def _job_telemetry_with_plotly_updates(df):
+    """The job telemetry figure as it was built before issue 17 (make_subplots and
+    plotly's updates, ~100 ms of CPU a figure), the reference for the cached layout."""
+    from plotly.subplots import make_subplots
+
+    from dashboard.figures.base import GRID, PALETTE, chart_layout
+
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+                        subplot_titles=("Utilisation (%)", "Temperature (°C)", "Power (kW)"))
+    for row, col, name, colour, tmpl in [
+        (1, "util_mean_pct", "Mean utilisation", PALETTE[0], "%{y:.0f} %"),
+        (1, "util_min_pct", "Least-busy GPU", PALETTE[4], "%{y:.0f} %"),
+        (2, "temp_mean_c", "Mean temperature", PALETTE[1], "%{y:.0f} °C"),
+        (2, "temp_max_c", "Hottest GPU", PALETTE[5], "%{y:.0f} °C"),
+        (3, "power_kw", "Power of its GPUs", PALETTE[2], "%{y:.1f} kW")]:
+        fig.add_trace(go.Scatter(x=df["ts"], y=df[col], name=name, mode="lines",
+                                 line={"color": colour, "width": 2}, hovertemplate=tmpl),
+                      row=row, col=1)
+    fig.update_layout(**chart_layout(520, uirevision="job-telemetry",
+                                     margin={"l": 64, "r": 24, "t": 64, "b": 48}))
+    fig.update_annotations(font={"size": 12}, x=0, xanchor="left")
+    for row, unit in ((1, "%"), (2, "°C"), (3, "kW")):
+        fig.update_yaxes(title_text=unit, row=row, col=1, **GRID)
+    fig.update_yaxes(range=[0, 105], dtick=25, row=1, col=1)
+    fig.update_xaxes(title_text="Time (UTC)", row=3, col=1, showgrid=False)
+    return fig
+
+
+def test_job_telemetry_from_its_cached_layout_is_the_figure_plotly_updates_gave():
+    """The job page's telemetry figure reuses one layout (issue 17): the same figure as
+    make_subplots and plotly's updates built, twice (the cached layout is not changed)."""
+    import json
+
+    import plotly.io as pio
+
+    from dashboard.figures.job import job_telemetry
+
+    df = pd.DataFrame({"ts": pd.date_range("2026-11-16 06:00", periods=4, freq="5min"),
+                       "gpus": [8, 8, 16, 16], "util_mean_pct": [50.0, 60.0, 70.0, None],
+                       "util_min_pct": [1.0, 2.0, 3.0, 4.0], "temp_mean_c": [60.0] * 4,
+                       "temp_max_c": [70.0, 71.0, 72.0, 73.0], "power_kw": [5.0, 5.5, 9.0, 9.5],
+                       "throttle_thermal_s": [0.0] * 4})
+    want = json.loads(pio.to_json(_job_telemetry_with_plotly_updates(df)))
+    for _ in range(2):
+        fig = job_telemetry(df)
+        assert json.loads(pio.to_json(fig)) == want
+        assert json.loads(pio.to_json(go.Figure(fig.to_dict()))) == want
+        fig.update_layout(height=10)  # a caller's change stays in its own figure

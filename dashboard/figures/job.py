@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from datetime import datetime
 
 import pandas as pd
@@ -61,15 +63,32 @@ def job_timeline(runs: pd.DataFrame | None, *, now: datetime) -> go.Figure:
     return fig
 
 
+_TELEMETRY_PANELS = ((1, "Utilisation (%)", "%"), (2, "Temperature (°C)", "°C"),
+                     (3, "Power (kW)", "kW"))
+
+
+@functools.lru_cache(maxsize=1)
+def _telemetry_layout() -> dict:
+    """The three stacked panels' layout, made once: make_subplots and plotly's updates
+    cost ~100 ms of CPU a figure (issue 17: the job page's telemetry callback)."""
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+                        subplot_titles=[title for _, title, _ in _TELEMETRY_PANELS])
+    # each panel named above it: three rotated y titles on 130-px panels overlapped
+    fig.update_layout(**chart_layout(520, uirevision="job-telemetry",
+                                     margin={"l": 64, "r": 24, "t": 64, "b": 48}))
+    fig.update_annotations(font={"size": 12}, x=0, xanchor="left")
+    for row, _, unit in _TELEMETRY_PANELS:
+        fig.update_yaxes(title_text=unit, row=row, col=1, **GRID)
+    fig.update_yaxes(range=[0, 105], dtick=25, row=1, col=1)
+    fig.update_xaxes(title_text="Time (UTC)", row=3, col=1, showgrid=False)
+    return fig.layout.to_plotly_json()
+
+
 def job_telemetry(df: pd.DataFrame | None) -> go.Figure:
     """Three stacked panels over time: utilisation (%), temperature (°C), power (kW)."""
     if df is None or len(df) == 0:
         return empty_figure("No telemetry from this job's GPUs: it never held a GPU, or "
                             "its samples are older than the rollups kept.", height=420)
-    panels = ("Utilisation (%)", "Temperature (°C)", "Power (kW)")
-    # each panel named above it: three rotated y titles on 130-px panels overlapped
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
-                        subplot_titles=panels)
     rows = [
         (1, "util_mean_pct", "Mean utilisation", PALETTE[0], "%{y:.0f} %"),
         (1, "util_min_pct", "Least-busy GPU", PALETTE[4], "%{y:.0f} %"),
@@ -77,18 +96,12 @@ def job_telemetry(df: pd.DataFrame | None) -> go.Figure:
         (2, "temp_max_c", "Hottest GPU", PALETTE[5], "%{y:.0f} °C"),
         (3, "power_kw", "Power of its GPUs", PALETTE[2], "%{y:.1f} kW"),
     ]
-    for row, col, name, colour, tmpl in rows:
-        fig.add_trace(go.Scatter(x=df["ts"], y=df[col], name=name, mode="lines",
-                                 line={"color": colour, "width": 2}, hovertemplate=tmpl),
-                      row=row, col=1)
-    fig.update_layout(**chart_layout(520, uirevision="job-telemetry",
-                                     margin={"l": 64, "r": 24, "t": 64, "b": 48}))
-    fig.update_annotations(font={"size": 12}, x=0, xanchor="left")
-    for row, unit in ((1, "%"), (2, "°C"), (3, "kW")):
-        fig.update_yaxes(title_text=unit, row=row, col=1, **GRID)
-    fig.update_yaxes(range=[0, 105], dtick=25, row=1, col=1)
-    fig.update_xaxes(title_text="Time (UTC)", row=3, col=1, showgrid=False)
-    return fig
+    axis = {1: "", 2: "2", 3: "3"}
+    traces = [go.Scatter(x=df["ts"], y=df[col], name=name, mode="lines",
+                         line={"color": colour, "width": 2}, hovertemplate=tmpl,
+                         xaxis="x" + axis[row], yaxis="y" + axis[row])
+              for row, col, name, colour, tmpl in rows]
+    return figure(traces, layout=copy.deepcopy(_telemetry_layout()))
 
 
 def straggler_heatmap(cells: pd.DataFrame | None, episodes: pd.DataFrame | None) -> go.Figure:
