@@ -123,4 +123,7 @@ def test_federate_rows_are_prometheus_samples_at_their_scrape_times(prometheus):
                           "FROM gpu_samples GROUP BY ALL").fetchall()
     assert len(per_gpu) == 4 and all(n == d and n >= 6 for _, _, n, d in per_gpu)
     assert source.dropped.total == 0
+    # Prometheus lists the same series in the same order pull after pull: the label
+    # sets and their lengths kept from one pull served the next (issue 17)
+    assert source.labels.reused["sets"] >= 1 and source.labels.reused["lengths"] >= 1
     wh.close()
