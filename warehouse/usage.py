@@ -59,7 +59,7 @@ _NODES = fill("($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL"
 #: failed runs of a day at 24,576 GPUs, issue 17). A statement using :data:`RUNS` starts
 #: its ``WITH`` with it.
 WANTED = """wanted_runs AS MATERIALIZED (
-    SELECT run, rtrim(run, '0123456789-')[:-2] AS job_id
+    SELECT run, substr(run, 1, length(run) - strpos(reverse(run), ':')) AS job_id
     FROM (SELECT unnest($runs::VARCHAR[]) AS run)
 )"""
 #: Only the runs ``$runs`` (NULL: all; the CTE :data:`WANTED`). The job ids come first
@@ -145,25 +145,32 @@ _WHOLE = """
 #: row (``uf``): attributed + unattributed = the GPU's energy. ``gpu_s`` is the seconds
 #: held x the part of the GPU held (``hold``: the share; for MIG the instances' slices
 #: over the GPU's instances'), so the parts nobody held are unallocated GPU-seconds too.
-#: Shared allocations are found among all allocations of the scope, so a
-#: query for some runs gives them the same shares as the table.
+#: Shared allocations are found among all allocations of the scope on the GPUs the runs
+#: held (every weight of a run's split is on its GPU), so a query for some runs gives
+#: them the same shares as the table.
 _ALLOCATED = fill("""{wanted},
-ua0 AS MATERIALIZED (  -- allocations clipped to the range ([s, e); as held: [start_ts,
-                      -- end_ts)); ``frac``: a share's part of the GPU
+ua_all AS MATERIALIZED (  -- allocations clipped to the range ([s, e); as held:
+                         -- [start_ts, end_ts)); ``frac``: a share's part of the GPU
     SELECT job_id, run_index, node, gpu_index, gpu_i_ids, start_ts, end_ts,
            least(greatest(coalesce(share, 1.0), 0.0), 1.0) AS frac,
            greatest(start_ts, $start::TIMESTAMP) AS s,
-           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e
+           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS e,
+           {runs} AS wanted  -- per allocation, not per minute joined (issue 17)
     FROM allocations
     WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {nodes}
+),
+ua0 AS MATERIALIZED (  -- those on the GPUs the runs held (issue 17: the shares of the
+                      -- range's every allocation were worked out for a few runs)
+    SELECT * FROM ua_all
+    WHERE $runs::VARCHAR[] IS NULL
+       OR (node, gpu_index) IN (SELECT node, gpu_index FROM ua_all WHERE wanted)
 ),
 ua AS (  -- shared when another run's allocation overlaps on the GPU
     SELECT a.*, EXISTS (SELECT 1 FROM ua0 b  -- an overlap of a is in the range and on a
                                              -- node of the scope: in ua0 (issue 17)
                         WHERE b.node = a.node AND b.gpu_index = a.gpu_index
                           AND b.start_ts < a.e AND coalesce(b.end_ts, a.e) > a.s
-                          AND (b.job_id <> a.job_id OR b.run_index <> a.run_index)) AS shared,
-           {runs_a} AS wanted  -- per allocation, not per minute joined (issue 17)
+                          AND (b.job_id <> a.job_id OR b.run_index <> a.run_index)) AS shared
     FROM ua0 a
 ),{mig},
 um_solo AS ({whole}  -- the runs' unshared allocations: no other weighs (issue 17:
@@ -210,7 +217,7 @@ um AS (
                 FROM um0 LEFT JOIN un USING (ts, node, gpu_index) WHERE shared)
           WHERE {runs})
 )""", whole=fill(_WHOLE, overlap_s=_OVERLAP_S), wanted=WANTED, nodes=_NODES, runs=_RUNS,
-                  runs_a=fill(RUNS, alias="a."), measures=_MEASURES, overlap_s=_OVERLAP_S,
+                  measures=_MEASURES, overlap_s=_OVERLAP_S,
                   mig=_MIG_FRACTIONS)
 
 #: Per minute of telemetry in [$start, $end): what no allocation held (``uf``).
