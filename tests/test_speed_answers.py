@@ -621,3 +621,70 @@ def test_scheduled_gpu_hours_as_the_window_in_sql(empty_wh, seed, window):
         assert got == pytest.approx(float(want), rel=1e-12, abs=1e-9)
     finally:
         w.write(lambda con: con.execute("DELETE FROM allocations")).result()
+
+
+def _loss_sql_correlated(where: str) -> str:
+    """warehouse.goodput.loss_sql as it was before issue 17: the allocated GPUs of a run
+    counted by a correlated subquery for every failed run (DuckDB counted every run's
+    allocations, though almost every run names its GPUs)."""
+    from warehouse import goodput
+
+    new = goodput.loss_sql(where)
+    head, rest = new.split("failed0 AS (", 1)
+    tail = rest.split("\n),\nnxt AS (", 1)[1]
+    return head + """failed AS (
+    SELECT r.job_id, r.run_index, r.start_ts, r.end_ts, r.state, r.exit_code, r.signal,
+           r.reason, r.failed_node,
+           coalesce(r.gpus, j.gpus, (SELECT count(*) FROM allocations a
+                                     WHERE a.job_id = r.job_id
+                                       AND a.run_index = r.run_index), 0) AS gpus,
+           greatest(0, """ + goodput._h("greatest(coalesce(r.start_ts, r.end_ts), h.start_ts)",
+                                        "r.end_ts") + """) AS run_h
+    FROM job_runs r LEFT JOIN jobs j USING (job_id), history h
+    WHERE r.end_ts IS NOT NULL AND """ + goodput.FAILED_RUN + " AND " + where + """
+      AND (h.start_ts IS NULL OR r.end_ts > h.start_ts)
+),
+nxt AS (""" + tail
+
+
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_loss_counts_allocations_only_where_no_gpus_are_named(empty_wh, seed):
+    """loss_sql counts a failed run's allocations only where neither the run nor its job
+    names its GPUs (issue 17): the rows of the correlated count it replaced, on random
+    jobs (GPUs named or not, runs with and without allocations, requeues, failures and
+    successes)."""
+    from warehouse import goodput
+
+    rng = np.random.default_rng(seed)
+    gpus = [None, None, 0, 4, 8]
+    jobs, runs, allocs = [], [], []
+    for k in range(int(rng.integers(1, 25))):
+        t = T0 + int(rng.integers(0, 20)) * H
+        jobs.append({"job_id": f"j{k}", "submit_ts": t, "gpus": rng.choice(gpus)})
+        for r in range(int(rng.integers(1, 4))):
+            end = t + int(rng.integers(1, 5)) * H
+            runs.append({"job_id": f"j{k}", "run_index": r, "start_ts": t, "end_ts": end,
+                         "state": rng.choice(["FAILED", "NODE_FAIL", "REQUEUED", "COMPLETED",
+                                              "TIMEOUT"]),
+                         "exit_code": int(rng.integers(0, 2)), "gpus": rng.choice(gpus)})
+            for g in range(int(rng.integers(0, 4))):
+                allocs.append({"job_id": f"j{k}", "run_index": r, "node": "n0",
+                               "gpu_index": g, "start_ts": t, "end_ts": end})
+            t = end + int(rng.integers(0, 2)) * H
+    w = empty_wh
+    try:
+        w.ingest("jobs", pd.DataFrame(jobs).astype({"gpus": "Int32"})).result()
+        w.ingest("runs", pd.DataFrame(runs).astype({"gpus": "Int32"})).result()
+        if allocs:
+            w.ingest("allocations", pd.DataFrame(allocs)).result()
+        p = goodput.loss_params(now=T0 + 40 * H, interval_h=3.0, warmup_h=0.25,
+                                start=T0, end=T0 + 30 * H)
+        key = ["job_id", "run_index"]
+        want = w.reader().execute(_loss_sql_correlated(goodput.BY_END_RANGE), p).df()
+        got = w.reader().execute(goodput.loss_sql(goodput.BY_END_RANGE), p).df()
+        pd.testing.assert_frame_equal(got.sort_values(key, ignore_index=True),
+                                      want.sort_values(key, ignore_index=True),
+                                      check_dtype=False)
+    finally:
+        w.write(lambda con: con.execute(
+            "DELETE FROM allocations; DELETE FROM job_runs; DELETE FROM jobs")).result()

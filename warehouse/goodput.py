@@ -100,16 +100,24 @@ def loss_sql(where: str) -> str:
     gpu_hours_lost (hours, GPU-hours)."""
     return fill("""
 WITH history AS (SELECT ({history_start}) AS start_ts),
-failed AS (
+failed0 AS (
     SELECT r.job_id, r.run_index, r.start_ts, r.end_ts, r.state, r.exit_code, r.signal,
-           r.reason, r.failed_node,
-           coalesce(r.gpus, j.gpus, (SELECT count(*) FROM allocations a
-                                     WHERE a.job_id = r.job_id
-                                       AND a.run_index = r.run_index), 0) AS gpus,
+           r.reason, r.failed_node, coalesce(r.gpus, j.gpus) AS known_gpus,
            greatest(0, {run_h}) AS run_h
     FROM job_runs r LEFT JOIN jobs j USING (job_id), history h
     WHERE r.end_ts IS NOT NULL AND {failed_run} AND {where}
       AND (h.start_ts IS NULL OR r.end_ts > h.start_ts)
+),
+counted AS (  -- the allocated GPUs of the runs whose GPUs neither run nor job names
+    SELECT a.job_id, a.run_index, count(*) AS n
+    FROM allocations a SEMI JOIN (SELECT job_id, run_index FROM failed0
+                                  WHERE known_gpus IS NULL) u USING (job_id, run_index)
+    GROUP BY ALL
+),
+failed AS (
+    SELECT f.job_id, f.run_index, f.start_ts, f.end_ts, f.state, f.exit_code, f.signal,
+           f.reason, f.failed_node, coalesce(f.known_gpus, c.n, 0) AS gpus, f.run_h
+    FROM failed0 f LEFT JOIN counted c USING (job_id, run_index)
 ),
 nxt AS (
     SELECT f.job_id, f.run_index, arg_min(n.start_ts, n.run_index) AS next_start_ts,
