@@ -62,13 +62,12 @@ def energy_over_time(df: pd.DataFrame | None, *, x: str, start: datetime | None 
                hovertemplate="%{y:,.1f} kWh"),
         go.Scatter(x=df[x], y=df["carbon_kg"], name="Emissions", yaxis="y2", mode="lines",
                    line={"color": PALETTE[5], "width": 2}, hovertemplate="%{y:,.1f} kg"),
-    ])
-    fig.update_layout(**chart_layout(uirevision="energy"), barmode="stack", xaxis=TIME_AXIS,
-                      yaxis={**GRID, "title": {"text": "IT energy (kWh)"},
-                             **round_axis(df["gpu_kwh"] + df["other_kwh"])},
-                      yaxis2={"title": {"text": "Emissions (kg CO₂e)"}, "overlaying": "y",
-                              "side": "right", "showgrid": False,
-                              **round_axis(df["carbon_kg"])})
+    ], layout=dict(  # given whole, not by update_layout: ~30 ms of CPU less (issue 17)
+        **chart_layout(uirevision="energy"), barmode="stack", xaxis=TIME_AXIS,
+        yaxis={**GRID, "title": {"text": "IT energy (kWh)"},
+               **round_axis(df["gpu_kwh"] + df["other_kwh"])},
+        yaxis2={"title": {"text": "Emissions (kg CO₂e)"}, "overlaying": "y",
+                "side": "right", "showgrid": False, **round_axis(df["carbon_kg"])}))
     bucket = timedelta(days=1) if x == "day" else timedelta(hours=1)
     detach_partial(fig, mark_partial(fig, df[x], start=start, end=end, bucket=bucket))
     return fig
@@ -119,12 +118,12 @@ def pue_and_intensity(df: pd.DataFrame | None, *, x: str) -> go.Figure:
         go.Scatter(x=d[x], y=d["pue"], name="PUE", yaxis="y2", mode="lines",
                    line={"color": PALETTE[3], "width": 2, "dash": "dash"},
                    hovertemplate="%{y:.2f}"),
-    ])
-    fig.update_layout(**chart_layout(uirevision="pue"), xaxis=TIME_AXIS,
-                      yaxis={**GRID, "title": {"text": "Grid intensity (g CO₂e / kWh)"},
-                             **round_axis(d["g_per_kwh"])},
-                      yaxis2={"title": {"text": "PUE"}, "overlaying": "y", "side": "right",
-                              "showgrid": False, **round_axis(d["pue"])})
+    ], layout=dict(  # given whole, not by update_layout (issue 17)
+        **chart_layout(uirevision="pue"), xaxis=TIME_AXIS,
+        yaxis={**GRID, "title": {"text": "Grid intensity (g CO₂e / kWh)"},
+               **round_axis(d["g_per_kwh"])},
+        yaxis2={"title": {"text": "PUE"}, "overlaying": "y", "side": "right",
+                "showgrid": False, **round_axis(d["pue"])}))
     return fig
 
 
