@@ -44,6 +44,7 @@ __all__ = ["Answer", "LabelMemo", "assemble", "scan"]
 
 T = TypeVar("T")
 _W = 48  # bytes of the window at each line's start (name and "{") and end ("} v ts")
+_SAME_MAX = 3  # earlier answers of the same length an answer's label sets are compared with
 
 
 @dataclass(frozen=True)
@@ -269,10 +270,33 @@ def _names(data: bytes, buf: np.ndarray, head: np.ndarray, head_at: np.ndarray,
 def _dedupe(chunks: list[pa.Array]) -> tuple[pa.Array, list[np.ndarray]]:
     """The distinct strings of ``chunks`` and each chunk's indices into them.
 
-    The chunks are hashed in two halves at once (Arrow releases the GIL), then the two
-    dictionaries, a GPU's label set in each, are merged: the whole pull's label sets
-    are hashed once, on both cores (issue 17).
+    The answers of one pull list the same series in the same order (each field's
+    answer every GPU's set): a chunk equal, string for string, to an earlier one takes
+    its indices (one bulk comparison), and only the others are hashed (issue 17). The
+    strings and indices are those of hashing every chunk.
     """
+    first: list[int] = []  # each chunk's earliest equal chunk
+    for k, c in enumerate(chunks):
+        same = [j for j in dict.fromkeys(first) if len(chunks[j]) == len(c)][:_SAME_MAX]
+        first.append(next((j for j in same if _equal(chunks[j], c)), k))
+    kept = list(dict.fromkeys(first))
+    uniq, indices = _hash([chunks[j] for j in kept])
+    of = dict(zip(kept, indices, strict=True))
+    return uniq, [of[j] for j in first]
+
+
+def _equal(a: pa.Array, b: pa.Array) -> bool:
+    """Whether two string arrays of one length hold the same strings (their heads
+    compared first: most unequal pairs differ there)."""
+    head = min(len(a), 256)
+    return (pc.all(pc.equal(a.slice(0, head), b.slice(0, head))).as_py()
+            and pc.all(pc.equal(a, b)).as_py() and not a.null_count and not b.null_count)
+
+
+def _hash(chunks: list[pa.Array]) -> tuple[pa.Array, list[np.ndarray]]:
+    """:func:`_dedupe` by hashing: the chunks in two halves at once (Arrow releases the
+    GIL), then the two dictionaries, a GPU's label set in each, merged: the label sets
+    are hashed once, on both cores (issue 17)."""
     halves = [chunks[: len(chunks) // 2], chunks[len(chunks) // 2:]]
     if not halves[0]:
         halves = halves[1:]

@@ -280,3 +280,48 @@ def pulls(draw) -> list[dict[str, str | bytes]]:
 @given(pulls())
 def test_property_pulls_read_with_the_last_pulls_sets_read_as_promtext(sequence):
     same_pull_after_pull(sequence)
+
+
+@st.composite
+def fields_of_one_fleet(draw) -> dict[str, bytes]:
+    """One pull's answers as Prometheus gives them for one fleet: the same series (label
+    sets, in the same order) under each field's name; some answers with a label byte
+    changed, a series less or the series swapped."""
+    text = draw(federate_answer()).encode()
+    lines = [x for x in text.splitlines(True) if not x.startswith(b"#")]
+    out = {}
+    for k, selector in enumerate(SELECTORS):
+        mine = [b"field%d{" % k + x.split(b"{", 1)[1] for x in lines]
+        op = draw(st.sampled_from(["same", "same", "byte", "less", "swap"]))
+        i = draw(st.integers(0, len(mine) - 1))
+        if op == "byte" and mine[i].rfind(b"}") > mine[i].find(b"{") + 1:
+            j = draw(st.integers(mine[i].find(b"{") + 1, mine[i].rfind(b"}") - 1))
+            mine[i] = mine[i][:j] + bytes([draw(st.sampled_from(b"aZ9_\xff"))]) + mine[i][j + 1:]
+        elif op == "less" and len(mine) > 1:
+            del mine[i]
+        elif op == "swap":
+            mine.insert(0, mine.pop(i))
+        out[selector] = b"".join(mine)
+    return out
+
+
+@pytest.mark.property
+@given(fields_of_one_fleet())
+def test_property_answers_listing_the_same_series_read_as_promtext(answers):
+    """An answer whose label sets equal an earlier answer's, line for line, takes its
+    deduplication (issue 17); the rows stay promtext's whatever differs."""
+    same_as_promtext(answers)
+    same_pull_after_pull([answers, answers])
+
+
+def test_answers_differing_far_into_their_series_are_hashed_apart():
+    """The label sets of two long answers compared whole, not only at their heads."""
+    series = [f'{{Hostname="gpu{i:04d}",gpu="{i % 8}",job="dcgm"}} {i} 1793620800000\n'
+              for i in range(600)]
+    changed = series.copy()
+    changed[555] = changed[555].replace("gpu0555", "gpu9555")
+    answers = {"a": "".join("temp" + x for x in series),
+               "b": "".join("power" + x for x in changed),
+               "c": "".join("clock" + x for x in series)}
+    table = same_as_promtext(answers)
+    assert len(table["labels"].combine_chunks().dictionary) == 601
