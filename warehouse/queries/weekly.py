@@ -314,7 +314,7 @@ def _reliability_section(reader: Callable, opts: Options, *, start: datetime, en
     """Failures, GPU-hours lost, the failure rate and MTTF, lemon nodes and the ETTR of
     large jobs in the week."""
     w = {"start": start, "end": end}
-    fails = qf.failures(reader(), **w)
+    fails = qf.failures(reader(), evidence=False, **w)  # the report shows no evidence
     lost = qg.lost_by(reader(), by="category", **w)
     rate = qf.failure_rate(reader(), gpus_per_node=gpus_per_node, job_gpus=MTTF_JOB_GPUS, **w)
     lemons = qf.lemon_nodes(reader(), min_failures=opts.lemon_min_failures,
