@@ -150,17 +150,25 @@ def _node_per_set(uniq: pa.Array, host: list, node_label: str, names: NodeNames
     return nodes.where(nodes.notna() & (nodes != ""), None).tolist()
 
 
-def _read_sets(labels: pa.Array, relevant: np.ndarray, node_label: str, names: NodeNames
-               ) -> tuple[np.ndarray, dict[str, object], np.ndarray, pd.Index]:
+def _read_sets(labels: pa.Array, relevant: np.ndarray, node_label: str, names: NodeNames,
+               memo: LabelMemo) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray, pd.Index]:
     """The ``relevant`` label sets of ``labels`` read: each set's index among them
-    (-1 where not relevant), their :func:`collector.dcgm._label_sets`, and each one's
-    node as a code into the distinct nodes (-1 where none)."""
+    (-1 where not relevant), their :func:`collector.dcgm._label_sets` (lists as object
+    arrays), and each one's node as a code into the distinct nodes (-1 where none).
+    Sets ``memo`` read last time (the same naming) are not read again."""
     uniq = labels.filter(pa.array(relevant))
     set_of = np.full(len(relevant), -1, np.int64)
     set_of[relevant] = np.arange(len(uniq))
-    sets = _label_sets_split(uniq)
-    node_s = _node_per_set(uniq, sets["host"], node_label, names)
-    codes, node_uniq = pd.factorize(pd.Series(node_s, dtype=object))  # None -> -1
+
+    def read(some: pa.Array) -> dict[str, np.ndarray]:
+        sets = _label_sets_split(some)
+        node = _node_per_set(some, sets["host"], node_label, names)
+        return {k: np.array(v, object) if isinstance(v, list) else v
+                for k, v in (sets | {"node": node}).items()}
+
+    sets = memo.per_set(uniq, (node_label, names.strip_domain, names.regex, names.replace),
+                        read)
+    codes, node_uniq = pd.factorize(pd.Series(sets["node"], dtype=object))  # None -> -1
     return set_of, sets, codes, node_uniq
 
 
@@ -209,9 +217,10 @@ def parse_federate(
     if not relevant.any():
         return empty
     key = (relevant.tobytes(), node_label, names.strip_domain, names.regex, names.replace)
-    set_of, sets, codes, node_uniq = (memo or LabelMemo()).derived(
+    memo = memo or LabelMemo()
+    set_of, sets, codes, node_uniq = memo.derived(
         labels.dictionary, key, lambda: _read_sets(labels.dictionary, relevant, node_label,
-                                                   names))
+                                                   names, memo))
     s = set_of[lab]
     fid_ok = (fid >= 0) & (s >= 0)
     s = np.where(fid_ok, s, 0)
@@ -264,7 +273,7 @@ def parse_federate(
                      counts=counts)
     node = list(node_uniq[ukey // DCGM_MAX_NUM_DEVICES])
     gpu_row = (ukey % DCGM_MAX_NUM_DEVICES).astype(np.int16)
-    uuid = [sets["uuid"][i] for i in first_set.tolist()]
+    uuid = sets["uuid"][first_set].tolist()
     samples = build_samples(ts, node, gpu_row, uuid, grid, interval_s)
     instances = instance_rows(ts, node, gpu_row, row, fid, sets["inst"][s], value,
                               sets["profile"][s])

@@ -326,9 +326,11 @@ class LabelMemo:
         self._indices: list[np.ndarray] = []
         self._valid: np.ndarray | None = None
         self._derived: tuple | None = None  # (label sets, key, value)
+        self._per_set: tuple | None = None  # (label sets, key, {name: one item per set})
         self._lengths: dict[str, np.ndarray] = {}  # selector -> its lines' set lengths
         # what was reused, how often: "sets" (a pull's), "derived" (a reading of them),
-        # "lengths" (an answer's label-set lengths, to read it: :func:`scan`)
+        # "lengths" (an answer's label-set lengths, to read it: :func:`scan`), "per set"
+        # (label sets whose reading was the last one's: :meth:`per_set`)
         self.reused: Counter = Counter()
 
     def distinct(self, chunks: list[pa.Array]) -> tuple[pa.Array, list[np.ndarray], np.ndarray]:
@@ -370,6 +372,29 @@ class LabelMemo:
         """Keep the label-set lengths of ``answers`` read fast, for the next pull."""
         self._lengths = {a.selector: _view_lengths(a.lines.labels) for a in answers
                          if a.lines is not None and len(a.lines.labels)}
+
+    def per_set(self, sets: pa.Array, key: Hashable,
+                read: Callable[[pa.Array], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """``read(sets)``: arrays of one item per string of ``sets``, read only for the
+        strings the last call with the same ``key`` did not have (a series added, or
+        listed elsewhere); the others' items are the last call's."""
+        kept = self._per_set
+        pos = None
+        if kept is not None and kept[1] == key and len(kept[0]) and len(sets):
+            pos = pc.fill_null(pc.index_in(sets, value_set=kept[0]), -1).to_numpy()
+        if pos is None or (pos < 0).all():
+            values = read(sets)
+        else:
+            new = np.flatnonzero(pos < 0)
+            got = read(sets.take(pa.array(new))) if len(new) else {}
+            values = {}
+            for name, old in kept[2].items():
+                values[name] = old[np.maximum(pos, 0)]
+                if len(new):
+                    values[name][new] = got[name]
+            self.reused["per set"] += len(sets) - len(new)
+        self._per_set = (sets, key, values)
+        return values
 
     def derived(self, sets: pa.Array, key: Hashable, make: Callable[[], T]) -> T:
         """``make()``, computed once while ``sets`` (compared by content) and ``key``

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -409,9 +410,13 @@ def test_label_sets_kept_from_the_last_pull_read_each_pull_as_a_fresh_reading():
     later = first.replace(f" {MS0}\n", f" {MS0 + 15_000}\n")
     renamed = later.replace('Hostname="gpu001"', 'Hostname="gpu001.example.org"')
     lost_gpu = later.replace('gpu="2"', 'gpu="x"')
+    reordered = "".join(reversed(later.splitlines(True)))
+    more = later + with_targets({"gpu009": render_dcgm(fleet(nodes=10, gpus=2))["gpu009"]},
+                                MS0)
     pulls = [(first, {}), (later, {}), (first, {}), (renamed, {}), (renamed, {}),
              (renamed, {"names": NodeNames(strip_domain=True)}), (lost_gpu, {}),
-             (lost_gpu, {"node_label": "job"}), (later, {})]
+             (lost_gpu, {"node_label": "job"}), (later, {}), (reordered, {}), (more, {}),
+             (more, {"names": NodeNames(strip_domain=True)})]
     memo = LabelMemo()
     for text, kw in pulls:
         counts: Counter = Counter()
@@ -424,9 +429,16 @@ def test_label_sets_kept_from_the_last_pull_read_each_pull_as_a_fresh_reading():
         assert samples.to_pylist() == want[0].to_pylist()
         assert instances.to_pylist() == want[1].to_pylist()
         assert counts == want_counts
-    # the sets of later, first (later's labels), renamed twice, lost_gpu once; their
+    # the sets of later, first (later's labels), renamed, lost_gpu and more twice; their
     # reading where the naming stayed too
-    assert (memo.reused["sets"], memo.reused["derived"]) == (5, 3)
+    assert (memo.reused["sets"], memo.reused["derived"]) == (6, 3)
+    # read again, set by set, where the naming was the last reading's: renamed (all but
+    # gpu001's 4 GPUs), reordered and more (all of later's)
+    lines = parse_texts({"t": later}).filter(pc.is_in(
+        pc.field("name"), pa.array([n for f in FIELDS for n in f.names])))
+    n_sets = len(pc.unique(lines["labels"].combine_chunks().dictionary.take(
+        lines["labels"].combine_chunks().indices)))
+    assert memo.reused["per set"] == 3 * n_sets - 4
 
 
 def test_the_source_keeps_the_label_sets_between_pulls():
@@ -441,3 +453,48 @@ def test_the_source_keeps_the_label_sets_between_pulls():
                                         lengths=sum(map(bool, answers.values())))
     assert a.drop(["ts"]).to_pylist() == b.drop(["ts"]).to_pylist()
     assert a.num_rows == 4
+
+
+@st.composite
+def fleet_pulls(draw) -> list[str]:
+    """Pulls of a small fleet's answer: lines moved, dropped, a host renamed, a GPU
+    index or UUID changed, a node added - as a fleet changes between pulls."""
+    base = with_targets(render_dcgm(fleet(nodes=3, gpus=2, seed=draw(st.integers(0, 9)))),
+                        MS0).splitlines(True)
+    out = ["".join(base)]
+    for _ in range(draw(st.integers(1, 4))):
+        lines = out[-1].splitlines(True)
+        op = draw(st.sampled_from(["same", "move", "drop", "rename", "gpu", "uuid", "add"]))
+        i = draw(st.integers(0, len(lines) - 1))
+        if op == "move":
+            lines.insert(draw(st.integers(0, len(lines) - 1)), lines.pop(i))
+        elif op == "drop" and len(lines) > 1:
+            del lines[i]
+        elif op == "rename":
+            lines = [x.replace("gpu001", draw(st.sampled_from(["gpu001.a.b", "gpu007"])))
+                     for x in lines]
+        elif op == "gpu":
+            lines[i] = re.sub(r'gpu="\d+"', draw(st.sampled_from(['gpu="5"', 'gpu="x"'])),
+                              lines[i])
+        elif op == "uuid":
+            lines[i] = re.sub(r'UUID="[^"]*"', 'UUID="GPU-new"', lines[i])
+        elif op == "add":
+            lines += with_targets({"gpu009": render_dcgm(fleet(10, 1))["gpu009"]},
+                                  MS0).splitlines(True)
+        out.append("".join(lines))
+    return out
+
+
+@pytest.mark.property
+@given(fleet_pulls(), st.sampled_from([{}, {"names": NodeNames(strip_domain=True)}]))
+def test_property_pulls_through_the_kept_label_sets_read_as_fresh(texts, kw):
+    memo = LabelMemo()
+    for text in texts:
+        counts: Counter = Counter()
+        got = parse_federate(pull(lambda s, t=text: t, ["all"], counts=counts, memo=memo),
+                             T0, counts=counts, memo=memo, **kw)
+        want_counts: Counter = Counter()
+        want = parse_federate(pull(lambda s, t=text: t, ["all"], counts=want_counts), T0,
+                              counts=want_counts, **kw)
+        assert [t.to_pylist() for t in got] == [t.to_pylist() for t in want]
+        assert counts == want_counts
