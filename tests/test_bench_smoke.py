@@ -22,7 +22,7 @@ def test_vs_prometheus_answers_agree(tmp_path, capsys):
     assert "Prometheus / gpulens" in out and "storage for the same data" in out
     # bytes per sample per tier, and the target printed as measured / target / met
     for tier in ("raw (gpu_samples)", "1-minute (gpu_samples_1m)", "1-hour (gpu_samples_1h)",
-                 "free blocks", "Prometheus, TSDB blocks"):
+                 "1-minute per node (gpu_nodes_1m)", "free blocks", "Prometheus, TSDB blocks"):
         assert tier in out, out
     assert "bytes per sample, all tiers, file" in out and "(Prometheus)" in out, out
 
