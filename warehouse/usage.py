@@ -62,6 +62,15 @@ WANTED = """wanted_runs AS MATERIALIZED (
     SELECT run, substr(run, 1, length(run) - strpos(reverse(run), ':')) AS job_id
     FROM (SELECT unnest($runs::VARCHAR[]) AS run)
 )"""
+
+
+def wanted_from(rows: str) -> str:
+    """:data:`WANTED` whose runs are the rows of the statement ``rows`` (columns ``run``,
+    the text 'job_id:run_index', and ``job_id``) instead of ``$runs``, for a statement
+    given ``$runs`` as an empty list (not NULL, so that :data:`RUNS` filters)."""
+    return fill("wanted_runs AS MATERIALIZED ({rows})", rows=rows)
+
+
 #: Only the runs ``$runs`` (NULL: all; the CTE :data:`WANTED`). The job ids come first
 #: so that the text of job and run is built only for those jobs' rows (issue 17: built for
 #: every row, it was two thirds of the energy of failures at 24,576 GPUs).

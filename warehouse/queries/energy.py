@@ -316,16 +316,23 @@ def _parts(cur, start: datetime, end: datetime, resolution: str | None, idle_pct
 
 def _run_frames(cur, *, start: datetime, end: datetime, opts: Options,
                 resolution: str | None, runs: list[tuple[str, int]] | None = None,
-                wrap: str | None = None) -> list[pd.DataFrame]:
+                wrap: str | None = None,
+                wanted: tuple[str, dict] | None = None) -> list[pd.DataFrame]:
     """Each part's frame of the per-run energy query (warehouse/usage.py:plan), the query
-    inside ``wrap`` (a statement reading it as ``{runs}``) where given."""
+    inside ``wrap`` (a statement reading it as ``{runs}``) where given; ``wanted``: the
+    runs as a statement's rows (usage.wanted_from) and its parameters, not ``runs``."""
     ctes = carbon.intensity_ctes().strip()
     params = {"node_w": opts.node_overhead_w, "idle_pct": float(opts.idle_util_pct),
               "runs": None if runs is None else [f"{j}:{int(r)}" for j, r in runs],
               **_NO_SCOPE}
+    if wanted is not None:
+        params = {**params, **wanted[1], "runs": []}
     frames = []
     for p in _parts(cur, start, end, resolution, opts.idle_util_pct):
         sql = fill(_RUN[p.path], ctes=ctes)
+        if wanted is not None:
+            assert sql.count(usage.WANTED) == 1
+            sql = sql.replace(usage.WANTED, usage.wanted_from(wanted[0]))
         if wrap is not None:
             sql = fill(wrap, runs=sql)
         frames.append(cur.execute(*usage.bind(sql, start=p.start, end=p.end, **params,
@@ -341,16 +348,18 @@ def _embodied(df: pd.DataFrame, opts: Options) -> pd.DataFrame:
 
 def run_energy(cur, *, start: datetime, end: datetime, opts: Options | None = None,
                resolution: str | None = None,
-               runs: list[tuple[str, int]] | None = None) -> pd.DataFrame:
+               runs: list[tuple[str, int]] | None = None,
+               wanted: tuple[str, dict] | None = None) -> pd.DataFrame:
     """Energy and carbon of each job run within ``[start, end)``: gpu_hours, gpu_kwh,
     it_kwh (with the node's non-GPU share), facility_kwh, carbon_kg, embodied_kg.
 
     By default whole hours come from ``gpu_usage_1h`` and the rest live (see
     warehouse/usage.py:plan); ``resolution`` ``"minute"`` or ``"hour"`` computes the
-    whole range live from that tier. ``runs``: only these ``(job_id, run_index)``."""
+    whole range live from that tier. ``runs``: only these ``(job_id, run_index)``;
+    ``wanted``: only the runs a statement gives (:func:`_run_frames`)."""
     opts = opts or Options()
     frames = _run_frames(cur, start=start, end=end, opts=opts, resolution=resolution,
-                         runs=runs)
+                         runs=runs, wanted=wanted)
     return _embodied(usage.combine(frames, ["job_id", "run_index"], _RUN_COLS), opts)
 
 
@@ -409,6 +418,15 @@ def idle_energy(cur, *, start: datetime, end: datetime,
     return df.assign(mean_power_w=df["gpu_kwh"] * 1000.0 / df["gpu_hours"])
 
 
+#: The runs whose failure ended in [$fail_start, $fail_end), as the runs filter's rows
+#: (issue 17: the 28,530 of a day at 24,576 GPUs went from a frame to a list of texts in
+#: Python, then into each statement as a parameter).
+_FAILED_RUNS = """
+SELECT job_id || ':' || run_index AS run, job_id FROM failures
+WHERE end_ts >= $fail_start AND end_ts < $fail_end
+"""
+
+
 def failure_carbon(cur, *, start: datetime, end: datetime, opts: Options | None = None,
                    resolution: str | None = None) -> pd.DataFrame:
     """Energy and carbon of the GPU-hours lost to each classified failure in
@@ -421,8 +439,8 @@ def failure_carbon(cur, *, start: datetime, end: datetime, opts: Options | None 
     if fails.empty:
         return fails.assign(lost_kwh=[], lost_carbon_kg=[])
     lo = min(pd.Timestamp(fails["start_ts"].min()).to_pydatetime(), start)
-    keys = list(zip(fails["job_id"].tolist(), fails["run_index"].tolist(), strict=True))
-    runs = run_energy(cur, start=lo, end=end, opts=opts, resolution=resolution, runs=keys)
+    runs = run_energy(cur, start=lo, end=end, opts=opts, resolution=resolution,
+                      wanted=(_FAILED_RUNS, {"fail_start": start, "fail_end": end}))
     df = price_lost(fails, runs)
     return df[["job_id", "run_index", "category", "reason", "gpu_hours_lost", "lost_kwh",
                "lost_carbon_kg"]]
