@@ -154,9 +154,10 @@ def categories_bar(df: pd.DataFrame | None, *, cat: str, value: str, x_title: st
     fig = figure(go.Bar(y=[html.escape(str(c)).replace("_", " ") for c in g.index],
                            x=g.values, orientation="h",
                            marker_color=[CATEGORY_COLOURS.get(c, PALETTE[0]) for c in g.index],
-                           hovertemplate="%{y}: %{x:,.1f}<extra></extra>"))
-    fig.update_layout(**chart_layout(max(220, 80 + 30 * len(g)), hovermode="closest",
-                                uirevision=f"cat-{value}"),
-                      xaxis={**GRID, "title": {"text": x_title}},
-                      yaxis={"title": {"text": ""}, "automargin": True})
+                           hovertemplate="%{y}: %{x:,.1f}<extra></extra>"),
+                 layout=dict(  # given whole, not by update_layout (issue 17)
+                     **chart_layout(max(220, 80 + 30 * len(g)), hovermode="closest",
+                                    uirevision=f"cat-{value}"),
+                     xaxis={**GRID, "title": {"text": x_title}},
+                     yaxis={"title": {"text": ""}, "automargin": True}))
     return fig
