@@ -156,7 +156,7 @@ def _read_sets(labels: pa.Array, relevant: np.ndarray, node_label: str, names: N
     (-1 where not relevant), their :func:`collector.dcgm._label_sets` (lists as object
     arrays), and each one's node as a code into the distinct nodes (-1 where none).
     Sets ``memo`` read last time (the same naming) are not read again."""
-    uniq = labels.filter(pa.array(relevant))
+    uniq = labels if relevant.all() else labels.filter(pa.array(relevant))  # no copy kept
     set_of = np.full(len(relevant), -1, np.int64)
     set_of[relevant] = np.arange(len(uniq))
 
