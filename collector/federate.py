@@ -19,6 +19,9 @@ Transport: one request per DCGM field (the selectors of
 worker thread as it arrives (:func:`collector.federate_text.scan`: numpy and pyarrow
 release the GIL, so reading overlaps fetching and uses both cores), then the label sets
 of all answers are deduplicated and checked once (:func:`collector.federate_text.assemble`).
+A :class:`collector.federate_text.LabelMemo` kept by the source from pull to pull spares
+the next pull of the same series most of that work, and the reading of the sets
+(:func:`parse_federate`), with the same rows (issue 17).
 Small answers also stay under VictoriaMetrics' ``-search.maxFederateSeries``
 (1,000,000 series per request by default). Thanos Query and Mimir have no ``/federate``:
 a 404 or 405 raises :class:`FederateUnsupported`, and the source falls back to queries.
