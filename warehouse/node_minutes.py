@@ -11,8 +11,9 @@ The table is a function of ``gpu_samples_1m`` alone: :func:`refresh` recomputes 
 range's rows from the minute tier's rows of that range, after whatever the rollup did to
 them (recomputed, kept by the guard before the raw tier's retention cutoff, re-delivered
 late), in the same transaction (warehouse/rollups.py). Retention deletes it with the
-minute tier (same cutoff, same minutes). Anything that writes ``gpu_samples_1m`` directly
-(the benches' generated warehouses) calls :func:`refresh` for what it wrote.
+minute tier (same cutoff, same minutes). Anything else that writes ``gpu_samples_1m``
+and whose charts are read calls :func:`refresh` for what it wrote (bench/dashboard.py's
+generated warehouse; bench/analytics.py's partial minute tier feeds no chart).
 
 Columns, per ``(ts, node)`` (ts: minute start, naive UTC):
 
