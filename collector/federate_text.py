@@ -192,7 +192,7 @@ def _fast(data: bytes, hint: np.ndarray | None = None) -> _Lines | None:
         return None
     try:  # Arrow's readers, as promtext casts: what one refuses, promtext explains
         value = pc.cast(_views(data, buf, closes + 2, spaces), pa.float64())
-        ts = pc.cast(_views(data, buf, spaces + 1, ends), pa.int64())
+        ts = _timestamps(data, buf, spaces + 1, ends)
     except (pa.ArrowInvalid, ValueError):
         return None
     return _Lines(name, _views(data, buf, opens + 1, closes), value, ts)
@@ -230,10 +230,24 @@ def _guided(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
         return None
     try:
         value = pc.cast(_views(data, buf, closes + 2, spaces), pa.float64())
-        ts = pc.cast(_views(data, buf, spaces + 1, ends), pa.int64())
+        ts = _timestamps(data, buf, spaces + 1, ends)
     except (pa.ArrowInvalid, ValueError):
         return None
     return _Lines(name, _views(data, buf, opens + 1, closes), value, ts, guided=True)
+
+
+def _timestamps(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
+                ) -> pa.Array:
+    """The integers written in ``[starts, ends)`` (Unix ms), as Arrow's cast reads them:
+    where all have the same number of digits (at most 18) and nothing else, as
+    Prometheus writes its timestamps, read with numpy (a fifth of the cast's CPU);
+    else by the cast, which raises ``ArrowInvalid`` for anything else."""
+    width = int(ends[0] - starts[0])
+    if 0 < width <= 18 and (ends - starts == width).all():
+        digits = _gather(data, starts, width) - np.uint8(ord("0"))  # others wrap past 9
+        if (digits <= 9).all():
+            return pa.array(digits @ 10 ** np.arange(width - 1, -1, -1, dtype=np.int64))
+    return pc.cast(_views(data, buf, starts, ends), pa.int64())
 
 
 def _one_name(data: bytes, start: int, end: int, n: int) -> pa.DictionaryArray | None:

@@ -325,3 +325,32 @@ def test_answers_differing_far_into_their_series_are_hashed_apart():
                "c": "".join("clock" + x for x in series)}
     table = same_as_promtext(answers)
     assert len(table["labels"].combine_chunks().dictionary) == 601
+
+
+@pytest.mark.property
+@given(federate_answer(), st.integers(1, 20), st.data())
+def test_property_timestamps_of_one_width_read_as_promtext(text, width, data):
+    """Timestamps of one number of digits, as Prometheus writes them, are read with numpy
+    (issue 17): leading zeros, up to 20 digits, a sign or a stray byte in one, as
+    promtext reads them."""
+    lines = []
+    for x in text.splitlines(True):
+        if not x.startswith("#"):
+            ts = data.draw(st.text("0123456789", min_size=width, max_size=width))
+            x = x.rsplit(" ", 1)[0] + f" {ts}\n"
+        lines.append(x)
+    if data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        if not lines[i].startswith("#"):
+            odd = data.draw(st.sampled_from(["-", "+", "x", "\xe9", " "]))
+            lines[i] = lines[i][:-2] + odd + "\n"
+    same_as_promtext({"a": "".join(lines), "b": "".join(lines).encode()})
+    same_pull_after_pull([{"a": "".join(lines)}, {"a": "".join(lines)}])
+
+
+@pytest.mark.parametrize("ts", ["9223372036854775807", "9223372036854775808",
+                                "99999999999999999999", "000000000000000001793620800000"])
+def test_timestamps_beyond_int64_or_18_digits_read_as_promtext(ts):
+    text = "".join(x.rsplit(" ", 1)[0] + f" {ts}\n" if not x.startswith("#") else x
+                   for x in REAL.splitlines(True))
+    same_as_promtext({"a": text})
