@@ -208,7 +208,8 @@ def pull_comparison(nodes: int, wh: Warehouse, modes: tuple[str, ...] = ("federa
             sources[mode] = PrometheusSource(connect(server.url, timeout_s=300),
                                              interval_s=15.0, pull=mode, now=lambda: T0)
             sources[mode].collect(T0 - timedelta(seconds=15))  # warm: connections, imports
-        tick = 0
+        ticks = dict.fromkeys(sources, 0)  # each source's own next interval, so every
+        # timed pull is its live pull (a gap would send it to range queries to catch up)
         for k in range(repeat):
             for mode, source in sources.items():
                 # /federate: the next pull of the same series (the label sets kept from
@@ -219,9 +220,9 @@ def pull_comparison(nodes: int, wh: Warehouse, modes: tuple[str, ...] = ("federa
                     name = f"{mode}, series new" if fresh else mode
                     load = os.getloadavg()[0]
                     cpu0 = time.process_time()
-                    took, batches = timed(lambda s=source, t=tick: s.collect(T0 + timedelta(
-                        seconds=15 * t)))
-                    tick += 1
+                    took, batches = timed(lambda s=source, t=ticks[mode]: s.collect(
+                        T0 + timedelta(seconds=15 * t)))
+                    ticks[mode] += 1
                     cpu = time.process_time() - cpu0
                     samples = dict(batches)["samples"]
                     assert samples.num_rows == gpus, (name, samples.num_rows)

@@ -356,7 +356,8 @@ class LabelMemo:
             return self._uniq, self._indices, self._valid
         uniq, indices = _dedupe(chunks)
         valid = _valid_sets(uniq)
-        self._uniq, self._indices, self._valid, self._views = uniq, indices, valid, None
+        self._uniq, self._indices, self._valid = uniq, indices, valid
+        self._views, self._data = None, []  # the last sets' views go with them
         return uniq, indices, valid
 
     def _same(self, chunks: list[pa.Array]) -> bool:

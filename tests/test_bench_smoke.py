@@ -25,6 +25,33 @@ def test_vs_prometheus_answers_agree(tmp_path, capsys):
                  "1-minute per node (gpu_nodes_1m)", "free blocks", "Prometheus, TSDB blocks"):
         assert tier in out, out
     assert "bytes per sample, all tiers, file" in out and "(Prometheus)" in out, out
+    # the question targets too: live >= 1x Prometheus, historical >= 30x
+    assert out.count(": Prometheus / gpulens") == 5 and ">= 30x" in out, out
+
+
+def test_collect_pull_comparison_times_live_pulls_only(tmp_path, monkeypatch):
+    """Every timed pull of bench/collect.py is its mode's live pull (a /federate GET or
+    an instant query per field), never range queries catching up a gap: each source
+    pulls its own consecutive intervals."""
+    from bench import collect
+    from collector.prometheus import PrometheusSource
+    from warehouse import Warehouse
+
+    seen, real = [], PrometheusSource.collect
+
+    def collect_once(self, ts):
+        window = self.window(ts)
+        seen.append((self.pull, window is not None and window[0] == window[1]))
+        return real(self, ts)
+
+    monkeypatch.setattr(PrometheusSource, "collect", collect_once)
+    wh = Warehouse(tmp_path / "b.duckdb")
+    try:
+        collect.pull_comparison(2, wh, ("federate", "query"), repeat=2)
+    finally:
+        wh.close()
+    timed = seen[2:]  # after each source's warm-up pull
+    assert len(timed) == 6 and all(live for _, live in timed), timed
 
 
 def test_scale_pipeline_runs(tmp_path, capsys):
