@@ -16,10 +16,14 @@ seconds, ``af`` the fraction of the hour its allocations held it, at most 1):
 ragged ends live with the same SQL (:data:`_HOURLY_SQL`). Every hour of the range must
 have a row that still matches its inputs, else the whole range is computed live: its
 ``samples`` equal ``sum(samples)`` of the 1-hour tier in that hour, and the rows'
-allocated GPU-microseconds sum to the allocations' in the range (history written late,
-an allocation's end learnt late). The refresh computes hours without a row, the newest
-:data:`MAX_HOURS` first, and within ``recheck_days`` hours whose samples or clipped
-allocations changed (the signatures of warehouse/usage.py), and deletes the rows of hours
+allocated GPU-microseconds, time moments and GPU-weighted microseconds (:data:`MOMENTS`,
+exact integers) sum to the allocations' in the range (history written late, an
+allocation's end learnt late, its times moved with its length kept, moved to another
+GPU). The refresh fills rows kept before migration 21 where their allocations are
+unchanged (:func:`fill_rows`), computes hours without a row, the newest
+:data:`MAX_HOURS` first, within ``recheck_days`` hours whose samples or clipped
+allocations changed (the signatures of warehouse/usage.py), before it every hour of a
+day whose rows' moments differ from the allocations' now, and deletes the rows of hours
 the 1-hour tier no longer holds (retention). The table is not exported to the lake: it is
 derived from tables that are, and a lake's reader computes the sums live.
 
@@ -85,21 +89,43 @@ FROM ({hours})
 _LIVE_SQL = fill(_SUMS, hours=_HOURLY_SQL)
 _TABLE_SQL = fill(_SUMS, hours="SELECT * FROM fleet_hours_1h WHERE ts >= $start AND ts < $end")
 
+#: Exact integers of the allocations clipped to [{s}, {e}) (timestamps), summed: their
+#: GPU-microseconds (``us``), those x their fraction of the GPU in millionths
+#: (``share_us``, :data:`SHARE_PPM`), the time moment sum(epoch_us(e)^2 - epoch_us(s)^2)
+#: (``m2``: an allocation moved in time, even with its length kept) and the
+#: microseconds x ``gpu_index`` (``gpu_us``: one moved to another GPU of the same times).
+#: Additive over time: the hours' sums are the range's exactly (migrations 18, 21).
+MOMENTS = """
+sum(epoch_us({e}) - epoch_us({s}))::HUGEINT AS us,
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * {share_ppm}) AS share_us,
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * (epoch_us({e}) + epoch_us({s}))) AS m2,
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * gpu_index) AS gpu_us"""
+
+#: An allocation's fraction of its GPU (shard/MPS share, as the energy queries clamp it)
+#: in millionths, an integer: microseconds x it summed per hour add up to the range's sum
+#: exactly, so the read check (:func:`warehouse.hour_usage.serves`) compares them.
+SHARE_PPM = "CAST(least(greatest(coalesce(share, 1.0), 0.0), 1.0) * 1000000 AS BIGINT)"
+
 #: Whether the table may serve [$start, $end) (whole hours): the hours whose row holds the
-#: 1-hour tier's samples (all of them, or the table misses or mistakes one), and the
-#: rows' and the allocations' GPU-microseconds in the range.
-_CHECK_SQL = """
-SELECT (SELECT count(*) FROM fleet_hours_1h t
-        LEFT JOIN (SELECT ts, sum(samples) AS samples FROM gpu_samples_1h
-                   WHERE ts >= $start AND ts < $end GROUP BY ts) l USING (ts)
-        WHERE t.ts >= $start AND t.ts < $end
-          AND t.samples = coalesce(l.samples, 0)) AS fresh,
-       (SELECT coalesce(sum(alloc_us), 0) FROM fleet_hours_1h
-        WHERE ts >= $start AND ts < $end) AS table_us,
-       (SELECT coalesce(sum(epoch_us(least(coalesce(end_ts, $end), $end))
-                            - epoch_us(greatest(start_ts, $start))), 0)
-        FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start) AS live_us
-"""
+#: 1-hour tier's samples (all of them, or the table misses or mistakes one) and has its
+#: moments (kept since migration 21), and the rows' and the allocations' GPU-microseconds,
+#: time moments and GPU-weighted microseconds in the range (:data:`MOMENTS`).
+_CHECK_SQL = fill("""
+SELECT * FROM
+(SELECT count(*) AS fresh FROM fleet_hours_1h t
+ LEFT JOIN (SELECT ts, sum(samples) AS samples FROM gpu_samples_1h
+            WHERE ts >= $start AND ts < $end GROUP BY ts) l USING (ts)
+ WHERE t.ts >= $start AND t.ts < $end
+   AND t.samples = coalesce(l.samples, 0) AND t.alloc_m2 IS NOT NULL),
+(SELECT coalesce(sum(alloc_us), 0), coalesce(sum(alloc_m2), 0),
+        coalesce(sum(alloc_gpu_us), 0)
+ FROM fleet_hours_1h WHERE ts >= $start AND ts < $end),
+(SELECT coalesce(sum(us), 0), coalesce(sum(m2), 0), coalesce(sum(gpu_us), 0)
+ FROM (SELECT {moments} FROM allocations
+       WHERE start_ts < $end AND coalesce(end_ts, $end) > $start))
+""", moments=fill(MOMENTS, s="greatest(start_ts, $start::TIMESTAMP)",
+                  e="least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP)",
+                  share_ppm=SHARE_PPM))
 
 _EXISTS_SQL = ("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'fleet_hours_1h' "
                "AND schema_name = current_schema() AND database_name = current_database()")
@@ -112,9 +138,8 @@ def _live(cur, start: datetime, end: datetime) -> list[float]:
 def _table_serves(cur, start: datetime, end: datetime) -> bool:
     if not cur.execute(_EXISTS_SQL).fetchall()[0][0]:
         return False  # a lake or an older copy without the table
-    fresh, table_us, live_us = cur.execute(_CHECK_SQL, {"start": start, "end": end}
-                                           ).fetchall()[0]
-    return fresh == int((end - start) / HOUR) and table_us == live_us
+    fresh, *sums = cur.execute(_CHECK_SQL, {"start": start, "end": end}).fetchall()[0]
+    return fresh == int((end - start) / HOUR) and sums[:3] == sums[3:]
 
 
 def fleet_hours(cur, *, start: datetime, end: datetime) -> dict:
@@ -142,53 +167,183 @@ SELECT ts, sum(hash(node, gpu_index, samples, counter_samples, method)) AS energ
 FROM gpu_energy_1h WHERE ts >= {lo} AND ts < {hi} GROUP BY ts
 """
 
+#: Per hour of [$lo, $hi) (the CTE ``sig_clipped`` of warehouse/usage.py) the
+#: allocations' :data:`MOMENTS`.
+_HOUR_MOMENTS = fill("SELECT ts, {moments} FROM sig_clipped GROUP BY ts",
+                     moments=fill(MOMENTS, s="s", e="e", share_ppm=SHARE_PPM))
+
 #: The hours of [$first, $hi) to compute: no row; no energy rows with $idle_pct where
 #: ``gpu_usage_1h`` does not hold the hour; within [$lo, $hi) other samples, other
-#: clipped allocations (``sig``) or other energy rows than the row was computed from.
+#: clipped allocations (``sig``) or other energy rows than the row was computed from;
+#: before $lo, every hour of a day whose rows' allocation moments (:data:`MOMENTS`) differ
+#: from the allocations' now (one pass over the allocations; a day with an hour still to
+#: be computed or filled, :func:`fill_rows`, waits for it).
 _DUE_SQL = fill("""
 WITH {signatures},
 hours AS (SELECT unnest(range($first::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts),
-esig AS ({energy_sig})
+esig AS ({energy_sig}),
+old_allocs AS (
+    SELECT d, {day_moments} FROM (
+        SELECT *, unnest(range(date_trunc('day', greatest(start_ts, $first::TIMESTAMP)),
+                               least(coalesce(end_ts, $lo::TIMESTAMP), $lo::TIMESTAMP),
+                               INTERVAL 1 DAY)) AS d
+        FROM allocations WHERE start_ts < $lo AND coalesce(end_ts, $lo) > $first)
+    GROUP BY d
+),
+old_rows AS (
+    SELECT date_trunc('day', ts) AS d, count(*) AS n, count(alloc_m2) AS filled,
+           sum(alloc_us)::HUGEINT AS us, sum(alloc_share_us) AS share_us,
+           sum(alloc_m2) AS m2, sum(alloc_gpu_us) AS gpu_us
+    FROM fleet_hours_1h WHERE ts >= $first AND ts < $lo GROUP BY d
+),
+stale_days AS (
+    SELECT d FROM old_rows r LEFT JOIN old_allocs a USING (d)
+    WHERE r.n = r.filled  -- every hour of the day kept and filled (else it waits)
+      AND r.n = (epoch(least(d + INTERVAL 1 DAY, $lo::TIMESTAMP))
+                 - epoch(greatest(d, $first::TIMESTAMP))) / 3600
+      AND (r.us IS DISTINCT FROM coalesce(a.us, 0)
+           OR r.share_us IS DISTINCT FROM coalesce(a.share_us, 0)
+           OR r.m2 IS DISTINCT FROM coalesce(a.m2, 0)
+           OR r.gpu_us IS DISTINCT FROM coalesce(a.gpu_us, 0))
+)
 SELECT h.ts FROM hours h
 LEFT JOIN fleet_hours_1h t USING (ts) LEFT JOIN sig s USING (ts)
 LEFT JOIN gpu_usage_hours u USING (ts) LEFT JOIN esig e USING (ts)
 WHERE t.ts IS NULL
    OR u.ts IS NULL AND t.energy_idle_pct IS DISTINCT FROM $idle_pct
-   OR t.alloc_share_us IS NULL  -- kept before migration 18
-   OR t.energy_sig IS NULL  -- kept before migration 20
    OR h.ts >= $lo AND (t.samples IS DISTINCT FROM s.samples
                        OR t.alloc_sig IS DISTINCT FROM s.alloc_sig
                        OR t.energy_sig IS DISTINCT FROM coalesce(e.energy_sig, 0))
+   OR h.ts < $lo AND date_trunc('day', h.ts) IN (SELECT d FROM stale_days)
 ORDER BY h.ts
-""", signatures=_SIGNATURES, energy_sig=fill(ENERGY_SIG, lo="$lo", hi="$hi"))
-
-#: An allocation's fraction of its GPU (shard/MPS share, as the energy queries clamp it)
-#: in millionths, an integer: microseconds x it summed per hour add up to the range's sum
-#: exactly, so the read check (:func:`warehouse.hour_usage.serves`) compares them.
-SHARE_PPM = "CAST(least(greatest(coalesce(share, 1.0), 0.0), 1.0) * 1000000 AS BIGINT)"
+""", signatures=_SIGNATURES, energy_sig=fill(ENERGY_SIG, lo="$lo", hi="$hi"),
+    day_moments=fill(MOMENTS, s="greatest(start_ts, d, $first::TIMESTAMP)",
+                     e="least(coalesce(end_ts, $lo::TIMESTAMP), d + INTERVAL 1 DAY, "
+                       "$lo::TIMESTAMP)", share_ppm=SHARE_PPM))
 
 _INSERT_SQL = fill("""
 INSERT INTO fleet_hours_1h (ts, reporting_s, allocated_s, utilised_s, throttled_s, samples,
-                            alloc_sig, alloc_us, energy_idle_pct, computed_at, alloc_share_us)
-WITH {signatures}, f AS ({hourly}),
-shares AS (SELECT ts, sum((epoch_us(e) - epoch_us(s))::HUGEINT * {share_ppm}) AS share_us
-           FROM sig_clipped GROUP BY ts)
+                            alloc_sig, alloc_us, energy_idle_pct, computed_at, alloc_share_us,
+                            alloc_m2, alloc_gpu_us)
+WITH {signatures}, f AS ({hourly}), m AS ({moments})
 SELECT sig.ts, coalesce(f.reporting_s, 0), coalesce(f.allocated_s, 0),
        coalesce(f.utilised_s, 0), coalesce(f.throttled_s, 0), sig.samples, sig.alloc_sig,
        sig.alloc_us, CASE WHEN u.ts IS NULL THEN $idle_pct END, $now,
-       coalesce(shares.share_us, 0)
+       coalesce(m.share_us, 0), coalesce(m.m2, 0), coalesce(m.gpu_us, 0)
 FROM sig LEFT JOIN f USING (ts) LEFT JOIN gpu_usage_hours u USING (ts)
-LEFT JOIN shares USING (ts)
-""", signatures=_SIGNATURES, hourly=_HOURLY_SQL, share_ppm=SHARE_PPM)
+LEFT JOIN m USING (ts)
+""", signatures=_SIGNATURES, hourly=_HOURLY_SQL, moments=_HOUR_MOMENTS)
+
+#: Rows kept before migrations 18, 20 or 21 (or re-signed after a DuckDB upgrade) lack a
+#: column the read check or the method card needs; the refresh fills them at most this
+#: many hours (the newest first) per refresh, a slice of :data:`SLICE` per transaction
+#: (~0.4 s of CPU a day at 24,576 GPUs: the method card's join), instead of computing
+#: every hour of the history again (the 1-hour tier's energy path, ~100 refreshes).
+MAX_FILL_HOURS = 720
+
+_TO_FILL_SQL = """
+SELECT ts FROM fleet_hours_1h
+WHERE alloc_share_us IS NULL OR alloc_m2 IS NULL OR alloc_gpu_us IS NULL
+   OR energy_sig IS NULL
+ORDER BY ts DESC LIMIT $n
+"""
+
+#: Per hour of [$lo, $hi) to fill: whether its row was computed from the allocations
+#: held now. A row with moments (migration 21) says so exactly; an older one by its
+#: ``alloc_sig`` (the hashes of warehouse/usage.py, of the same DuckDB) and
+#: microseconds, and its share microseconds where it has them. With the values to store.
+_FILL_SQL = fill("""
+WITH {signatures}, m AS ({moments}),
+now_sig AS (
+    SELECT sig.ts, sig.alloc_sig, sig.alloc_us::HUGEINT AS us,
+           coalesce(m.share_us, 0) AS share_us, coalesce(m.m2, 0) AS m2,
+           coalesce(m.gpu_us, 0) AS gpu_us
+    FROM sig LEFT JOIN m USING (ts)
+)
+SELECT t.ts, c.alloc_sig, c.share_us, c.m2, c.gpu_us,
+       coalesce(CASE WHEN t.alloc_m2 IS NOT NULL
+                     THEN t.alloc_us = c.us AND t.alloc_share_us = c.share_us
+                          AND t.alloc_m2 = c.m2 AND t.alloc_gpu_us = c.gpu_us
+                     ELSE t.alloc_sig = c.alloc_sig AND t.alloc_us = c.us
+                          AND coalesce(t.alloc_share_us = c.share_us, TRUE) END,
+                FALSE) AS same
+FROM fleet_hours_1h t JOIN now_sig c USING (ts)
+WHERE t.ts >= $lo AND t.ts < $hi AND list_contains($hours, t.ts)
+""", signatures=_SIGNATURES, moments=_HOUR_MOMENTS)
+
+_SIGN_SQL = """
+UPDATE fleet_hours_1h SET alloc_sig = $sig, alloc_share_us = $share_us, alloc_m2 = $m2,
+                          alloc_gpu_us = $gpu_us
+WHERE ts = $ts
+"""
+
+#: meta's key for the DuckDB whose hash() signed the kept rows (``alloc_sig``,
+#: ``energy_sig``): another DuckDB may hash otherwise, and every kept hour would then
+#: look changed (the read check failing for good before the recheck window).
+HASH_KEY = "fleet_hours_hash_duckdb"
+
+
+def _resign_after_upgrade(con) -> bool:
+    """When the DuckDB version differs from the one meta records for the rows' hashes,
+    mark every row's ``energy_sig`` missing (so :func:`fill_rows` signs it again, with
+    ``alloc_sig``, where the exact moments show the allocations unchanged) and record
+    the version. Returns whether it did."""
+    version = con.execute("SELECT library_version FROM pragma_version()").fetchall()[0][0]
+    rows = con.execute("SELECT value FROM meta WHERE key = $k", {"k": HASH_KEY}).fetchall()
+    if rows and rows[0][0] == version:
+        return False
+    with transaction(con):
+        if rows:  # none: the rows were signed by this DuckDB or there are none yet
+            con.execute("UPDATE fleet_hours_1h SET energy_sig = NULL")
+        con.execute("INSERT OR REPLACE INTO meta VALUES ($k, $v)",
+                    {"k": HASH_KEY, "v": version})
+    return bool(rows)
+
+
+def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
+    """Fill the rows that lack a column (kept before migrations 18, 20 or 21, or whose
+    hashes another DuckDB made), the newest ``max_hours``: where the hour's allocations
+    are those its row was computed from, their moments, ``alloc_sig`` and the method
+    card's seconds (``held_s``, ``counter_s``, ``energy_sig`` from the energy rows now);
+    else the row goes (with its ``gpu_usage_from_1h`` rows) and the hour is due again.
+    Returns ``fleet_filled`` and ``fleet_dropped`` (hours)."""
+    from warehouse.queries.energy_method import KEEP_SQL  # it imports this: lazily
+
+    _resign_after_upgrade(con)
+    hours = [r[0] for r in con.execute(_TO_FILL_SQL, {"n": max(0, max_hours)}).fetchall()]
+    filled = dropped = 0
+    for lo, hi in merge_ranges([(t, t) for t in hours], HOUR):
+        while lo < hi:
+            step = min(hi, lo + SLICE)
+            params = {"lo": lo, "hi": step, "hours": hours}
+            with transaction(con):
+                rows = con.execute(*bind(_FILL_SQL, **params)).fetchall()
+                for ts, sig, share_us, m2, gpu_us, same in rows:
+                    if same:
+                        con.execute(_SIGN_SQL, {"ts": ts, "sig": sig, "share_us": share_us,
+                                                "m2": m2, "gpu_us": gpu_us})
+                        continue
+                    for table in ("fleet_hours_1h", "gpu_usage_from_1h"):
+                        con.execute(fill("DELETE FROM {table} WHERE ts = $ts", table=table),
+                                    {"ts": ts})
+                kept = [r[0] for r in rows if r[5]]
+                for a, b in merge_ranges([(t, t) for t in kept], HOUR):
+                    con.execute(*bind(KEEP_SQL, start=a, end=b))
+                filled += len(kept)
+                dropped += len(rows) - len(kept)
+            lo = step
+            yield_to_urgent()
+    return {"fleet_filled": filled, "fleet_dropped": dropped}
 
 
 def due_hours(con, now: datetime, *, recheck_days: float,
               idle_pct: float) -> list[datetime]:
     """The complete hours (``ts + 1h <= now``) from the 1-hour tier's first that have no
-    row (or one kept before migration 18, without ``alloc_share_us``), whose energy rows
-    (:mod:`warehouse.hour_usage`, where ``gpu_usage_1h`` does not hold the hour) were
-    computed with another ``idle_pct``, or within ``recheck_days`` whose samples or
-    clipped allocations changed."""
+    row, whose energy rows (:mod:`warehouse.hour_usage`, where ``gpu_usage_1h`` does not
+    hold the hour) were computed with another ``idle_pct``, within ``recheck_days`` whose
+    samples, clipped allocations or energy rows changed, and before it those of a day
+    whose allocations' moments changed (not its samples or energy rows: the read check
+    computes such hours live)."""
     first = con.execute("SELECT min(ts) FROM gpu_samples_1h").fetchall()[0][0]
     return due_from(con, _DUE_SQL, first, now, recheck_days=recheck_days,
                     idle_pct=idle_pct)
@@ -201,8 +356,9 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
     writer's connection, after deleting the rows of hours before the 1-hour tier's first
     (its retention is the table's). With each hour, its rows of ``gpu_usage_from_1h``
     where ``gpu_usage_1h`` does not hold it (warehouse/hour_usage.py, ``idle_pct``).
-    Returns ``fleet_hours`` (hours computed), ``fleet_pending`` (due hours left for the
-    next refresh) and ``fleet_s`` (seconds)."""
+    First it fills the rows kept without a column (:func:`fill_rows`: ``fleet_filled``,
+    ``fleet_dropped``). Returns ``fleet_hours`` (hours computed), ``fleet_pending`` (due
+    hours left for the next refresh), those two and ``fleet_s`` (seconds)."""
     from warehouse.queries.energy import _HOUR_CTES  # it imports the analytics: lazily
     from warehouse.queries.energy_method import KEEP_SQL
 
@@ -214,6 +370,7 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
             con.execute(fill("DELETE FROM {table} WHERE ts < coalesce((SELECT date_trunc("
                              "'hour', min(ts)) FROM gpu_samples_1h), 'infinity'::TIMESTAMP)",
                              table=table))
+    filled = fill_rows(con)
     due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct)
     todo = due[-max_hours:] if max_hours > 0 else due
     for lo, hi in merge_ranges([(t, t) for t in todo], HOUR):
@@ -230,5 +387,5 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
                 con.execute(*bind(KEEP_SQL, **params))  # the energy method's seconds
             lo = step
             yield_to_urgent()  # live collection waits one slice, not the whole refresh
-    return {"fleet_hours": len(todo), "fleet_pending": len(due) - len(todo),
+    return {"fleet_hours": len(todo), "fleet_pending": len(due) - len(todo), **filled,
             "fleet_s": round(time.perf_counter() - t0, 3)}

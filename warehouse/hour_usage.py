@@ -18,8 +18,9 @@ that do not depend on the range, so a query sums ~5,000 rows an hour instead:
 
 A query reads these for a part of its range that covers whole hours, every one of which
 the refresh computed with its idle threshold from unchanged inputs (``fleet_hours_1h``'s
-row: samples, allocated GPU-microseconds, ``energy_idle_pct``); otherwise it computes the
-part live as before (:func:`substitute`). The answers are the live path's (sums in
+row: samples, the allocations' GPU-microseconds, time moment and GPU-weighted
+microseconds (warehouse/fleet_hours.py:MOMENTS), ``energy_idle_pct``); otherwise it
+computes the part live as before (:func:`substitute`). The answers are the live path's (sums in
 another order: tests/test_hour_usage.py). Units: seconds, joules; naive UTC.
 """
 
@@ -135,9 +136,10 @@ SELECT (SELECT count(alloc_share_us) FROM fleet_hours_1h
 def serves(cur, start: datetime, end: datetime, idle_pct: float | None) -> bool:
     """Whether the table holds every hour of ``[start, end)`` (whole hours), computed with
     ``idle_pct`` from the inputs the 1-hour tier and the allocations hold now (their
-    samples, allocated microseconds, and shares: the energy splits a shared GPU-hour by
-    them). ``idle_pct`` None: only whether ``fleet_hours_1h``'s rows of the hours were
-    computed from those inputs (their energy rows aside)."""
+    samples, allocated microseconds, time moments and GPUs (fleet_hours.MOMENTS), and
+    shares: the energy splits a shared GPU-hour by them). ``idle_pct`` None: only
+    whether ``fleet_hours_1h``'s rows of the hours were computed from those inputs
+    (their energy rows aside)."""
     from warehouse import fleet_hours  # the ledger's checks (fleet_hours imports this)
 
     if not fleet_hours._table_serves(cur, start, end):  # also: the tables exist here

@@ -1,0 +1,175 @@
+"""The kept hours' allocation moments (``fleet_hours_1h.alloc_m2``, ``alloc_gpu_us``,
+migration 21, issue 17 review): an allocation moved in time with its length kept (a
+jobcomp log re-imported with a corrected time zone) or moved to another GPU at the same
+times is not served stale, by the fleet's GPU-hours or the Energy page's method card,
+and the refresh recomputes such hours even before its recheck window; rows kept before
+the migration (or hashed by another DuckDB) are filled, not recomputed, where their
+allocations are unchanged, and recomputed where not."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tests.support.dash_seed import NOW, seed_dashboard
+from tests.support.frames import T0, samples
+from warehouse import Warehouse
+from warehouse import fleet_hours as fh
+from warehouse.analytics import refresh
+from warehouse.queries import energy_method as em
+from warehouse.schema import SCHEMAS
+
+H = timedelta(hours=1)
+SENTINEL = datetime(2000, 1, 1)
+
+
+def _alloc(start, end, gpu=0):
+    return pa.Table.from_pylist([{"job_id": "a", "run_index": 0, "node": "node000",
+                                  "gpu_index": gpu, "start_ts": start, "end_ts": end}],
+                                schema=SCHEMAS["allocations"])
+
+
+def _live_card(cur, start, end):
+    df = cur.execute(em._WINDOW_SQL, {"start": start, "end": end}).df()
+    df = em._by_method(cur, df, start=start, end=end, resolution=None)
+    return [float(df[m].sum()) for m in em.METHODS]
+
+
+def _served(cur, start, end) -> bool:
+    return fh._table_serves(cur, start, end)
+
+
+def _counter_then_power(w, *, counter_gpus=(0, 1)):
+    """Four hours of two GPUs at 300 W: the energy counter in hours 0-1 on
+    ``counter_gpus``, none elsewhere (the power integral there)."""
+    batch = samples(start=T0, ticks=4 * 60, gpus=2, interval_s=60.0, power_w=300.0)
+    ts = batch.column("ts").to_numpy()
+    gpu = batch.column("gpu_index").to_numpy()
+    counter = np.where((ts < np.datetime64(T0 + 2 * H)) & np.isin(gpu, counter_gpus),
+                       (ts - np.datetime64(T0)).astype("timedelta64[s]").astype(float)
+                       * 300.0, np.nan)
+    batch = batch.append_column("energy_j", pa.array(counter, mask=np.isnan(counter)))
+    w.ingest("samples", batch).result()
+    w.rollup().result()
+
+
+def _check(w, start, end):
+    """The kept answers equal the live ones (the method card's seconds, the fleet's
+    GPU-hours)."""
+    cur = w.reader()
+    assert list(em.window_seconds(cur, start=start, end=end)) == pytest.approx(
+        _live_card(cur, start, end), rel=1e-12)
+    assert list(fh.fleet_hours(cur, start=start, end=end).values()) == pytest.approx(
+        fh._live(cur, start, end), rel=1e-12)
+
+
+@pytest.mark.parametrize("later", [timedelta(0), timedelta(days=5)])
+def test_an_allocation_moved_with_its_length_is_not_served_stale(later):
+    """The reviewer's case: the run re-delivered an hour later (the same microseconds in
+    the window) moves its seconds from counter hours to power-integral hours. Read at
+    once it is computed live; after the next refresh (its hours inside the recheck
+    window, or 5 days before it) the table serves it again, recomputed."""
+    with Warehouse(":memory:") as w:
+        _counter_then_power(w)
+        w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
+        now = T0 + 5 * H + later
+        w.write(lambda con: refresh(con, now, None)).result()
+        start, end = T0, T0 + 4 * H
+        assert _served(w.reader(), start, end)
+        assert em.window_seconds(w.reader(), start=start, end=end)[0] == pytest.approx(3600)
+        w.ingest("allocations", _alloc(T0 + 2 * H, T0 + 3 * H)).result()  # upsert: moved
+        assert _live_card(w.reader(), start, end)[2] == pytest.approx(3600)
+        assert not _served(w.reader(), start, end)
+        _check(w, start, end)
+        out = w.write(lambda con: refresh(con, now + timedelta(minutes=5), None)).result()
+        assert out["fleet_hours"] >= 2  # the two hours the run left and entered
+        assert _served(w.reader(), start, end)
+        assert em.kept_hours(w.reader(), start, end) is not None
+        _check(w, start, end)
+
+
+def test_an_allocation_moved_to_another_gpu_is_not_served_stale():
+    """Same times, GPU 0 (energy counter) -> GPU 1 (none): the microseconds and time
+    moment stay, the GPU-weighted microseconds do not."""
+    with Warehouse(":memory:") as w:
+        _counter_then_power(w, counter_gpus=(0,))
+        w.ingest("allocations", _alloc(T0, T0 + 2 * H, gpu=0)).result()
+        now = T0 + 5 * H + timedelta(days=5)
+        w.write(lambda con: refresh(con, now, None)).result()
+        start, end = T0, T0 + 4 * H
+        assert em.window_seconds(w.reader(), start=start, end=end)[0] == pytest.approx(7200, abs=60)
+        w.write(lambda con: con.execute("UPDATE allocations SET gpu_index = 1")).result()
+        assert _live_card(w.reader(), start, end)[2] == pytest.approx(7200, abs=60)
+        assert not _served(w.reader(), start, end)
+        _check(w, start, end)
+        w.write(lambda con: refresh(con, now, None)).result()
+        assert em.kept_hours(w.reader(), start, end) is not None
+        _check(w, start, end)
+
+
+@pytest.fixture()
+def refreshed():
+    w = Warehouse(":memory:")
+    seed_dashboard(w)
+    while w.write(lambda con: refresh(con, NOW, None)).result()["fleet_pending"]:
+        pass
+    w.write(lambda con: con.execute("UPDATE fleet_hours_1h SET computed_at = $s",
+                                    {"s": SENTINEL})).result()
+    yield w
+    w.close()
+
+
+def _recomputed(w) -> list[datetime]:
+    return [r[0] for r in w.reader().execute(
+        "SELECT ts FROM fleet_hours_1h WHERE computed_at <> $s ORDER BY ts",
+        {"s": SENTINEL}).fetchall()]
+
+
+def test_rows_kept_before_the_migration_are_filled_not_recomputed(refreshed):
+    """Rows of the former code (no moments, no method card seconds): not read until
+    filled; the refresh fills them without recomputing, except the hour whose allocation
+    moved (its length kept) since it was kept, which it recomputes."""
+    w = refreshed
+    n = w.reader().execute("SELECT count(*) FROM fleet_hours_1h").fetchall()[0][0]
+    old = NOW - 30 * H  # before a 1-day recheck window
+    w.write(lambda con: con.execute(
+        "UPDATE fleet_hours_1h SET alloc_m2 = NULL, alloc_gpu_us = NULL, "
+        "energy_sig = NULL, held_s = NULL, counter_s = NULL")).result()
+    aid = w.reader().execute(  # a run of two whole hours before the window
+        "SELECT min(rowid) FROM allocations WHERE start_ts = $lo AND end_ts = $hi",
+        {"lo": old, "hi": old + 2 * H}).fetchall()[0][0]
+    w.write(lambda con: con.execute(
+        "UPDATE allocations SET start_ts = start_ts + INTERVAL 1 HOUR, "
+        "end_ts = end_ts + INTERVAL 1 HOUR WHERE rowid = $id", {"id": aid})).result()
+    start, end = NOW - 48 * H, NOW
+    assert not _served(w.reader(), start, end)
+    _check(w, start, end)
+    out = w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=1.0,
+                                                      idle_pct=5.0)).result()
+    assert out["fleet_dropped"] == 2 and out["fleet_filled"] == n - 2, out
+    assert _recomputed(w) == [old, old + 2 * H]  # the hours the run left and entered
+    assert _served(w.reader(), start, end)
+    assert em.kept_hours(w.reader(), start, end) is not None
+    _check(w, start, end)
+
+
+def test_a_duckdb_whose_hash_differs_re_signs_the_rows(refreshed):
+    """Another DuckDB (meta's version differs, every hash changed): the method card is
+    not read until the refresh signs the rows again, which recomputes none of them."""
+    w = refreshed
+    start, end = NOW - 48 * H, NOW
+    w.write(lambda con: con.execute(
+        "UPDATE fleet_hours_1h SET energy_sig = energy_sig + 1, alloc_sig = alloc_sig + 1"
+    )).result()
+    w.write(lambda con: con.execute("UPDATE meta SET value = 'v0.0.0' WHERE key = $k",
+                                    {"k": fh.HASH_KEY})).result()
+    assert em.kept_hours(w.reader(), start, end) is None
+    out = w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=1.0,
+                                                      idle_pct=5.0)).result()
+    assert out["fleet_dropped"] == 0 and out["fleet_filled"] > 0 and out["fleet_hours"] == 0
+    assert _recomputed(w) == []
+    assert em.kept_hours(w.reader(), start, end) is not None
+    _check(w, start, end)
