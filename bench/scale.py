@@ -71,6 +71,7 @@ from bench.common import (  # noqa: E402
 from collector.dcgm import DcgmCollector  # noqa: E402
 from collector.sanitize import sanitize_samples  # noqa: E402
 from collector.simulator import Cluster, SimConfig  # noqa: E402
+from gpulens.settings import default  # noqa: E402
 from warehouse import Warehouse  # noqa: E402
 
 NOW = datetime(2026, 11, 16, 12, 0)  # a Monday noon: the week before is complete
@@ -462,9 +463,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranges", default="24h,7d")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--workdir", default=None)
-    ap.add_argument("--memory-limit", default="1GB",
-                    help="DuckDB memory_limit of the warehouse, e.g. 1GB; 'duckdb' keeps "
-                         "DuckDB's own default (80%% of RAM, which its cache fills)")
+    ap.add_argument("--memory-limit", default=f"{default('warehouse.memory_limit_mb')}MiB",
+                    help="DuckDB memory_limit of the warehouse, e.g. 1GB or 512MiB (default: "
+                         "the service's warehouse.memory_limit_mb); 'duckdb' keeps DuckDB's own "
+                         "default (80%% of RAM, which its cache fills)")
     ap.add_argument("--keep", metavar="FILE",
                     help="keep the warehouse in FILE; when FILE exists, skip history, live "
                          "path and refresh and time only the callbacks (and the report) on it")
