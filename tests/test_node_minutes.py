@@ -335,6 +335,29 @@ NODES = ["n0", "n1", "n2"]
 W0 = datetime(2026, 11, 2, 6)
 
 
+def test_job_telemetry_takes_no_allocation_without_a_start():
+    """``allocations.start_ts`` may be NULL (a run known without its start): the former
+    query held nothing with it; the node sums must not count its GPU as held (then the
+    node-minute would be served whole: 2 GPUs instead of 1). A second reader's case."""
+    w0 = datetime(2026, 11, 2, 6)
+    with Warehouse(":memory:") as w:
+        def load(con):
+            con.execute("""INSERT INTO gpu_samples_1m (ts, node, gpu_index, samples,
+                           covered_s, util_pct_avg, power_w_avg) VALUES
+                           ($t, 'n0', 0, 4, 60, 10, 100), ($t, 'n0', 1, 4, 60, 90, 300)""",
+                        {"t": w0 + timedelta(minutes=5)})
+            con.execute("""INSERT INTO allocations (job_id, run_index, node, gpu_index,
+                           start_ts, end_ts) VALUES ('j', 0, 'n0', 0, $s, $e),
+                           ('j', 1, 'n0', 1, NULL, NULL)""",
+                        {"s": w0, "e": w0 + timedelta(minutes=10)})
+            node_minutes.refresh(con, w0, w0 + timedelta(hours=1))
+        w.write(load).result()
+        cur, now = w.reader(), w0 + timedelta(minutes=20)
+        want = _old_telemetry(cur, "j", now)
+        assert want["gpus"].tolist() == [1]
+        _same(jobs.telemetry(cur, job_id="j", now=now), want)
+
+
 @st.composite
 def _cluster(draw):
     keys = draw(st.lists(st.tuples(st.integers(0, 179), st.sampled_from(NODES),

@@ -79,7 +79,7 @@ FROM allocations WHERE job_id = $job_id AND start_ts <= $now
 _JOB_ALLOCATIONS = """
 al AS (
     SELECT node, gpu_index, run_index, start_ts, coalesce(end_ts, $end::TIMESTAMP) AS end_ts
-    FROM allocations WHERE job_id = $job_id
+    FROM allocations WHERE job_id = $job_id AND start_ts IS NOT NULL  -- none held
 )"""
 
 #: Each rollup row of ``{tier}`` on a GPU the job held, once per allocation of the job
