@@ -173,3 +173,43 @@ def test_a_duckdb_whose_hash_differs_re_signs_the_rows(refreshed):
     assert _recomputed(w) == []
     assert em.kept_hours(w.reader(), start, end) is not None
     _check(w, start, end)
+
+
+def test_days_long_before_the_window_are_compared_a_chunk_per_refresh():
+    """An allocation moved 20 days before the refresh: the chunk of days each refresh
+    compares (fleet_hours.HEAL_DAYS, going back from the recheck window) reaches it
+    within a few refreshes; until then the read check computes it live."""
+    with Warehouse(":memory:") as w:
+        _counter_then_power(w)
+        w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
+        now = T0 + 20 * timedelta(days=1)
+        while w.write(lambda con: refresh(con, now, None)).result()["fleet_pending"]:
+            pass
+        w.write(lambda con: con.execute("DELETE FROM meta WHERE key = $k",
+                                        {"k": fh.HEAL_KEY})).result()  # from the window
+        start, end = T0, T0 + 4 * H
+        assert _served(w.reader(), start, end)
+        w.ingest("allocations", _alloc(T0 + 2 * H, T0 + 3 * H)).result()
+        windows, computed = [], []
+        for _ in range(4):
+            windows.append(w.reader().execute(
+                "SELECT value FROM meta WHERE key = $k", {"k": fh.HEAL_KEY}).fetchall())
+            computed.append(w.write(lambda con: refresh(con, now, None)).result()[
+                "fleet_hours"])
+            _check(w, start, end)
+        # 18 days before the window: the third chunk of 7 days finds its day changed
+        # and computes the day's hours again
+        assert computed == [0, 0, 24, 0], (computed, windows)
+        assert _served(w.reader(), start, end)
+
+
+def test_the_chunk_goes_back_and_starts_again():
+    with Warehouse(":memory:") as w:
+        _counter_then_power(w)
+        now = T0 + 20 * timedelta(days=1)
+        got = [w.write(lambda con: fh._heal_window(con, now, 2.0)).result() for _ in range(4)]
+        top = now - timedelta(days=2)
+        assert got == [(top - timedelta(days=7), top),
+                       (top - timedelta(days=14), top - timedelta(days=7)),
+                       (T0, top - timedelta(days=14)),
+                       (top - timedelta(days=7), top)]

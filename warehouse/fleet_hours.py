@@ -43,7 +43,7 @@ from datetime import datetime, timedelta
 from warehouse import hour_usage
 from warehouse.db import fill, transaction
 from warehouse.rollups import merge_ranges
-from warehouse.usage import _SIGNATURES, HOUR, bind, ceil_hour, due_from, floor_hour
+from warehouse.usage import _SIGNATURES, HOUR, bind, ceil_hour, due_from, floor_hour, recheck_start
 from warehouse.writer import yield_to_urgent
 
 #: Hours one refresh computes at most (the newest first): a first backfill of the 1-hour
@@ -175,32 +175,33 @@ _HOUR_MOMENTS = fill("SELECT ts, {moments} FROM sig_clipped GROUP BY ts",
 #: The hours of [$first, $hi) to compute: no row; no energy rows with $idle_pct where
 #: ``gpu_usage_1h`` does not hold the hour; within [$lo, $hi) other samples, other
 #: clipped allocations (``sig``) or other energy rows than the row was computed from;
-#: before $lo, every hour of a day whose rows' allocation moments (:data:`MOMENTS`) differ
-#: from the allocations' now (one pass over the allocations; a day with an hour still to
-#: be computed or filled, :func:`fill_rows`, waits for it).
+#: in [$heal_lo, $heal_hi) (before $lo), every hour of a day whose rows' allocation
+#: moments (:data:`MOMENTS`) differ from the allocations' now (a day with an hour still
+#: to be computed or filled, :func:`fill_rows`, waits for it).
 _DUE_SQL = fill("""
 WITH {signatures},
 hours AS (SELECT unnest(range($first::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts),
 esig AS ({energy_sig}),
 old_allocs AS (
     SELECT d, {day_moments} FROM (
-        SELECT *, unnest(range(date_trunc('day', greatest(start_ts, $first::TIMESTAMP)),
-                               least(coalesce(end_ts, $lo::TIMESTAMP), $lo::TIMESTAMP),
-                               INTERVAL 1 DAY)) AS d
-        FROM allocations WHERE start_ts < $lo AND coalesce(end_ts, $lo) > $first)
+        SELECT *, unnest(range(date_trunc('day', greatest(start_ts, $heal_lo::TIMESTAMP)),
+                               least(coalesce(end_ts, $heal_hi::TIMESTAMP),
+                                     $heal_hi::TIMESTAMP), INTERVAL 1 DAY)) AS d
+        FROM allocations
+        WHERE start_ts < $heal_hi AND coalesce(end_ts, $heal_hi) > $heal_lo)
     GROUP BY d
 ),
 old_rows AS (
     SELECT date_trunc('day', ts) AS d, count(*) AS n, count(alloc_m2) AS filled,
            sum(alloc_us)::HUGEINT AS us, sum(alloc_share_us) AS share_us,
            sum(alloc_m2) AS m2, sum(alloc_gpu_us) AS gpu_us
-    FROM fleet_hours_1h WHERE ts >= $first AND ts < $lo GROUP BY d
+    FROM fleet_hours_1h WHERE ts >= $heal_lo AND ts < $heal_hi GROUP BY d
 ),
 stale_days AS (
     SELECT d FROM old_rows r LEFT JOIN old_allocs a USING (d)
     WHERE r.n = r.filled  -- every hour of the day kept and filled (else it waits)
-      AND r.n = (epoch(least(d + INTERVAL 1 DAY, $lo::TIMESTAMP))
-                 - epoch(greatest(d, $first::TIMESTAMP))) / 3600
+      AND r.n = (epoch(least(d + INTERVAL 1 DAY, $heal_hi::TIMESTAMP))
+                 - epoch(greatest(d, $heal_lo::TIMESTAMP))) / 3600
       AND (r.us IS DISTINCT FROM coalesce(a.us, 0)
            OR r.share_us IS DISTINCT FROM coalesce(a.share_us, 0)
            OR r.m2 IS DISTINCT FROM coalesce(a.m2, 0)
@@ -214,12 +215,13 @@ WHERE t.ts IS NULL
    OR h.ts >= $lo AND (t.samples IS DISTINCT FROM s.samples
                        OR t.alloc_sig IS DISTINCT FROM s.alloc_sig
                        OR t.energy_sig IS DISTINCT FROM coalesce(e.energy_sig, 0))
-   OR h.ts < $lo AND date_trunc('day', h.ts) IN (SELECT d FROM stale_days)
+   OR h.ts >= $heal_lo AND h.ts < $heal_hi
+      AND date_trunc('day', h.ts) IN (SELECT d FROM stale_days)
 ORDER BY h.ts
 """, signatures=_SIGNATURES, energy_sig=fill(ENERGY_SIG, lo="$lo", hi="$hi"),
-    day_moments=fill(MOMENTS, s="greatest(start_ts, d, $first::TIMESTAMP)",
-                     e="least(coalesce(end_ts, $lo::TIMESTAMP), d + INTERVAL 1 DAY, "
-                       "$lo::TIMESTAMP)", share_ppm=SHARE_PPM))
+    day_moments=fill(MOMENTS, s="greatest(start_ts, d, $heal_lo::TIMESTAMP)",
+                     e="least(coalesce(end_ts, $heal_hi::TIMESTAMP), d + INTERVAL 1 DAY, "
+                       "$heal_hi::TIMESTAMP)", share_ppm=SHARE_PPM))
 
 _INSERT_SQL = fill("""
 INSERT INTO fleet_hours_1h (ts, reporting_s, allocated_s, utilised_s, throttled_s, samples,
@@ -237,9 +239,10 @@ LEFT JOIN m USING (ts)
 #: Rows kept before migrations 18, 20 or 21 (or re-signed after a DuckDB upgrade) lack a
 #: column the read check or the method card needs; the refresh fills them at most this
 #: many hours (the newest first) per refresh, a slice of :data:`SLICE` per transaction
-#: (~0.4 s of CPU a day at 24,576 GPUs: the method card's join), instead of computing
-#: every hour of the history again (the 1-hour tier's energy path, ~100 refreshes).
-MAX_FILL_HOURS = 720
+#: (~0.8 s of CPU a day at 24,576 GPUs, mostly the method card's join: about what
+#: :data:`MAX_HOURS` of computing costs), instead of computing every hour of the history
+#: again (the 1-hour tier's energy path, ~1.6 s a day, ~100 refreshes for two years).
+MAX_FILL_HOURS = 336
 
 _TO_FILL_SQL = """
 SELECT ts FROM fleet_hours_1h
@@ -336,17 +339,52 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
     return {"fleet_filled": filled, "fleet_dropped": dropped}
 
 
-def due_hours(con, now: datetime, *, recheck_days: float,
-              idle_pct: float) -> list[datetime]:
+def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
+              heal: tuple[datetime, datetime] | None = None) -> list[datetime]:
     """The complete hours (``ts + 1h <= now``) from the 1-hour tier's first that have no
     row, whose energy rows (:mod:`warehouse.hour_usage`, where ``gpu_usage_1h`` does not
     hold the hour) were computed with another ``idle_pct``, within ``recheck_days`` whose
-    samples, clipped allocations or energy rows changed, and before it those of a day
-    whose allocations' moments changed (not its samples or energy rows: the read check
-    computes such hours live)."""
-    first = con.execute("SELECT min(ts) FROM gpu_samples_1h").fetchall()[0][0]
+    samples, clipped allocations or energy rows changed, and in ``heal`` (``[lo, hi)``
+    before the recheck window; None: all of it) those of a day whose allocations'
+    moments changed (not its samples or energy rows: the read check computes such hours
+    live)."""
+    first = _first(con)
+    if first is None:
+        return []
+    a, b = heal if heal is not None else (first, recheck_start(first, now, recheck_days))
     return due_from(con, _DUE_SQL, first, now, recheck_days=recheck_days,
-                    idle_pct=idle_pct)
+                    idle_pct=idle_pct, extra={"heal_lo": a, "heal_hi": b})
+
+
+def _first(con) -> datetime | None:
+    return con.execute("SELECT min(ts) FROM gpu_samples_1h").fetchall()[0][0]
+
+
+#: Days before the recheck window whose allocations one refresh compares with the rows
+#: (:func:`due_hours`), going back a chunk per refresh from the window and starting
+#: again from it past the 1-hour tier's first: one pass over two years of allocations
+#: per refresh would cost more than all the rest.
+HEAL_DAYS = 7
+HEAL_KEY = "fleet_hours_heal_until"  # meta: where the next chunk ends (ISO)
+
+
+def _heal_window(con, now: datetime, recheck_days: float) -> tuple[datetime, datetime]:
+    """The next chunk ``[lo, hi)`` of days before the recheck window to compare, and
+    meta's cursor moved past it (on the writer's connection)."""
+    first = _first(con)
+    if first is None:
+        return now, now
+    top = recheck_start(first, now, recheck_days)
+    rows = con.execute("SELECT value FROM meta WHERE key = $k", {"k": HEAL_KEY}).fetchall()
+    hi = datetime.fromisoformat(rows[0][0]) if rows else top
+    if not floor_hour(first) < hi <= top:
+        hi = top
+    lo = max(floor_hour(first), datetime.combine((hi - timedelta(days=HEAL_DAYS)).date(),
+                                                 datetime.min.time()))
+    with transaction(con):
+        con.execute("INSERT OR REPLACE INTO meta VALUES ($k, $v)",
+                    {"k": HEAL_KEY, "v": (lo if lo > floor_hour(first) else top).isoformat()})
+    return lo, hi
 
 
 def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
@@ -371,7 +409,8 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
                              "'hour', min(ts)) FROM gpu_samples_1h), 'infinity'::TIMESTAMP)",
                              table=table))
     filled = fill_rows(con)
-    due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct)
+    due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct,
+                    heal=_heal_window(con, now, recheck_days))
     todo = due[-max_hours:] if max_hours > 0 else due
     for lo, hi in merge_ranges([(t, t) for t in todo], HOUR):
         while lo < hi:

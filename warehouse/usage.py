@@ -480,19 +480,27 @@ def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float) -> li
                     idle_pct=idle_pct)
 
 
+def recheck_start(first: datetime, now: datetime, recheck_days: float) -> datetime:
+    """The recheck window's start (``$lo`` of :func:`due_from`): ``recheck_days`` before
+    ``now``, floored to the hour, between ``first`` (floored) and the last complete hour."""
+    hi = floor_hour(now)
+    return min(hi, max(floor_hour(first), floor_hour(now - timedelta(days=recheck_days))))
+
+
 def due_from(con, sql: str, first: datetime | None, now: datetime, *,
-             recheck_days: float, idle_pct: float) -> list[datetime]:
+             recheck_days: float, idle_pct: float,
+             extra: dict | None = None) -> list[datetime]:
     """The hours ``sql`` finds due between ``first`` (floored to the hour) and the last
     complete hour before ``now``, rechecking those within ``recheck_days``: ``sql``
-    takes ``$first``, ``$lo`` (the recheck window's start), ``$hi`` and ``$idle_pct``
-    and returns the hours. Shared by the usage table's and the fleet hours' refresh."""
+    takes ``$first``, ``$lo`` (the recheck window's start, :func:`recheck_start`),
+    ``$hi``, ``$idle_pct`` and the parameters ``extra`` and returns the hours. Shared by
+    the usage table's and the fleet hours' refresh."""
     hi = floor_hour(now)
     if first is None or floor_hour(first) >= hi:
         return []
-    first = floor_hour(first)
-    lo = min(hi, max(first, floor_hour(now - timedelta(days=recheck_days))))
-    rows = con.execute(sql, {"first": first, "lo": lo, "hi": hi,
-                             "idle_pct": float(idle_pct)}).fetchall()
+    lo = recheck_start(first, now, recheck_days)
+    rows = con.execute(sql, {"first": floor_hour(first), "lo": lo, "hi": hi,
+                             "idle_pct": float(idle_pct), **(extra or {})}).fetchall()
     return [r[0] for r in rows]
 
 
