@@ -175,10 +175,11 @@ def test_a_duckdb_whose_hash_differs_re_signs_the_rows(refreshed):
     _check(w, start, end)
 
 
-def test_days_long_before_the_window_are_compared_a_chunk_per_refresh():
+def test_days_long_before_the_window_are_compared_a_chunk_per_refresh(monkeypatch):
     """An allocation moved 20 days before the refresh: the chunk of days each refresh
-    compares (fleet_hours.HEAL_DAYS, going back from the recheck window) reaches it
-    within a few refreshes; until then the read check computes it live."""
+    compares (fleet_hours.HEAL_DAYS, here 7, going back from the recheck window)
+    reaches it within a few refreshes; until then the read check computes it live."""
+    monkeypatch.setattr(fh, "HEAL_DAYS", 7)
     with Warehouse(":memory:") as w:
         _counter_then_power(w)
         w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
@@ -203,7 +204,8 @@ def test_days_long_before_the_window_are_compared_a_chunk_per_refresh():
         assert _served(w.reader(), start, end)
 
 
-def test_the_chunk_goes_back_and_starts_again():
+def test_the_chunk_goes_back_and_starts_again(monkeypatch):
+    monkeypatch.setattr(fh, "HEAL_DAYS", 7)
     with Warehouse(":memory:") as w:
         _counter_then_power(w)
         now = T0 + 20 * timedelta(days=1)

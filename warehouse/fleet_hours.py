@@ -363,8 +363,10 @@ def _first(con) -> datetime | None:
 #: Days before the recheck window whose allocations one refresh compares with the rows
 #: (:func:`due_hours`), going back a chunk per refresh from the window and starting
 #: again from it past the 1-hour tier's first: one pass over two years of allocations
-#: per refresh would cost more than all the rest.
-HEAL_DAYS = 7
+#: per refresh would cost more than all the rest (1.5 days of bench/scale.py --quick's
+#: 24,576-GPU allocations: +0.2 s of CPU per refresh; two years: a year of refreshes
+#: at 2 days each, ~30 hours at the default 300-s interval).
+HEAL_DAYS = 2
 HEAL_KEY = "fleet_hours_heal_until"  # meta: where the next chunk ends (ISO)
 
 

@@ -133,7 +133,8 @@ def window_seconds(cur, *, start: datetime, end: datetime,
 def kept_hours(cur, start: datetime, end: datetime) -> pd.DataFrame | None:
     """The kept sums (``ts``, ``held_s``, ``counter_s``) of the whole hours of ``[start,
     end)``, or None unless every hour has them and they were computed from what the
-    1-hour tier, the allocations (their microseconds and shares) and ``gpu_energy_1h``
+    1-hour tier, the allocations (their microseconds, time moments, GPUs and shares:
+    warehouse/fleet_hours.py:MOMENTS) and ``gpu_energy_1h``
     hold now (warehouse/hour_usage.py:serves)."""
     if not hour_usage.serves(cur, start, end, None):
         return None
