@@ -119,3 +119,24 @@ def test_weekly_report_figures_are_the_pages(wh):
                                  "multi_node_runs": 2, "misplaced_runs": 1,
                                  "stranded_gpus": 6.0, "scattered_waits": 1,
                                  "large_waits": 1})
+
+
+@pytest.mark.parametrize("racks, parts, want", [
+    # rack and partition names that run together when joined as text stay apart
+    (["r1", "gpur1"], ["gpu", None], {"gpu": 8, "": 8}),
+    (["b1", "1", "1"], ["a", "ab", "ab"], {"a": 8, "ab": 16}),
+    (["r1", "gpur1", "r9"], ["gpu", None, "x"], {"gpu": 8, "": 8, "x": 8}),
+])
+def test_fragmentation_groups_racks_within_their_partition(racks, parts, want):
+    """Each partition's largest wholly free rack counts its own nodes only (a second
+    reader found 'gpu'/'r1' and ''/'gpur1' merged into one rack, and a crash when a
+    partition lost all its racks so)."""
+    with Warehouse(":memory:") as w:
+        names = sorted(set(racks))
+        w.ingest("racks", pd.DataFrame({"rack": names, "zone": None, "row": 1, "x": 0.0,
+                                        "y": 0.0})).result()
+        w.ingest("nodes", pd.DataFrame({
+            "node": [f"n{i}" for i in range(len(racks))], "rack": racks,
+            "partition": parts, "gpus": 8})).result()
+        got = pl.fragmentation(w.reader(), ticks=[NOW], usual={}).attrs["by_partition"]
+        assert got.set_index("partition")["largest_rack_gpus"].to_dict() == want

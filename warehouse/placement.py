@@ -355,9 +355,11 @@ def _reduce(ufunc, values: np.ndarray, codes: np.ndarray) -> np.ndarray:
 def _codes(part: np.ndarray, group: np.ndarray, pcode: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray]:
     """Per node the code of its (partition, group) pair, and per pair its partition's
-    code: racks and zones are grouped within a partition."""
-    _, code = np.unique(np.char.add(np.char.add(part.astype(str), "\x00"),
-                                    group.astype(str)), return_inverse=True)
+    code: racks and zones are grouped within a partition (on integer codes: names joined
+    as text could run together, 'gpu' + 'r1' as '' + 'gpur1'; a missing name is a group)."""
+    gcode = pd.factorize(group, use_na_sentinel=False)[0].astype(np.int64)
+    _, code = np.unique(pcode.astype(np.int64) * (gcode.max() + 1) + gcode,
+                        return_inverse=True)
     gpart = np.zeros(code.max() + 1, np.int64)
     gpart[code] = pcode
     return code, gpart
