@@ -27,7 +27,6 @@ import argparse
 import importlib.util
 import multiprocessing as mp
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ import pyarrow as pa
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from bench.common import machine, print_targets  # noqa: E402
+from bench.common import machine, peak_rss_bytes, print_targets  # noqa: E402
 from dashboard.report import ReportOptions, build, render_html  # noqa: E402
 from dashboard.report.pdf import PdfError, html_to_pdf  # noqa: E402
 from gpulens.settings import default  # noqa: E402
@@ -79,8 +78,8 @@ def hourly(con, nodes: list[str], days: int, rng) -> int:
 
 
 def peak_rss_mib() -> float:
-    """The process's peak resident set so far, MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """The process's peak resident set so far, MiB (``bench.common.peak_rss_bytes``)."""
+    return peak_rss_bytes() / 2**20
 
 
 def generate(path: str, gpus: int, memory_limit_mb: float) -> dict:

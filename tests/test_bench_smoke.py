@@ -101,3 +101,19 @@ def test_alert_quality_prints_measured_target_met(capsys):
                  "pages per rack incident"):
         assert name in out, out
     assert "measured" in out and "target" in out and "met" in out
+
+
+def test_a_spawned_service_process_reports_its_own_peak_rss():
+    """bench/scale.py's service process judges its own peak RSS against 1 GiB, not the
+    bench's: ru_maxrss starts a fork + exec child at its parent's high-water mark, even
+    one the parent freed (a second reader's case: 756 MiB for a child that did nothing)."""
+    import os
+
+    from bench import scale
+
+    ballast = bytearray(600 * 2**20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    del ballast
+    _, rss = scale.in_child(os.getpid)
+    assert rss < 400 * 2**20, f"child peak RSS {rss / 2**20:.0f} MiB"
