@@ -76,6 +76,11 @@ from warehouse import Warehouse  # noqa: E402
 
 NOW = datetime(2026, 11, 16, 12, 0)  # a Monday noon: the week before is complete
 TARGETS = {"cycle_s": 2.0, "rss": 2**30, "callback_p95_s": 0.3, "report_s": 10.0}
+#: History the weekly report's figures need: its week and the week before it, which end
+#: at NOW's Monday 00:00 (12 h before NOW). With less, the report is timed over weeks
+#: the history only partly fills, so its target is not judged here (bench/report.py
+#: builds both weeks whole).
+REPORT_HISTORY_DAYS = 14.5
 
 
 def current_rss_bytes() -> int:
@@ -100,6 +105,11 @@ def in_child(fn, *args):
                 break
             except queue.Empty:
                 if not proc.is_alive():
+                    try:  # it may have put its result just before it ended
+                        ok, out, rss = results.get(timeout=1)
+                        break
+                    except queue.Empty:
+                        pass
                     raise RuntimeError(f"the service's process ended with {proc.exitcode}"
                                        ) from None
     finally:
@@ -323,7 +333,9 @@ def callbacks_only(args) -> int:
         print(f"weekly report: {report}")
     print_callbacks(cbs, args.runs)
     over = [r for r in cbs if r[3] is not None and r[4] > TARGETS["callback_p95_s"]]
-    print(f"callbacks over 300 ms (p95): {len(over)} of {len(cbs)}")
+    raised = sum(r[3] is None for r in cbs)
+    print(f"callbacks over 300 ms (p95): {len(over)} of {len(cbs)}"
+          + (f"; {raised} raised" if raised else ""))
     print(f"peak RSS of the service's process (open, {'report, ' if report else ''}"
           f"callbacks): {human_bytes(rss)}")
     return 0
@@ -437,15 +449,21 @@ def run(args) -> int:
         print(f"  warehouse {t.table:<15} {t.rows:>13,} rows  ~{human_bytes(t.bytes)}")
     print_callbacks(cbs, args.runs)
     over = [r for r in ok if r[4] > TARGETS["callback_p95_s"]]
+    failed = [f"{r[0]} {r[1]} {r[2]}" for r in cbs if r[3] is None]  # raised: not met
+    whole_weeks = args.history_days >= REPORT_HISTORY_DAYS
     print_targets([
         ("collection cycle, p95", f"{p95(cyc):.2f} s", "<= 2 s", p95(cyc) <= TARGETS["cycle_s"]),
         (f"dashboard callbacks, worst p95 ({worst[0]} {worst[1]} {worst[2]})" if worst
          else "dashboard callbacks, worst p95", f"{worst[4] * 1000:,.0f} ms" if worst
-         else "n/a", "<= 300 ms", worst[4] <= TARGETS["callback_p95_s"] if worst else None),
-        ("dashboard callbacks over 300 ms (p95)", f"{len(over)} of {len(cbs)}", "0",
-         not over if ok else None),
-        ("weekly report (build + HTML)", f"{report_s:.1f} s" if report_s is not None
-         else "n/a", "<= 10 s", report_s <= TARGETS["report_s"] if report_s is not None
+         else "n/a", "<= 300 ms", (worst[4] <= TARGETS["callback_p95_s"] and not failed)
+         if worst else (False if failed else None)),
+        ("dashboard callbacks over 300 ms (p95)", f"{len(over)} of {len(cbs)}"
+         + (f"; {len(failed)} raised: {', '.join(failed)}" if failed else ""), "0",
+         not (over or failed) if cbs else None),
+        ("weekly report (build + HTML)" + ("" if whole_weeks else
+         f", weeks partly filled ({args.history_days:g} of {REPORT_HISTORY_DAYS:g} days)"),
+         f"{report_s:.1f} s" if report_s is not None else "n/a", "<= 10 s",
+         report_s <= TARGETS["report_s"] if report_s is not None and whole_weeks
          else None),
         ("peak RSS of the service's process", human_bytes(rss), "<= 1 GiB",
          rss <= TARGETS["rss"]),

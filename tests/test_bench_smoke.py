@@ -117,3 +117,63 @@ def test_a_spawned_service_process_reports_its_own_peak_rss():
     del ballast
     _, rss = scale.in_child(os.getpid)
     assert rss < 400 * 2**20, f"child peak RSS {rss / 2**20:.0f} MiB"
+
+
+def _scale_targets(monkeypatch, capsys, cbs, history_days):
+    """bench/scale.py's targets table for a service part that answered ``cbs`` (the
+    history and the service's process replaced by their results)."""
+    import types
+
+    import pandas as pd
+
+    from bench import scale
+
+    class Pool:
+        def __init__(self, n):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def apply(self, fn, args):
+            return {"rows": 1, "write_s": 0.0, "rollup_s": 0.0, "minute_rows": 1,
+                    "hour_rows": 1}
+
+    monkeypatch.setattr(scale.mp, "get_context", lambda kind: types.SimpleNamespace(Pool=Pool))
+    sv = {"lv": {"cycles": 1, "cycle_s": [0.5], "rollup_s": [0.1], "alert_s": [0.1],
+                 "render_s": [1.0], "lines": 1, "gpus": 64, "fired": []},
+          "cbs": cbs, "report_s": 1.0, "report": "1.0 s", "s_sched": 0.1, "s_refresh": 0.1,
+          "backfill": [0.0, 0], "tiers": pd.DataFrame({"table": ["t"], "rows": [1],
+                                                       "bytes": [1]}),
+          "size": 1, "rss_before_live": 1, "peaks": {}}
+    monkeypatch.setattr(scale, "in_child", lambda fn, *a: (sv, 100 * 2**20))
+    assert scale.main(["--racks", "1", "--live-minutes", "1", "--history-days",
+                       str(history_days), "--runs", "1", "--ranges", "24h"]) == 0
+    out = capsys.readouterr().out
+    return out[out.index("\ntargets"):]
+
+
+def test_scale_judges_a_callback_that_raised_not_met(monkeypatch, capsys):
+    """A page callback that raised was never measured: neither callback target is met
+    (they were 'yes' over the callbacks that answered; a second reader's case)."""
+    targets = _scale_targets(monkeypatch, capsys, [
+        ("overview", "headline", "24h", 0.05, 0.06, 0.04),
+        ("energy", "over time", "24h", None, "OutOfMemoryException: ...", None)], 0.25)
+    rows = [line for line in targets.splitlines() if "dashboard callbacks" in line]
+    assert len(rows) == 2 and all(line.rstrip().endswith("NO") for line in rows), targets
+    assert "1 raised: energy over time 24h" in targets, targets
+
+
+def test_scale_judges_the_report_only_over_whole_weeks(monkeypatch, capsys):
+    """The report's target is judged only when the history fills its week and the week
+    before (14.5 days before NOW); over a partly filled week it is printed, not judged."""
+    cbs = [("overview", "headline", "24h", 0.05, 0.06, 0.04)]
+    part = [line for line in _scale_targets(monkeypatch, capsys, cbs, 2).splitlines()
+            if "weekly report" in line]
+    whole = [line for line in _scale_targets(monkeypatch, capsys, cbs, 14.5).splitlines()
+             if "weekly report" in line]
+    assert "partly filled" in part[0] and not part[0].rstrip().endswith("yes"), part
+    assert whole[0].rstrip().endswith("yes"), whole
