@@ -296,3 +296,24 @@ def test_a_refresh_extends_an_open_episode_as_one_pass_would_have_found_it():
     for col in ("gpu_hours_lost", "slowdown_frac", "clock_mhz", "thermal_s"):
         assert later[col] == pytest.approx(whole[col])
     assert later.slowdown_frac == pytest.approx(0.23)
+
+
+@pytest.mark.parametrize("slice_min", [360, 7])  # the former 6 hours; slices cutting episodes
+def test_the_refresh_finds_the_same_episodes_whatever_its_slices(sim, sim_wh, monkeypatch,
+                                                                  slice_min):
+    """A first refresh reads the minutes in slices of stragglers.SLICE (1 hour since issue
+    17 held its memory down): the table of 6-hour slices, and of 7-minute slices that cut
+    through every episode, is the table of 1-hour slices."""
+    from warehouse import stragglers
+
+    now = LIVE + 40 * MIN
+    sim_wh.write(lambda con: refresh_stragglers(con, now)).result()
+    want = sim_wh.reader().execute("SELECT * FROM stragglers ORDER BY ALL").df()
+    sim_wh.write(lambda con: con.execute(
+        "DELETE FROM stragglers; DELETE FROM meta WHERE key = ?",
+        [stragglers.LEDGER_KEY])).result()
+    monkeypatch.setattr(stragglers, "SLICE", slice_min * MIN)
+    sim_wh.write(lambda con: refresh_stragglers(con, now)).result()
+    got = sim_wh.reader().execute("SELECT * FROM stragglers ORDER BY ALL").df()
+    assert len(want) >= 1
+    pd.testing.assert_frame_equal(got, want)
