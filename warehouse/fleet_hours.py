@@ -43,7 +43,16 @@ from datetime import datetime, timedelta
 from warehouse import hour_usage
 from warehouse.db import fill, transaction
 from warehouse.rollups import merge_ranges
-from warehouse.usage import _SIGNATURES, HOUR, bind, ceil_hour, due_from, floor_hour, recheck_start
+from warehouse.usage import (
+    _SIGNATURES,
+    ALLOC_MOMENTS,
+    HOUR,
+    bind,
+    ceil_hour,
+    due_from,
+    floor_hour,
+    recheck_start,
+)
 from warehouse.writer import yield_to_urgent
 
 #: Hours one refresh computes at most (the newest first): a first backfill of the 1-hour
@@ -97,9 +106,7 @@ _TABLE_SQL = fill(_SUMS, hours="SELECT * FROM fleet_hours_1h WHERE ts >= $start 
 #: Additive over time: the hours' sums are the range's exactly (migrations 18, 21).
 MOMENTS = """
 sum(epoch_us({e}) - epoch_us({s}))::HUGEINT AS us,
-sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * {share_ppm}) AS share_us,
-sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * (epoch_us({e}) + epoch_us({s}))) AS m2,
-sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * gpu_index) AS gpu_us"""
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * {share_ppm}) AS share_us,""" + ALLOC_MOMENTS
 
 #: An allocation's fraction of its GPU (shard/MPS share, as the energy queries clamp it)
 #: in millionths, an integer: microseconds x it summed per hour add up to the range's sum

@@ -21,7 +21,8 @@ an hour the 1-minute tier reaches is recomputed (:func:`due_hours`) when it has 
 ledger row, when the idle threshold changed, when its samples (``sum(samples)`` of the
 1-hour tier) changed, or when its allocations changed: within ``recheck_days`` exactly
 (an order-independent hash-sum of the allocations clipped to the hour), before that by
-the allocated GPU-microseconds of its day (one cheap pass over the allocations).
+the allocated GPU-microseconds and exact moments (:data:`ALLOC_MOMENTS`, migration 22)
+of its day (one cheap pass over the allocations).
 
 Units: seconds, joules, percent; timestamps naive UTC, ranges ``[start, end)``.
 """
@@ -386,10 +387,20 @@ def combine(frames: list[pd.DataFrame], keys: list[str], cols: list[str]) -> pd.
 
 # ---------------------------------------------------------------- writing: the refresh
 
+#: Exact integers of the allocations clipped to [{s}, {e}) (timestamps), summed: the time
+#: moment sum(epoch_us(e)^2 - epoch_us(s)^2) (``m2``: an allocation moved in time, even
+#: with its length kept) and the microseconds x ``gpu_index`` (``gpu_us``: one moved to
+#: another GPU at the same times). Additive over time: e^2 - s^2 telescopes over the
+#: pieces of an allocation, so the hours' sums are their day's (or range's) exactly.
+ALLOC_MOMENTS = """
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * (epoch_us({e}) + epoch_us({s}))) AS m2,
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * gpu_index) AS gpu_us"""
+
 #: Per hour of [$lo, $hi) (``sig``): sum(samples) of the 1-hour tier, the hash-sum of the
-#: allocations clipped to the hour, and their GPU-microseconds in it. Clipping keeps a
-#: running job's past hours unchanged when it ends: only the hour of its end changes.
-_SIGNATURES = """
+#: allocations clipped to the hour, their GPU-microseconds in it and their moments
+#: (:data:`ALLOC_MOMENTS`). Clipping keeps a running job's past hours unchanged when it
+#: ends: only the hour of its end changes.
+_SIGNATURES = fill("""
 sig_hours AS (SELECT unnest(range($lo::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts),
 sig_samples AS (
     SELECT ts, sum(samples) AS samples FROM gpu_samples_1h
@@ -407,20 +418,24 @@ sig_clipped AS (
 sig_allocs AS (
     SELECT ts, sum(hash(job_id, run_index, node, gpu_index, s, e, share, gpu_i_ids))
                    AS alloc_sig,
-           sum(epoch_us(e) - epoch_us(s)) AS alloc_us
+           sum(epoch_us(e) - epoch_us(s)) AS alloc_us, {moments}
     FROM sig_clipped GROUP BY ts
 ),
 sig AS (
     SELECT h.ts, coalesce(s.samples, 0)::BIGINT AS samples,
            coalesce(a.alloc_sig, 0)::HUGEINT AS alloc_sig,
-           coalesce(a.alloc_us, 0)::BIGINT AS alloc_us
+           coalesce(a.alloc_us, 0)::BIGINT AS alloc_us,
+           coalesce(a.m2, 0)::HUGEINT AS alloc_m2, coalesce(a.gpu_us, 0)::HUGEINT AS alloc_gpu_us
     FROM sig_hours h LEFT JOIN sig_samples s USING (ts) LEFT JOIN sig_allocs a USING (ts)
-)"""
+)""", moments=fill(ALLOC_MOMENTS, s="s", e="e"))
 
 #: The hours of [$first, $hi) to recompute: no ledger row; another idle threshold;
 #: within the recheck window [$lo, $hi) other samples or allocations (``sig``); before
-#: it other samples, or other allocated GPU-microseconds in the hour's day (one pass
-#: over a day's allocations: cheap over the minute tier's whole retention).
+#: it other samples, or other allocated GPU-microseconds or moments
+#: (:data:`ALLOC_MOMENTS`) in the hour's day (one pass over a day's allocations: cheap
+#: over the minute tier's whole retention). A day with a ledger row kept before
+#: migration 22 (no moments) compares its microseconds only, until its hours are
+#: recomputed or leave the minute tier: the upgrade does not make the history due.
 _DUE_SQL = fill("""
 WITH {signatures},
 hours AS (SELECT unnest(range($first::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts),
@@ -429,18 +444,21 @@ old_samples AS (
     WHERE ts >= $first AND ts < $lo GROUP BY ts
 ),
 old_days AS (
-    SELECT d, sum(epoch_us(least(coalesce(end_ts, $lo::TIMESTAMP), d + INTERVAL 1 DAY,
-                                 $lo::TIMESTAMP))
-                  - epoch_us(greatest(start_ts, d, $first::TIMESTAMP))) AS alloc_us
-    FROM (SELECT *, unnest(range(date_trunc('day', greatest(start_ts, $first::TIMESTAMP)),
-                                 least(coalesce(end_ts, $lo::TIMESTAMP), $lo::TIMESTAMP),
-                                 INTERVAL 1 DAY)) AS d
-          FROM allocations WHERE start_ts < $lo AND coalesce(end_ts, $lo) > $first)
+    SELECT d, sum(epoch_us(e) - epoch_us(s)) AS alloc_us, {day_moments}
+    FROM (SELECT *, greatest(start_ts, d, $first::TIMESTAMP) AS s,
+                 least(coalesce(end_ts, $lo::TIMESTAMP), d + INTERVAL 1 DAY,
+                       $lo::TIMESTAMP) AS e
+          FROM (SELECT *,
+                       unnest(range(date_trunc('day', greatest(start_ts, $first::TIMESTAMP)),
+                                    least(coalesce(end_ts, $lo::TIMESTAMP), $lo::TIMESTAMP),
+                                    INTERVAL 1 DAY)) AS d
+                FROM allocations WHERE start_ts < $lo AND coalesce(end_ts, $lo) > $first))
     GROUP BY d
 ),
 ledger_days AS (
-    SELECT date_trunc('day', ts) AS d, sum(alloc_us) AS alloc_us FROM gpu_usage_hours
-    WHERE ts >= $first AND ts < $lo GROUP BY d
+    SELECT date_trunc('day', ts) AS d, sum(alloc_us) AS alloc_us, count(*) AS n,
+           count(alloc_m2) AS filled, sum(alloc_m2) AS m2, sum(alloc_gpu_us) AS gpu_us
+    FROM gpu_usage_hours WHERE ts >= $first AND ts < $lo GROUP BY d
 )
 SELECT h.ts FROM hours h
 LEFT JOIN gpu_usage_hours l USING (ts) LEFT JOIN sig s USING (ts)
@@ -451,9 +469,12 @@ WHERE l.ts IS NULL OR l.idle_pct IS DISTINCT FROM $idle_pct
    OR h.ts >= $lo AND (l.samples IS DISTINCT FROM s.samples
                        OR l.alloc_sig IS DISTINCT FROM s.alloc_sig)
    OR h.ts < $lo AND (l.samples IS DISTINCT FROM coalesce(o.samples, 0)
-                      OR coalesce(ld.alloc_us, 0) <> coalesce(od.alloc_us, 0))
+                      OR coalesce(ld.alloc_us, 0) <> coalesce(od.alloc_us, 0)
+                      OR ld.n = ld.filled  -- every row of the day has moments
+                         AND (ld.m2 <> coalesce(od.m2, 0)
+                              OR ld.gpu_us <> coalesce(od.gpu_us, 0)))
 ORDER BY h.ts
-""", signatures=_SIGNATURES)
+""", signatures=_SIGNATURES, day_moments=fill(ALLOC_MOMENTS, s="s", e="e"))
 
 _INSERT_USAGE_SQL = fill("""
 INSERT INTO gpu_usage_1h
@@ -464,9 +485,10 @@ FROM u GROUP BY ALL
 """, usage=minutes(free=True))
 
 _INSERT_LEDGER_SQL = fill("""
-INSERT INTO gpu_usage_hours
+INSERT INTO gpu_usage_hours (ts, samples, alloc_sig, alloc_us, idle_pct, computed_at,
+                             alloc_m2, alloc_gpu_us)
 WITH {signatures}
-SELECT ts, samples, alloc_sig, alloc_us, $idle_pct, $now FROM sig
+SELECT ts, samples, alloc_sig, alloc_us, $idle_pct, $now, alloc_m2, alloc_gpu_us FROM sig
 """, signatures=_SIGNATURES)
 
 
@@ -474,8 +496,9 @@ def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float) -> li
     """The complete hours (``ts + 1h <= now``) the minute tier reaches that have no
     ledger row, were computed with another ``idle_pct``, or whose inputs changed: within
     ``recheck_days`` their samples or clipped allocations (exact, per hour), before that
-    their samples or the allocated GPU-seconds of their day (history written or
-    imported late: the service writes its history while the refresh runs)."""
+    their samples or the allocated GPU-seconds or moments of their day (history written
+    or imported late: the service writes its history while the refresh runs; an
+    allocation moved with its length kept or to another GPU)."""
     return due_from(con, _DUE_SQL, minute_reach(con), now, recheck_days=recheck_days,
                     idle_pct=idle_pct)
 

@@ -1,0 +1,100 @@
+"""The usage ledger's allocation moments (``gpu_usage_hours.alloc_m2``, ``alloc_gpu_us``,
+migration 22, issue 17 review): before the recheck window an hour of ``gpu_usage_1h``
+was recomputed only when its day's allocated microseconds changed, so an allocation
+moved within its day with its length kept, or moved to another GPU at the same times,
+left the per-run GPU-seconds and energy stale for good. Ledger rows kept before the
+migration (no moments) keep the former check and do not make the history due."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from tests.support.frames import T0, samples
+from warehouse import Warehouse, analytics
+from warehouse.analytics import Options
+from warehouse.schema import SCHEMAS
+
+H = timedelta(hours=1)
+OPTS = Options(recheck_days=2.0)
+NOW = T0 + 5 * H + timedelta(days=5)  # the hours below: 5 days before the recheck window
+
+
+def _alloc(start: datetime, end: datetime, gpu: int = 0) -> pa.Table:
+    return pa.Table.from_pylist([{"job_id": "a", "run_index": 0, "node": "node000",
+                                  "gpu_index": gpu, "start_ts": start, "end_ts": end}],
+                                schema=SCHEMAS["allocations"])
+
+
+def _refresh(w: Warehouse) -> int:
+    """Hours of ``gpu_usage_1h`` recomputed by refreshes until none is pending."""
+    hours, pending = 0, True
+    while pending:
+        out = w.write(lambda con: analytics.refresh(con, NOW, OPTS)).result()
+        hours, pending = hours + out["usage_hours"], out["usage_pending"]
+    return hours
+
+
+def _usage(w: Warehouse) -> pd.DataFrame:
+    return w.reader().execute("SELECT * EXCLUDE (util_s) FROM gpu_usage_1h"
+                              " ORDER BY ts, node, job_id NULLS FIRST").df()
+
+
+def _fresh(w: Warehouse) -> pd.DataFrame:
+    """``gpu_usage_1h`` computed again from nothing."""
+    w.write(lambda con: (con.execute("DELETE FROM gpu_usage_1h"),
+                         con.execute("DELETE FROM gpu_usage_hours"))).result()
+    _refresh(w)
+    return _usage(w)
+
+
+@pytest.fixture()
+def w():
+    """Four hours of two GPUs (random power and utilisation, so each GPU and hour
+    differs), refreshed once with the allocations of the test."""
+    with Warehouse(":memory:") as wh:
+        wh.ingest("samples", samples(start=T0, ticks=4 * 60, gpus=2, interval_s=60.0)
+                  ).result()
+        wh.rollup().result()
+        yield wh
+
+
+def _moved(w: Warehouse, before: pa.Table, move) -> None:
+    w.ingest("allocations", before).result()
+    _refresh(w)
+    kept = _usage(w)
+    move(w)
+    assert _refresh(w) > 0
+    got = _usage(w)
+    assert not got.equals(kept)  # the move changed the usage rows
+    pd.testing.assert_frame_equal(got, _fresh(w))
+
+
+def test_an_allocation_moved_by_an_hour_within_its_day_is_recomputed(w):
+    _moved(w, _alloc(T0 + H, T0 + 2 * H), lambda w: w.ingest(
+        "allocations", _alloc(T0 + 2 * H, T0 + 3 * H)).result())
+
+
+def test_an_allocation_moved_to_another_gpu_is_recomputed(w):
+    _moved(w, _alloc(T0, T0 + 2 * H, gpu=0), lambda w: w.write(
+        lambda con: con.execute("UPDATE allocations SET gpu_index = 1")).result())
+
+
+def test_ledger_rows_without_moments_keep_the_former_check(w):
+    """Rows kept before migration 22: no hour is due for lacking moments, a move of the
+    same length is not seen (as before), a changed length still is."""
+    w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
+    _refresh(w)
+    w.write(lambda con: con.execute(
+        "UPDATE gpu_usage_hours SET alloc_m2 = NULL, alloc_gpu_us = NULL")).result()
+    assert _refresh(w) == 0
+    w.ingest("allocations", _alloc(T0 + 2 * H, T0 + 3 * H)).result()  # same length
+    assert _refresh(w) == 0
+    w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H + H / 2)).result()
+    assert _refresh(w) == 24  # the day's hours, with moments again
+    assert w.reader().execute("SELECT count(alloc_m2) FROM gpu_usage_hours WHERE ts < $d",
+                              {"d": T0 + 24 * H}).fetchall()[0][0] == 24
+    pd.testing.assert_frame_equal(_usage(w), _fresh(w))
