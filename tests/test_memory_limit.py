@@ -6,8 +6,9 @@ from gpulens.config import ConfigError, load
 from warehouse import Warehouse, meta
 
 
-def test_default_is_1024_mib():
-    assert load(None, env={})["warehouse.memory_limit_mb"] == 1024
+def test_default_is_512_mib():
+    # 512: the service's peak RSS at 24,576 GPUs within 1 GiB (issue 17, docs/performance.md)
+    assert load(None, env={})["warehouse.memory_limit_mb"] == 512
 
 
 def test_warehouse_opened_with_a_limit_reports_it(tmp_path):
