@@ -24,18 +24,16 @@ from dashboard.figures.base import (
 
 def _heatmap(pivot: pd.DataFrame, *, x_title: str, y_title: str, z_title: str,
              uirevision: str) -> go.Figure:
-    fig = figure(go.Heatmap(
+    return figure(go.Heatmap(
         z=pivot.values, x=list(pivot.columns), y=[html.escape(str(i)) for i in pivot.index],
         colorscale=CIVIDIS, xgap=2, ygap=2, zmin=0,
         colorbar={"title": {"text": z_title, "side": "right"}, "thickness": 12},
         hovertemplate="%{y} · %{x}: %{z}<extra></extra>",
-    ))
-    fig.update_layout(**chart_layout(max(240, 90 + 28 * len(pivot)), hovermode="closest",
-                                     uirevision=uirevision, showlegend=False),
-                      xaxis={"title": {"text": x_title}, "type": "category"},
-                      yaxis={"title": {"text": y_title}, "type": "category",
-                             "automargin": True})
-    return fig
+    ), layout=dict(  # given whole, not by update_layout: ~40 ms of CPU less (issue 17)
+        **chart_layout(max(240, 90 + 28 * len(pivot)), hovermode="closest",
+                       uirevision=uirevision, showlegend=False),
+        xaxis={"title": {"text": x_title}, "type": "category"},
+        yaxis={"title": {"text": y_title}, "type": "category", "automargin": True}))
 
 
 def failures_heatmap(df: pd.DataFrame | None, *, rows: str, period: str) -> go.Figure:
@@ -62,18 +60,17 @@ def failure_reasons(df: pd.DataFrame | None, *, top: int = 12) -> go.Figure:
     g = (df.groupby(["category", "reason"], dropna=False)
          .agg(failures=("job_id", "count"), lost=("gpu_hours_lost", "sum"))
          .reset_index().sort_values("lost", ascending=False).head(top).iloc[::-1])
-    fig = figure(go.Bar(
+    return figure(go.Bar(
         y=[html.escape(str(r))[:60] for r in g["reason"]], x=g["lost"], orientation="h",
         marker_color=[CATEGORY_COLOURS.get(c, PALETTE[7]) for c in g["category"]],
         customdata=list(zip(g["category"].astype(str), g["failures"], strict=True)),
         hovertemplate="%{y}<br>%{customdata[0]} · %{customdata[1]} runs · "
                       "%{x:,.1f} GPU·h<extra></extra>",
-    ))
-    fig.update_layout(**chart_layout(max(260, 80 + 26 * len(g)), hovermode="closest",
-                                uirevision="fail-reasons"),
-                      xaxis={**GRID, "title": {"text": "GPU-hours lost"}},
-                      yaxis={"title": {"text": "Reason"}, "automargin": True})
-    return fig
+    ), layout=dict(  # given whole, not by update_layout (issue 17)
+        **chart_layout(max(260, 80 + 26 * len(g)), hovermode="closest",
+                       uirevision="fail-reasons"),
+        xaxis={**GRID, "title": {"text": "GPU-hours lost"}},
+        yaxis={"title": {"text": "Reason"}, "automargin": True}))
 
 
 def xid_counts(df: pd.DataFrame | None) -> go.Figure:
@@ -84,14 +81,14 @@ def xid_counts(df: pd.DataFrame | None) -> go.Figure:
     if x.empty:
         return empty_figure("No failure had an XID on its GPUs in this range.", height=260)
     c = x.groupby("xids")["job_id"].count().sort_values()
-    fig = figure(go.Bar(y=[f"XID {int(k)}" for k in c.index], x=c.values,
-                           orientation="h", marker_color=PALETTE[5],
-                           hovertemplate="%{y}: %{x} failed runs<extra></extra>"))
-    fig.update_layout(**chart_layout(max(220, 80 + 26 * len(c)), hovermode="closest",
-                                uirevision="xids"),
+    return figure(go.Bar(y=[f"XID {int(k)}" for k in c.index], x=c.values,
+                         orientation="h", marker_color=PALETTE[5],
+                         hovertemplate="%{y}: %{x} failed runs<extra></extra>"),
+                  layout=dict(  # given whole, not by update_layout (issue 17)
+                      **chart_layout(max(220, 80 + 26 * len(c)), hovermode="closest",
+                                     uirevision="xids"),
                       xaxis={**GRID, "title": {"text": "Failed runs"}},
-                      yaxis={"title": {"text": "XID"}, "type": "category"})
-    return fig
+                      yaxis={"title": {"text": "XID"}, "type": "category"}))
 
 
 def failure_temperatures(df: pd.DataFrame | None) -> go.Figure:
