@@ -59,6 +59,23 @@ def wh():
 
 
 @pytest.fixture(scope="module")
+def seeded_usage():
+    """(warehouse, now): tests/support/dash_seed.py's 32-GPU cluster, two days, with the
+    analytics refresh run until the usage table holds every hour (as the service's
+    refreshes do)."""
+    from tests.support.dash_seed import NOW, seed_dashboard
+    from warehouse import Warehouse
+    from warehouse.analytics import refresh
+
+    w = Warehouse(":memory:")
+    seed_dashboard(w)
+    while w.write(lambda con: refresh(con, NOW, None)).result()["usage_pending"]:
+        pass
+    yield w, NOW
+    w.close()
+
+
+@pytest.fixture(scope="module")
 def sim_days_db(tmp_path_factory):
     """A warehouse file with two simulated days (2026-11-18 and 19) of one rack sampled
     every 60 s, rolled up (tests/support/lake.py); one per module, for the lake tests."""

@@ -142,17 +142,9 @@ def test_the_minute_paths_run_energy_is_the_formers(gpus_wh, allocs, pick):
 
 
 @pytest.fixture(scope="module")
-def seeded():
-    """tests/support/dash_seed.py's 32-GPU cluster, two days, the usage table complete."""
-    from tests.support.dash_seed import NOW, seed_dashboard
-    from warehouse.analytics import refresh
-
-    w = Warehouse(":memory:")
-    seed_dashboard(w)
-    while w.write(lambda con: refresh(con, NOW, None)).result()["usage_pending"]:
-        pass
-    yield w, NOW
-    w.close()
+def seeded(seeded_usage):
+    """The seeded cluster with its usage table complete (conftest's ``seeded_usage``)."""
+    return seeded_usage
 
 
 def _failure_carbon_before(cur, *, start, end, resolution):

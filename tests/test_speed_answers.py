@@ -126,19 +126,9 @@ def test_failure_rate_node_days_by_hand(wh):
 
 
 @pytest.fixture(scope="module")
-def seeded():
-    """tests/support/dash_seed.py's 32-GPU cluster, two days, with the analytics refresh
-    run until the usage table holds every hour (as the service's refreshes do)."""
-    from tests.support.dash_seed import NOW, seed_dashboard
-    from warehouse import Warehouse
-    from warehouse.analytics import refresh
-
-    w = Warehouse(":memory:")
-    seed_dashboard(w)
-    while w.write(lambda con: refresh(con, NOW, None)).result()["usage_pending"]:
-        pass
-    yield w, NOW
-    w.close()
+def seeded(seeded_usage):
+    """The seeded cluster with its usage table complete (conftest's ``seeded_usage``)."""
+    return seeded_usage
 
 
 @pytest.mark.parametrize("hours,resolution", [(48, None), (7.25, None), (7.25, "minute"),
