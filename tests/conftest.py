@@ -76,6 +76,17 @@ def seeded_usage():
 
 
 @pytest.fixture(scope="module")
+def empty_wh():
+    """One in-memory warehouse for the examples of a property (creating one per example
+    is most of the time); each example empties the tables it fills."""
+    from warehouse import Warehouse
+
+    w = Warehouse(":memory:")
+    yield w
+    w.close()
+
+
+@pytest.fixture(scope="module")
 def sim_days_db(tmp_path_factory):
     """A warehouse file with two simulated days (2026-11-18 and 19) of one rack sampled
     every 60 s, rolled up (tests/support/lake.py); one per module, for the lake tests."""
