@@ -208,13 +208,17 @@ def refresh_stragglers(con, now: datetime, p: Params = Params()) -> int:
     written (new or extended)."""
     end = now.replace(second=0, microsecond=0)
     done = meta.get(con, LEDGER_KEY)
-    cut = (datetime.fromisoformat(done) if done else end - timedelta(days=FIRST_DAYS))
-    cut -= (p.hold_min + p.gap_min) * MINUTE
+    lead = (p.hold_min + p.gap_min) * MINUTE
+    cut = (datetime.fromisoformat(done) if done else end - timedelta(days=FIRST_DAYS)) - lead
     written: set = set()
+    read_from = cut
     while cut < end:  # in slices, so a first refresh over days holds bounded memory
         stop = min(end, cut + SLICE)
-        seeds = con.execute(_SEEDS_SQL, {"since": cut - p.gap_min * MINUTE}).df()
-        df = con.execute(MINUTES_SQL, {"start": cut, "end": stop}).df()
+        # each slice reads from ``lead`` before its start, as each refresh does: lagging
+        # minutes fewer than hold_min before a boundary were noise to the slice before
+        # (never written, so no seed) and would be lost to the episode
+        seeds = con.execute(_SEEDS_SQL, {"since": read_from - p.gap_min * MINUTE}).df()
+        df = con.execute(MINUTES_SQL, {"start": read_from, "end": stop}).df()
         found = episodes(flag_minutes(df, p), p, seeds)
         if len(found):
             con.register("found_keys", found[MEMBER + ["start_ts"]])
@@ -225,7 +229,7 @@ def refresh_stragglers(con, now: datetime, p: Params = Params()) -> int:
                 con.unregister("found_keys")
         write(con, found)
         written |= set(found[MEMBER + ["start_ts"]].itertuples(index=False, name=None))
-        cut = stop
+        cut, read_from = stop, stop - lead
     meta.put(con, LEDGER_KEY, end.isoformat())
     return len(written)
 

@@ -23,6 +23,8 @@ CREATE TABLE gpu_nodes_1m (
 );
 -- a warehouse written before this migration: its minute tier's sums (the same SELECT as
 -- warehouse/node_minutes.SELECT_SQL; the rows are logged, not this statement)
+-- No ORDER BY: with it (and optimistic writes off) DuckDB held the whole output in memory,
+-- which a 90-day minute tier at scale does not fit in the service's memory limit.
 INSERT INTO gpu_nodes_1m
 SELECT ts, node, count(*)::INTEGER,
        CASE WHEN bool_and(gpu_index BETWEEN 0 AND 63)
@@ -33,4 +35,4 @@ SELECT ts, node, count(*)::INTEGER,
        sum(temp_c_avg * samples), max(temp_c_max), sum(throttle_thermal_s),
        sum(throttle_power_s)
 FROM gpu_samples_1m
-GROUP BY ts, node ORDER BY ts, node;
+GROUP BY ts, node;
