@@ -32,15 +32,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from warehouse.db import fill
+
 #: One GPU index's bit of ``gpu_mask`` (NULL outside 0-63).
 MASK_BIT = ("CASE WHEN gpu_index BETWEEN 0 AND 63 THEN (1::UBIGINT << gpu_index::UBIGINT) "
             "END")
 
 #: The sums of the minute tier's rows grouped per ``(ts, node)``; the migration fills an
 #: existing warehouse with the same expression.
-SELECT_SQL = f"""
+SELECT_SQL = fill("""
 SELECT ts, node, count(*)::INTEGER AS gpus,
-       CASE WHEN bool_and(gpu_index BETWEEN 0 AND 63) THEN bit_or({MASK_BIT}) END AS gpu_mask,
+       CASE WHEN bool_and(gpu_index BETWEEN 0 AND 63) THEN bit_or({bit}) END AS gpu_mask,
        sum(samples) AS samples, sum(covered_s) AS covered_s,
        count(util_pct_avg)::INTEGER AS util_n, sum(util_pct_avg) AS util_pct_sum,
        min(util_pct_avg) AS util_pct_min, sum(power_w_avg) AS power_w_sum,
@@ -50,7 +52,7 @@ SELECT ts, node, count(*)::INTEGER AS gpus,
        sum(throttle_power_s) AS throttle_power_s
 FROM gpu_samples_1m WHERE ts >= $1 AND ts < $2
 GROUP BY ts, node ORDER BY ts, node
-"""
+""", bit=MASK_BIT)
 
 _DELETE_SQL = "DELETE FROM gpu_nodes_1m WHERE ts >= $1 AND ts < $2"
 _INSERT_SQL = "INSERT INTO gpu_nodes_1m " + SELECT_SQL

@@ -47,6 +47,8 @@ from datetime import datetime, timedelta
 import numpy as np
 import pandas as pd
 
+from warehouse.db import fill
+
 #: The network tree: one row per node with its rack, zone (the rack itself when the
 #: racks table names none), partition and GPUs.
 _TREE = """
@@ -116,8 +118,8 @@ WHERE r.end_ts > r.start_ts
 _MULTI_ONLY = """ SEMI JOIN (
         SELECT job_id, run_index FROM window_rows GROUP BY ALL HAVING min(node) <> max(node)
     ) m USING (job_id, run_index)"""
-_JOBS = _JOBS_SQL.replace("{only}", "")
-_JOBS_MULTI = _JOBS_SQL.replace("{only}", _MULTI_ONLY)
+_JOBS = fill(_JOBS_SQL, only="")
+_JOBS_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY)
 
 #: The instants ``$ticks`` and per instant and node the GPUs allocations held (``used``).
 #: The allocations are first cut to those held at some instant and counted per node and
