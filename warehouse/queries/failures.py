@@ -32,25 +32,31 @@ ORDER BY end_ts DESC, job_id, run_index
 
 #: Node-days of the runs overlapping ``[$start, $end)``: each run's overlap x its nodes
 #: (the distinct nodes of its allocations, else the job's node count, else its GPUs over
-#: $gpus_per_node). The allocations are counted per run in one grouped pass over the
-#: runs in range (issue 17: a correlated subquery per run took ~1 s at 24,576 GPUs).
+#: $gpus_per_node). The allocations are counted per run in one grouped pass (issue 17: a
+#: correlated subquery per run took ~1 s at 24,576 GPUs); the pass groups every
+#: allocation rather than probing them against the runs first (the probe cost more than
+#: the grouping it saved), and only the runs without allocations join ``jobs`` (~150
+#: instead of ~240 ms of CPU at 24,576 GPUs, 170 k runs in the 30-day rate window).
 _EXPOSURE_SQL = """
 WITH r AS (
-    SELECT r.job_id, r.run_index,
-           greatest(r.start_ts, $start) AS s, least(coalesce(r.end_ts, $end), $end) AS e,
-           j.nodes, coalesce(r.gpus, j.gpus, 0) AS gpus
-    FROM job_runs r LEFT JOIN jobs j USING (job_id)
-    WHERE r.start_ts < $end AND coalesce(r.end_ts, $end) > $start
+    SELECT job_id, run_index, gpus,
+           greatest(0, epoch_us(least(coalesce(end_ts, $end), $end))
+                       - epoch_us(greatest(start_ts, $start))) / 8.64e10 AS days
+    FROM job_runs WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
 ),
 an AS (
-    SELECT a.job_id, a.run_index, count(DISTINCT a.node) AS alloc_nodes
-    FROM allocations a SEMI JOIN r USING (job_id, run_index)
-    GROUP BY ALL
+    SELECT job_id, run_index, count(DISTINCT node) AS alloc_nodes
+    FROM allocations GROUP BY ALL
+),
+x AS (
+    SELECT r.*, coalesce(an.alloc_nodes, 0) AS alloc_nodes
+    FROM r LEFT JOIN an USING (job_id, run_index)
 )
-SELECT coalesce(sum(greatest(0, epoch_us(e) - epoch_us(s)) / 8.64e10
-                    * coalesce(nullif(an.alloc_nodes, 0), r.nodes,
-                               ceil(r.gpus / $gpus_per_node))), 0) AS node_days
-FROM r LEFT JOIN an USING (job_id, run_index)
+SELECT coalesce((SELECT sum(days * alloc_nodes) FROM x WHERE alloc_nodes > 0), 0)
+     + coalesce((SELECT sum(x.days * coalesce(j.nodes,
+                                              ceil(coalesce(x.gpus, j.gpus, 0) / $gpus_per_node)))
+                 FROM x LEFT JOIN jobs j USING (job_id) WHERE x.alloc_nodes = 0), 0)
+    AS node_days
 """
 
 _INFRA_COUNT_SQL = """
