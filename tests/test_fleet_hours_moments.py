@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.dash_seed import NOW, seed_dashboard
 from tests.support.frames import T0, samples
-from warehouse import Warehouse
+from warehouse import Warehouse, usage
 from warehouse import fleet_hours as fh
 from warehouse.analytics import refresh
 from warehouse.queries import energy_method as em
@@ -110,6 +110,35 @@ def test_an_allocation_moved_to_another_gpu_is_not_served_stale():
         _check(w, start, end)
 
 
+def test_gpu_time_moved_to_another_node_at_the_same_gpu_index_is_not_served_stale():
+    """A run's end learnt late and the next run started then on another node at the same
+    GPU index: the microseconds, time moment and GPU-weighted microseconds of the hours
+    stay, the allocation key moment (migration 23) does not. The two nodes' utilisation
+    differs, so the fleet's utilised GPU-hours change."""
+    with Warehouse(":memory:") as w:
+        w.ingest("samples", samples(start=T0, ticks=4 * 60, gpus=1, nodes=2,
+                                    interval_s=60.0)).result()
+        w.rollup().result()
+        w.ingest("allocations", _alloc(T0 + H, T0 + 3 * H)).result()
+        now = T0 + 5 * H + timedelta(days=5)  # the hours long before the recheck window
+        w.write(lambda con: refresh(con, now, None)).result()
+        start, end = T0, T0 + 4 * H
+        assert _served(w.reader(), start, end)
+        kept = fh._live(w.reader(), start, end)
+        w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()  # its end, learnt
+        w.ingest("allocations", pa.Table.from_pylist(
+            [{"job_id": "a", "run_index": 1, "node": "node001", "gpu_index": 0,
+              "start_ts": T0 + 2 * H, "end_ts": T0 + 3 * H}],
+            schema=SCHEMAS["allocations"])).result()
+        assert fh._live(w.reader(), start, end) != pytest.approx(kept, rel=1e-9)
+        assert not _served(w.reader(), start, end)
+        _check(w, start, end)
+        out = w.write(lambda con: refresh(con, now, None)).result()
+        assert out["fleet_hours"] == 24  # the day's hours, found by the heal chunk
+        assert _served(w.reader(), start, end)
+        _check(w, start, end)
+
+
 @pytest.fixture()
 def refreshed():
     w = Warehouse(":memory:")
@@ -173,6 +202,18 @@ def test_a_duckdb_whose_hash_differs_re_signs_the_rows(refreshed):
     assert _recomputed(w) == []
     assert em.kept_hours(w.reader(), start, end) is not None
     _check(w, start, end)
+    # the allocation key moments (hashed too) were set aside and signed again, the usage
+    # ledger's by its own refresh, which recomputes no hour for it
+    cur = w.reader()
+    assert cur.execute("SELECT count(*) - count(alloc_key_us) FROM fleet_hours_1h"
+                       ).fetchall()[0][0] == 0
+    ledger = "SELECT count(alloc_key_us), count(*) FROM gpu_usage_hours"
+    keyed, rows = cur.execute(ledger).fetchall()[0]
+    assert keyed == 0 < rows
+    out = w.write(lambda con: usage.refresh_usage(con, NOW, recheck_days=1.0,
+                                                  idle_pct=5.0)).result()
+    assert out["usage_hours"] == 0
+    assert w.reader().execute(ledger).fetchall()[0] == (rows, rows)
 
 
 def test_days_long_before_the_window_are_compared_a_chunk_per_refresh(monkeypatch):

@@ -23,8 +23,9 @@ OPTS = Options(recheck_days=2.0)
 NOW = T0 + 5 * H + timedelta(days=5)  # the hours below: 5 days before the recheck window
 
 
-def _alloc(start: datetime, end: datetime, gpu: int = 0) -> pa.Table:
-    return pa.Table.from_pylist([{"job_id": "a", "run_index": 0, "node": "node000",
+def _alloc(start: datetime, end: datetime, gpu: int = 0, *, job: str = "a", run: int = 0,
+           node: str = "node000") -> pa.Table:
+    return pa.Table.from_pylist([{"job_id": job, "run_index": run, "node": node,
                                   "gpu_index": gpu, "start_ts": start, "end_ts": end}],
                                 schema=SCHEMAS["allocations"])
 
@@ -81,6 +82,34 @@ def test_an_allocation_moved_by_an_hour_within_its_day_is_recomputed(w):
 def test_an_allocation_moved_to_another_gpu_is_recomputed(w):
     _moved(w, _alloc(T0, T0 + 2 * H, gpu=0), lambda w: w.write(
         lambda con: con.execute("UPDATE allocations SET gpu_index = 1")).result())
+
+
+@pytest.mark.parametrize("taker", [dict(job="b"), dict(run=1), dict(node="node001")])
+def test_gpu_time_given_to_another_job_run_or_node_is_recomputed(w, taker):
+    """A run's end learnt late and its last hour given to another job, run or node at the
+    same GPU index: the hours' microseconds, time moment and GPU-weighted microseconds
+    stay, the allocation key moment (migration 23) does not."""
+    def move(w):
+        w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
+        w.ingest("allocations", _alloc(T0 + 2 * H, T0 + 3 * H, **taker)).result()
+    _moved(w, _alloc(T0 + H, T0 + 3 * H), move)
+
+
+def test_ledger_rows_kept_before_the_key_are_signed_not_recomputed(w):
+    """Rows kept before migration 23 (no key moment): the refresh signs them where their
+    other moments are the allocations' now, recomputing none; a later change of job is
+    then seen."""
+    w.ingest("allocations", _alloc(T0 + H, T0 + 3 * H)).result()
+    _refresh(w)
+    w.write(lambda con: con.execute("UPDATE gpu_usage_hours SET alloc_key_us = NULL")
+            ).result()
+    assert _refresh(w) == 0
+    assert w.reader().execute("SELECT count(*) - count(alloc_key_us) FROM gpu_usage_hours"
+                              ).fetchall()[0][0] == 0
+    w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
+    w.ingest("allocations", _alloc(T0 + 2 * H, T0 + 3 * H, job="b")).result()
+    assert _refresh(w) == 24
+    pd.testing.assert_frame_equal(_usage(w), _fresh(w))
 
 
 def test_ledger_rows_without_moments_keep_the_former_check(w):

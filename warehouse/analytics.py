@@ -25,7 +25,7 @@ from gpulens.settings import setting_field, values_for
 from warehouse.db import transaction
 from warehouse.energy import refresh_energy
 from warehouse.failures import load_rules, refresh_failures
-from warehouse.fleet_hours import refresh_fleet_hours
+from warehouse.fleet_hours import refresh_fleet_hours, resign_after_upgrade
 from warehouse.stragglers import Params, refresh_stragglers
 from warehouse.usage import refresh_usage
 from warehouse.writer import yield_to_urgent
@@ -95,6 +95,7 @@ def refresh(con, now: datetime, settings: Any = None) -> dict:
     hours = refresh_energy(con, now, max_gap_s=opts.max_counter_gap_s)
     t2 = time.perf_counter()
     yield_to_urgent()
+    resign_after_upgrade(con)  # before either kept table compares hashes (its keys)
     usage = refresh_usage(con, now, recheck_days=opts.recheck_days,
                           idle_pct=opts.idle_util_pct)
     yield_to_urgent()

@@ -18,9 +18,9 @@ have a row that still matches its inputs, else the whole range is computed live:
 ``samples`` equal ``sum(samples)`` of the 1-hour tier in that hour, and the rows'
 allocated GPU-microseconds, time moments and GPU-weighted microseconds (:data:`MOMENTS`,
 exact integers) sum to the allocations' in the range (history written late, an
-allocation's end learnt late, its times moved with its length kept, moved to another
-GPU). The refresh fills rows kept before migration 21 where their allocations are
-unchanged (:func:`fill_rows`), computes hours without a row, the newest
+allocation's end learnt late, its times moved with its length kept, GPU time moved to
+another GPU, node, job or run). The refresh fills rows kept before migrations 21 and 23
+where their allocations are unchanged (:func:`fill_rows`), computes hours without a row, the newest
 :data:`MAX_HOURS` first, within ``recheck_days`` hours whose samples or clipped
 allocations changed (the signatures of warehouse/usage.py), before it every hour of a
 day whose rows' moments differ from the allocations' now, and deletes the rows of hours
@@ -123,11 +123,12 @@ SELECT * FROM
  LEFT JOIN (SELECT ts, sum(samples) AS samples FROM gpu_samples_1h
             WHERE ts >= $start AND ts < $end GROUP BY ts) l USING (ts)
  WHERE t.ts >= $start AND t.ts < $end
-   AND t.samples = coalesce(l.samples, 0) AND t.alloc_m2 IS NOT NULL),
+   AND t.samples = coalesce(l.samples, 0) AND t.alloc_key_us IS NOT NULL),
 (SELECT coalesce(sum(alloc_us), 0), coalesce(sum(alloc_m2), 0),
-        coalesce(sum(alloc_gpu_us), 0)
+        coalesce(sum(alloc_gpu_us), 0), coalesce(sum(alloc_key_us), 0)
  FROM fleet_hours_1h WHERE ts >= $start AND ts < $end),
-(SELECT coalesce(sum(us), 0), coalesce(sum(m2), 0), coalesce(sum(gpu_us), 0)
+(SELECT coalesce(sum(us), 0), coalesce(sum(m2), 0), coalesce(sum(gpu_us), 0),
+        coalesce(sum(key_us), 0)
  FROM (SELECT {moments} FROM allocations
        WHERE start_ts < $end AND coalesce(end_ts, $end) > $start))
 """, moments=fill(MOMENTS, s="greatest(start_ts, $start::TIMESTAMP)",
@@ -146,7 +147,7 @@ def _table_serves(cur, start: datetime, end: datetime) -> bool:
     if not cur.execute(_EXISTS_SQL).fetchall()[0][0]:
         return False  # a lake or an older copy without the table
     fresh, *sums = cur.execute(_CHECK_SQL, {"start": start, "end": end}).fetchall()[0]
-    return fresh == int((end - start) / HOUR) and sums[:3] == sums[3:]
+    return fresh == int((end - start) / HOUR) and sums[:4] == sums[4:]
 
 
 def fleet_hours(cur, *, start: datetime, end: datetime) -> dict:
@@ -199,9 +200,10 @@ old_allocs AS (
     GROUP BY d
 ),
 old_rows AS (
-    SELECT date_trunc('day', ts) AS d, count(*) AS n, count(alloc_m2) AS filled,
+    SELECT date_trunc('day', ts) AS d, count(*) AS n,
+           count(alloc_m2 + alloc_key_us) AS filled,
            sum(alloc_us)::HUGEINT AS us, sum(alloc_share_us) AS share_us,
-           sum(alloc_m2) AS m2, sum(alloc_gpu_us) AS gpu_us
+           sum(alloc_m2) AS m2, sum(alloc_gpu_us) AS gpu_us, sum(alloc_key_us) AS key_us
     FROM fleet_hours_1h WHERE ts >= $heal_lo AND ts < $heal_hi GROUP BY d
 ),
 stale_days AS (
@@ -212,7 +214,8 @@ stale_days AS (
       AND (r.us IS DISTINCT FROM coalesce(a.us, 0)
            OR r.share_us IS DISTINCT FROM coalesce(a.share_us, 0)
            OR r.m2 IS DISTINCT FROM coalesce(a.m2, 0)
-           OR r.gpu_us IS DISTINCT FROM coalesce(a.gpu_us, 0))
+           OR r.gpu_us IS DISTINCT FROM coalesce(a.gpu_us, 0)
+           OR r.key_us IS DISTINCT FROM coalesce(a.key_us, 0))
 )
 SELECT h.ts FROM hours h
 LEFT JOIN fleet_hours_1h t USING (ts) LEFT JOIN sig s USING (ts)
@@ -233,12 +236,13 @@ ORDER BY h.ts
 _INSERT_SQL = fill("""
 INSERT INTO fleet_hours_1h (ts, reporting_s, allocated_s, utilised_s, throttled_s, samples,
                             alloc_sig, alloc_us, energy_idle_pct, computed_at, alloc_share_us,
-                            alloc_m2, alloc_gpu_us)
+                            alloc_m2, alloc_gpu_us, alloc_key_us)
 WITH {signatures}, f AS ({hourly}), m AS ({moments})
 SELECT sig.ts, coalesce(f.reporting_s, 0), coalesce(f.allocated_s, 0),
        coalesce(f.utilised_s, 0), coalesce(f.throttled_s, 0), sig.samples, sig.alloc_sig,
        sig.alloc_us, CASE WHEN u.ts IS NULL THEN $idle_pct END, $now,
-       coalesce(m.share_us, 0), coalesce(m.m2, 0), coalesce(m.gpu_us, 0)
+       coalesce(m.share_us, 0), coalesce(m.m2, 0), coalesce(m.gpu_us, 0),
+       coalesce(m.key_us, 0)
 FROM sig LEFT JOIN f USING (ts) LEFT JOIN gpu_usage_hours u USING (ts)
 LEFT JOIN m USING (ts)
 """, signatures=_SIGNATURES, hourly=_HOURLY_SQL, moments=_HOUR_MOMENTS)
@@ -254,7 +258,7 @@ MAX_FILL_HOURS = 336
 _TO_FILL_SQL = """
 SELECT ts FROM fleet_hours_1h
 WHERE alloc_share_us IS NULL OR alloc_m2 IS NULL OR alloc_gpu_us IS NULL
-   OR energy_sig IS NULL
+   OR alloc_key_us IS NULL OR energy_sig IS NULL
 ORDER BY ts DESC LIMIT $n
 """
 
@@ -267,13 +271,14 @@ WITH {signatures}, m AS ({moments}),
 now_sig AS (
     SELECT sig.ts, sig.alloc_sig, sig.alloc_us::HUGEINT AS us,
            coalesce(m.share_us, 0) AS share_us, coalesce(m.m2, 0) AS m2,
-           coalesce(m.gpu_us, 0) AS gpu_us
+           coalesce(m.gpu_us, 0) AS gpu_us, coalesce(m.key_us, 0) AS key_us
     FROM sig LEFT JOIN m USING (ts)
 )
-SELECT t.ts, c.alloc_sig, c.share_us, c.m2, c.gpu_us,
+SELECT t.ts, c.alloc_sig, c.share_us, c.m2, c.gpu_us, c.key_us,
        coalesce(CASE WHEN t.alloc_m2 IS NOT NULL
                      THEN t.alloc_us = c.us AND t.alloc_share_us = c.share_us
                           AND t.alloc_m2 = c.m2 AND t.alloc_gpu_us = c.gpu_us
+                          AND coalesce(t.alloc_key_us = c.key_us, TRUE)
                      ELSE t.alloc_sig = c.alloc_sig AND t.alloc_us = c.us
                           AND coalesce(t.alloc_share_us = c.share_us, TRUE) END,
                 FALSE) AS same
@@ -283,7 +288,7 @@ WHERE t.ts >= $lo AND t.ts < $hi AND list_contains($hours, t.ts)
 
 _SIGN_SQL = """
 UPDATE fleet_hours_1h SET alloc_sig = $sig, alloc_share_us = $share_us, alloc_m2 = $m2,
-                          alloc_gpu_us = $gpu_us
+                          alloc_gpu_us = $gpu_us, alloc_key_us = $key_us
 WHERE ts = $ts
 """
 
@@ -293,18 +298,22 @@ WHERE ts = $ts
 HASH_KEY = "fleet_hours_hash_duckdb"
 
 
-def _resign_after_upgrade(con) -> bool:
+def resign_after_upgrade(con) -> bool:
     """When the DuckDB version differs from the one meta records for the rows' hashes,
-    mark every row's ``energy_sig`` missing (so :func:`fill_rows` signs it again, with
-    ``alloc_sig``, where the exact moments show the allocations unchanged) and record
-    the version. Returns whether it did."""
+    mark every row's ``energy_sig`` and allocation key moment (``alloc_key_us``,
+    warehouse/usage.py:ALLOC_KEY) missing (so :func:`fill_rows` signs them again, with
+    ``alloc_sig``, where the other exact moments show the allocations unchanged), and
+    the usage ledger's key moments too (a day of ``gpu_usage_hours`` with one missing
+    keeps the other moments' check until recomputed), and record the version. Run by
+    the analytics refresh before either table's refresh. Returns whether it did."""
     version = con.execute("SELECT library_version FROM pragma_version()").fetchall()[0][0]
     rows = con.execute("SELECT value FROM meta WHERE key = $k", {"k": HASH_KEY}).fetchall()
     if rows and rows[0][0] == version:
         return False
     with transaction(con):
         if rows:  # none: the rows were signed by this DuckDB or there are none yet
-            con.execute("UPDATE fleet_hours_1h SET energy_sig = NULL")
+            con.execute("UPDATE fleet_hours_1h SET energy_sig = NULL, alloc_key_us = NULL")
+            con.execute("UPDATE gpu_usage_hours SET alloc_key_us = NULL")
         con.execute("INSERT OR REPLACE INTO meta VALUES ($k, $v)",
                     {"k": HASH_KEY, "v": version})
     return bool(rows)
@@ -319,7 +328,7 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
     Returns ``fleet_filled`` and ``fleet_dropped`` (hours)."""
     from warehouse.queries.energy_method import KEEP_SQL  # it imports this: lazily
 
-    _resign_after_upgrade(con)
+    resign_after_upgrade(con)
     hours = [r[0] for r in con.execute(_TO_FILL_SQL, {"n": max(0, max_hours)}).fetchall()]
     filled = dropped = 0
     for lo, hi in merge_ranges([(t, t) for t in hours], HOUR):
@@ -328,15 +337,16 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
             params = {"lo": lo, "hi": step, "hours": hours}
             with transaction(con):
                 rows = con.execute(*bind(_FILL_SQL, **params)).fetchall()
-                for ts, sig, share_us, m2, gpu_us, same in rows:
+                for ts, sig, share_us, m2, gpu_us, key_us, same in rows:
                     if same:
                         con.execute(_SIGN_SQL, {"ts": ts, "sig": sig, "share_us": share_us,
-                                                "m2": m2, "gpu_us": gpu_us})
+                                                "m2": m2, "gpu_us": gpu_us,
+                                                "key_us": key_us})
                         continue
                     for table in ("fleet_hours_1h", "gpu_usage_from_1h"):
                         con.execute(fill("DELETE FROM {table} WHERE ts = $ts", table=table),
                                     {"ts": ts})
-                kept = [r[0] for r in rows if r[5]]
+                kept = [r[0] for r in rows if r[6]]
                 for a, b in merge_ranges([(t, t) for t in kept], HOUR):
                     con.execute(*bind(KEEP_SQL, start=a, end=b))
                 filled += len(kept)

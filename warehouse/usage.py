@@ -387,14 +387,25 @@ def combine(frames: list[pd.DataFrame], keys: list[str], cols: list[str]) -> pd.
 
 # ---------------------------------------------------------------- writing: the refresh
 
+#: A 32-bit key of an allocation for :data:`ALLOC_MOMENTS`' ``key_us``, from DuckDB's
+#: ``hash()`` (a stable digest such as md5 cost 20x more: ~1 s of CPU for 726,000
+#: allocations). Another DuckDB may hash otherwise: the kept keys are then set aside
+#: (warehouse/fleet_hours.py:resign_after_upgrade) and signed again where the other
+#: moments show the allocations unchanged. Migration 23.
+ALLOC_KEY = "(hash(job_id, run_index, node, gpu_index) >> 32)"
+
 #: Exact integers of the allocations clipped to [{s}, {e}) (timestamps), summed: the time
 #: moment sum(epoch_us(e)^2 - epoch_us(s)^2) (``m2``: an allocation moved in time, even
-#: with its length kept) and the microseconds x ``gpu_index`` (``gpu_us``: one moved to
-#: another GPU at the same times). Additive over time: e^2 - s^2 telescopes over the
-#: pieces of an allocation, so the hours' sums are their day's (or range's) exactly.
-ALLOC_MOMENTS = """
+#: with its length kept), the microseconds x ``gpu_index`` (``gpu_us``: one moved to
+#: another GPU at the same times) and the microseconds x :data:`ALLOC_KEY` (``key_us``:
+#: GPU time moved to another node, job or run at the same times and GPU index, e.g. a
+#: run's tail given to the next run on another node). Additive over time: e^2 - s^2
+#: telescopes over the pieces of an allocation, so the hours' sums are their day's (or
+#: range's) exactly.
+ALLOC_MOMENTS = fill("""
 sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * (epoch_us({e}) + epoch_us({s}))) AS m2,
-sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * gpu_index) AS gpu_us"""
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * gpu_index) AS gpu_us,
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * {key}) AS key_us""", key=ALLOC_KEY)
 
 #: Per hour of [$lo, $hi) (``sig``): sum(samples) of the 1-hour tier, the hash-sum of the
 #: allocations clipped to the hour, their GPU-microseconds in it and their moments
@@ -425,7 +436,8 @@ sig AS (
     SELECT h.ts, coalesce(s.samples, 0)::BIGINT AS samples,
            coalesce(a.alloc_sig, 0)::HUGEINT AS alloc_sig,
            coalesce(a.alloc_us, 0)::BIGINT AS alloc_us,
-           coalesce(a.m2, 0)::HUGEINT AS alloc_m2, coalesce(a.gpu_us, 0)::HUGEINT AS alloc_gpu_us
+           coalesce(a.m2, 0)::HUGEINT AS alloc_m2, coalesce(a.gpu_us, 0)::HUGEINT AS alloc_gpu_us,
+           coalesce(a.key_us, 0)::HUGEINT AS alloc_key_us
     FROM sig_hours h LEFT JOIN sig_samples s USING (ts) LEFT JOIN sig_allocs a USING (ts)
 )""", moments=fill(ALLOC_MOMENTS, s="s", e="e"))
 
@@ -434,8 +446,10 @@ sig AS (
 #: it other samples, or other allocated GPU-microseconds or moments
 #: (:data:`ALLOC_MOMENTS`) in the hour's day (one pass over a day's allocations: cheap
 #: over the minute tier's whole retention). A day with a ledger row kept before
-#: migration 22 (no moments) compares its microseconds only, until its hours are
-#: recomputed or leave the minute tier: the upgrade does not make the history due.
+#: migration 22 (no moments) compares its microseconds only, and one with a row kept
+#: before migration 23 (or whose key another DuckDB hashed) no allocation key, until
+#: its hours are recomputed or leave the minute tier: the upgrade does not make the
+#: history due.
 _DUE_SQL = fill("""
 WITH {signatures},
 hours AS (SELECT unnest(range($first::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts),
@@ -457,7 +471,8 @@ old_days AS (
 ),
 ledger_days AS (
     SELECT date_trunc('day', ts) AS d, sum(alloc_us) AS alloc_us, count(*) AS n,
-           count(alloc_m2) AS filled, sum(alloc_m2) AS m2, sum(alloc_gpu_us) AS gpu_us
+           count(alloc_m2) AS filled, sum(alloc_m2) AS m2, sum(alloc_gpu_us) AS gpu_us,
+           count(alloc_key_us) AS keyed, sum(alloc_key_us) AS key_us
     FROM gpu_usage_hours WHERE ts >= $first AND ts < $lo GROUP BY d
 )
 SELECT h.ts FROM hours h
@@ -472,7 +487,9 @@ WHERE l.ts IS NULL OR l.idle_pct IS DISTINCT FROM $idle_pct
                       OR coalesce(ld.alloc_us, 0) <> coalesce(od.alloc_us, 0)
                       OR ld.n = ld.filled  -- every row of the day has moments
                          AND (ld.m2 <> coalesce(od.m2, 0)
-                              OR ld.gpu_us <> coalesce(od.gpu_us, 0)))
+                              OR ld.gpu_us <> coalesce(od.gpu_us, 0))
+                      OR ld.n = ld.keyed  -- and its allocation key (migration 23)
+                         AND ld.key_us <> coalesce(od.key_us, 0))
 ORDER BY h.ts
 """, signatures=_SIGNATURES, day_moments=fill(ALLOC_MOMENTS, s="s", e="e"))
 
@@ -486,9 +503,10 @@ FROM u GROUP BY ALL
 
 _INSERT_LEDGER_SQL = fill("""
 INSERT INTO gpu_usage_hours (ts, samples, alloc_sig, alloc_us, idle_pct, computed_at,
-                             alloc_m2, alloc_gpu_us)
+                             alloc_m2, alloc_gpu_us, alloc_key_us)
 WITH {signatures}
-SELECT ts, samples, alloc_sig, alloc_us, $idle_pct, $now, alloc_m2, alloc_gpu_us FROM sig
+SELECT ts, samples, alloc_sig, alloc_us, $idle_pct, $now, alloc_m2, alloc_gpu_us,
+       alloc_key_us FROM sig
 """, signatures=_SIGNATURES)
 
 
@@ -527,13 +545,51 @@ def due_from(con, sql: str, first: datetime | None, now: datetime, *,
     return [r[0] for r in rows]
 
 
+#: Ledger rows without an allocation key moment (kept before migration 23, or set aside
+#: after a DuckDB upgrade) one refresh signs at most, the newest first (:func:`fill_keys`).
+MAX_KEY_HOURS = 336
+
+_TO_KEY_SQL = """
+SELECT ts FROM gpu_usage_hours WHERE alloc_key_us IS NULL AND alloc_m2 IS NOT NULL
+ORDER BY ts DESC LIMIT $n
+"""
+
+#: Sign the ledger rows of [$lo, $hi) listed in $hours that lack the allocation key
+#: moment, where the hour's allocated microseconds and other moments are those the row
+#: was computed from (a row that differs keeps none: its day is compared without it).
+_KEY_SQL = fill("""
+UPDATE gpu_usage_hours l SET alloc_key_us = s.alloc_key_us
+FROM (WITH {signatures} SELECT * FROM sig) s
+WHERE l.ts = s.ts AND list_contains($hours, l.ts) AND l.alloc_key_us IS NULL
+  AND l.alloc_us = s.alloc_us AND l.alloc_m2 = s.alloc_m2
+  AND l.alloc_gpu_us = s.alloc_gpu_us
+""", signatures=_SIGNATURES)
+
+
+def fill_keys(con, *, max_hours: int = MAX_KEY_HOURS) -> int:
+    """Give the newest ``max_hours`` ledger rows that lack it their allocation key moment
+    (:data:`ALLOC_MOMENTS`' ``key_us``) where their other moments show the allocations
+    unchanged, a slice of :data:`SLICE` per transaction. Returns the hours looked at."""
+    hours = [r[0] for r in con.execute(_TO_KEY_SQL, {"n": max(0, max_hours)}).fetchall()]
+    for lo, hi in merge_ranges([(t, t) for t in hours], HOUR):
+        while lo < hi:
+            step = min(hi, lo + SLICE)
+            with transaction(con):
+                con.execute(_KEY_SQL, {"lo": lo, "hi": step, "hours": hours})
+            lo = step
+            yield_to_urgent()
+    return len(hours)
+
+
 def refresh_usage(con, now: datetime, *, recheck_days: float, idle_pct: float,
                   max_hours: int = MAX_HOURS) -> dict:
     """Recompute the due hours of ``gpu_usage_1h`` (:func:`due_hours`), the newest
     ``max_hours`` of them, and their ledger rows, a slice of at most :data:`SLICE` per
     transaction, on the writer's connection. Returns ``usage_hours`` (hours recomputed),
-    ``usage_pending`` (due hours left for the next refresh) and ``usage_s`` (seconds)."""
+    ``usage_pending`` (due hours left for the next refresh) and ``usage_s`` (seconds).
+    First it signs ledger rows that lack the allocation key moment (:func:`fill_keys`)."""
     t0 = time.perf_counter()
+    fill_keys(con)
     due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct)
     todo = due[-max_hours:] if max_hours > 0 else due
     params = {"now": now, "idle_pct": float(idle_pct), "partition": None, "rack": None,
