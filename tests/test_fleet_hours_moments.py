@@ -250,9 +250,43 @@ def test_the_chunk_goes_back_and_starts_again(monkeypatch):
     with Warehouse(":memory:") as w:
         _counter_then_power(w)
         now = T0 + 20 * timedelta(days=1)
-        got = [w.write(lambda con: fh._heal_window(con, now, 2.0)).result() for _ in range(4)]
+        def chunk(con):
+            lo, hi, nxt = fh._heal_window(con, now, 2.0)
+            fh._move_heal_cursor(con, nxt)
+            return lo, hi
+
+        got = [w.write(chunk).result() for _ in range(4)]
         top = now - timedelta(days=2)
         assert got == [(top - timedelta(days=7), top),
                        (top - timedelta(days=14), top - timedelta(days=7)),
                        (T0, top - timedelta(days=14)),
                        (top - timedelta(days=7), top)]
+
+
+def test_a_stale_day_left_due_is_compared_again_by_the_next_refresh(monkeypatch):
+    """More hours due than a refresh computes (a new run over the whole recheck window
+    takes 48 of its 50): the chunk with the stale day stays the next refresh's, until
+    its hours are computed, instead of waiting for the chunks' next rotation (issue 17
+    review, R4)."""
+    monkeypatch.setattr(fh, "HEAL_DAYS", 7)
+    with Warehouse(":memory:") as w:
+        _counter_then_power(w)
+        w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
+        now = T0 + 20 * timedelta(days=1)
+        while w.write(lambda con: refresh(con, now, None)).result()["fleet_pending"]:
+            pass
+        top = now - timedelta(days=2)
+        w.write(lambda con: fh._move_heal_cursor(con, top - timedelta(days=14))).result()
+        w.ingest("allocations", _alloc(T0 + 2 * H, T0 + 3 * H)).result()  # moved
+        w.ingest("allocations", pa.Table.from_pylist(
+            [{"job_id": "w", "run_index": 0, "node": "node000", "gpu_index": 1,
+              "start_ts": top, "end_ts": now}], schema=SCHEMAS["allocations"])).result()
+        start, end = T0, T0 + 4 * H
+        computed = []
+        for _ in range(2):
+            out = w.write(lambda con: fh.refresh_fleet_hours(
+                con, now, recheck_days=2.0, idle_pct=5.0, max_hours=50)).result()
+            computed.append(out["fleet_hours"])
+        assert computed == [50, 24], computed  # the window's 48 + 2 of the day, its 24
+        assert _served(w.reader(), start, end)
+        _check(w, start, end)

@@ -387,12 +387,13 @@ HEAL_DAYS = 2
 HEAL_KEY = "fleet_hours_heal_until"  # meta: where the next chunk ends (ISO)
 
 
-def _heal_window(con, now: datetime, recheck_days: float) -> tuple[datetime, datetime]:
+def _heal_window(con, now: datetime,
+                 recheck_days: float) -> tuple[datetime, datetime, datetime]:
     """The next chunk ``[lo, hi)`` of days before the recheck window to compare, and
-    meta's cursor moved past it (on the writer's connection)."""
+    where meta's cursor goes past it (:func:`_move_heal_cursor`)."""
     first = _first(con)
     if first is None:
-        return now, now
+        return now, now, now
     top = recheck_start(first, now, recheck_days)
     rows = con.execute("SELECT value FROM meta WHERE key = $k", {"k": HEAL_KEY}).fetchall()
     hi = datetime.fromisoformat(rows[0][0]) if rows else top
@@ -400,10 +401,14 @@ def _heal_window(con, now: datetime, recheck_days: float) -> tuple[datetime, dat
         hi = top
     lo = max(floor_hour(first), datetime.combine((hi - timedelta(days=HEAL_DAYS)).date(),
                                                  datetime.min.time()))
+    return lo, hi, (lo if lo > floor_hour(first) else top)
+
+
+def _move_heal_cursor(con, to: datetime) -> None:
+    """Meta's cursor of the heal chunks moved to ``to`` (on the writer's connection)."""
     with transaction(con):
         con.execute("INSERT OR REPLACE INTO meta VALUES ($k, $v)",
-                    {"k": HEAL_KEY, "v": (lo if lo > floor_hour(first) else top).isoformat()})
-    return lo, hi
+                    {"k": HEAL_KEY, "v": to.isoformat()})
 
 
 def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
@@ -428,9 +433,14 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
                              "'hour', min(ts)) FROM gpu_samples_1h), 'infinity'::TIMESTAMP)",
                              table=table))
     filled = fill_rows(con)
+    heal_lo, heal_hi, heal_next = _heal_window(con, now, recheck_days)
     due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct,
-                    heal=_heal_window(con, now, recheck_days))
+                    heal=(heal_lo, heal_hi))
     todo = due[-max_hours:] if max_hours > 0 else due
+    # the chunk is compared again next time while hours of it are left due (more hours
+    # were due than one refresh computes): else a stale day waited a whole rotation
+    if not any(heal_lo <= t < heal_hi for t in due[:len(due) - len(todo)]):
+        _move_heal_cursor(con, heal_next)
     for lo, hi in merge_ranges([(t, t) for t in todo], HOUR):
         while lo < hi:
             step = min(hi, lo + SLICE)
