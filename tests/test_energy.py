@@ -158,12 +158,16 @@ def test_node_energy_from_the_bmc_energy_counter_before_its_power(wh):
     wh.write(lambda con: con.execute(
         "UPDATE node_power SET energy_j = energy_j - 5001.2 * 3.6e6 "
         "WHERE node = 'n1' AND ts >= ?", [T + timedelta(minutes=30)])).result()
+    # readings are facts (append-only): one changed in place is seen by the next refresh,
+    # which recomputes the node-hours it keeps (warehouse/node_energy.py)
+    run_refresh(wh, now=T + 3 * H)
     df = qe.energy_by(wh.reader(), start=T, end=T + H, by="node", opts=opts).set_index("node")
     assert df.loc["n1", "it_kwh"] == pytest.approx(1.5 * 60 / 50)
     # a counter that did not move in the hour while the BMC read power (one counting
     # whole kWh) is too coarse: that hour takes the power readings
     wh.write(lambda con: con.execute(
         "UPDATE node_power SET energy_j = 5000 * 3.6e6 WHERE node = 'n1'")).result()
+    run_refresh(wh, now=T + 3 * H)
     df = qe.energy_by(wh.reader(), start=T, end=T + H, by="node", opts=opts).set_index("node")
     assert df.loc["n1", "it_kwh"] == pytest.approx(9.0)
     assert df.loc["n1", "bmc_counter_node_hours"] == 0

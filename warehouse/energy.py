@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from warehouse import node_energy
 from warehouse.db import transaction
 from warehouse.rollups import MAX_PLAUSIBLE_W, merge_ranges
 from warehouse.writer import yield_to_urgent
@@ -75,10 +76,17 @@ FROM gpu_samples_1h h WHERE ts >= $lo AND ts < $hi AND NOT EXISTS (
 
 def refresh_energy(con, now: datetime, *, max_gap_s: float) -> int:
     """Recompute the stale hours of ``gpu_energy_1h`` (see module doc); each slice in its
-    own transaction. Runs on the writer thread. Returns the hours recomputed."""
+    own transaction; then the node-hours kept from them (warehouse/node_energy.py). Runs
+    on the writer thread. Returns the hours of ``gpu_energy_1h`` recomputed."""
     stale = [r[0] for r in con.execute(_STALE_HOURS_SQL, {"now": now}).fetchall()]
+    _recompute_stale(con, stale, max_gap_s)
+    node_energy.refresh(con, now, hours=stale)  # the kept node-hours (issue 17)
+    return len(stale)
+
+
+def _recompute_stale(con, stale: list[datetime], max_gap_s: float) -> None:
     if not stale:
-        return 0
+        return
     raw_from = con.execute("SELECT min(ts) FROM gpu_samples").fetchone()[0]
     first_raw_hour = None
     if raw_from is not None:  # the first partial hour of raw data is rollup-only
@@ -94,7 +102,6 @@ def refresh_energy(con, now: datetime, *, max_gap_s: float) -> int:
             _recompute(con, start, end, raw, max_gap_s)
             start = end
             yield_to_urgent()  # live collection waits one slice, not the whole refresh
-    return len(stale)
 
 
 #: From raw samples, a GPU's hour is recomputed only where the raw tier holds all its

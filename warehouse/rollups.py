@@ -252,6 +252,8 @@ def retention_cutoffs(now: datetime, keep: Retention) -> dict[str, datetime]:
         "gpu_nodes_1m": now - timedelta(days=keep.minute_days),  # its per node sums
         "gpu_samples_1h": now - timedelta(days=keep.hour_days),
         "gpu_energy_1h": now - timedelta(days=keep.hour_days),
+        "node_energy_1h": now - timedelta(days=keep.hour_days),  # kept from it
+        "node_energy_hours": now - timedelta(days=keep.hour_days),
         "gpu_usage_1h": now - timedelta(days=keep.hour_days),
         "gpu_usage_hours": now - timedelta(days=keep.hour_days),
         "gpu_events": now - timedelta(days=keep.hour_days),

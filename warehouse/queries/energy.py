@@ -36,62 +36,43 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from gpulens.settings import default
-from warehouse import carbon, hour_usage, usage
+from warehouse import carbon, hour_usage, node_energy, usage
 from warehouse.analytics import Options
 from warehouse.db import fill
 from warehouse.queries import fleet
 
-#: W: a BMC energy counter step implying more is not a reading of one node (a counter
-#: wrapped or replaced) and is skipped; no single server draws 100 kW.
-MAX_NODE_W = 100_000.0
+MAX_NODE_W = node_energy.MAX_NODE_W  # W: a BMC counter step above it is skipped
 
 GROUPS = {"fleet": "'fleet'", "rack": "n.rack", "node": "e.node", "partition": "n.partition",
           "hour": "e.ts", "day": "date_trunc('day', e.ts)"}
 
+#: Per node-hour of the range (``nh``, warehouse/node_energy.py): live over [$start, $end)
+#: (``_LIVE_NH``), or the hours the refresh keeps in [$kept_lo, $kept_hi) and live over
+#: [$start, $end) for the rest (``_KEPT_NH``, $start then the last kept hour's end).
+_LIVE_NH = fill(node_energy.NODE_HOURS, name="nh")
+_KEPT_NH = fill(node_energy.NODE_HOURS, name="nh_live") + """,
+nh AS (
+    SELECT ts, node, gpu_j, w, bmc_w, counter_j FROM node_energy_1h
+    WHERE ts >= $kept_lo AND ts < $kept_hi
+    UNION ALL
+    SELECT * FROM nh_live
+)"""
+
 _HOURLY_SQL = """
-WITH g AS (
-    SELECT ts, node, sum(energy_j) AS gpu_j FROM gpu_energy_1h
-    WHERE ts >= $start AND ts < $end GROUP BY ts, node
-),
-measured AS (
-    SELECT date_trunc('hour', ts) AS ts, node, avg(other_power_w) AS w,
-           avg(total_power_w) AS bmc_w FROM node_power
-    WHERE ts >= $start AND ts < $end GROUP BY ALL
-),
-bmc_steps AS (  -- the BMC's energy counter between consecutive readings, in the later one's
-                -- hour: kept when not negative (a reset), within an hour, below $max_node_w
-    SELECT date_trunc('hour', ts) AS ts, node, d_j, gap_s FROM (
-        SELECT ts, node, energy_j - lag(energy_j) OVER w AS d_j,
-               (epoch_us(ts) - epoch_us(lag(ts) OVER w)) / 1e6 AS gap_s
-        FROM node_power
-        WHERE energy_j IS NOT NULL AND ts >= $start - INTERVAL 1 HOUR AND ts < $end
-        WINDOW w AS (PARTITION BY node ORDER BY ts))
-    WHERE ts >= $start AND d_j >= 0 AND gap_s > 0 AND gap_s <= 3600
-      AND d_j <= gap_s * $max_node_w
-),
-bmc_counter AS (  -- J in the node-hour: the counted joules scaled to the hour
-    SELECT ts, node, sum(d_j) * 3600.0 / sum(gap_s) AS j FROM bmc_steps GROUP BY ALL
-),
-node_m AS (  -- a counter that did not move while the node drew power is too coarse
-             -- (some BMCs count whole kWh): that hour takes the power readings
-    SELECT ts, node, m.w, m.bmc_w,
-           CASE WHEN c.j > 0 OR coalesce(m.bmc_w, 0) = 0 THEN c.j END AS counter_j
-    FROM measured m FULL JOIN bmc_counter c USING (ts, node)
-),
-buckets AS (SELECT DISTINCT ts FROM g),
+WITH {nh},
+buckets AS (SELECT DISTINCT ts FROM nh),
 {ctes},
 e AS (
-    SELECT g.ts, g.node, g.gpu_j,
+    SELECT m.ts, m.node, m.gpu_j,
            CASE WHEN m.w IS NOT NULL THEN m.w * 3600.0
-                WHEN m.counter_j IS NOT NULL THEN greatest(m.counter_j - g.gpu_j, 0.0)
-                WHEN m.bmc_w IS NOT NULL THEN greatest(m.bmc_w * 3600.0 - g.gpu_j, 0.0)
+                WHEN m.counter_j IS NOT NULL THEN greatest(m.counter_j - m.gpu_j, 0.0)
+                WHEN m.bmc_w IS NOT NULL THEN greatest(m.bmc_w * 3600.0 - m.gpu_j, 0.0)
                 ELSE $node_w * 3600.0 END AS other_j,
            CASE WHEN m.w IS NOT NULL THEN 'measured'
                 WHEN m.counter_j IS NOT NULL THEN 'bmc_counter'
                 WHEN m.bmc_w IS NOT NULL THEN 'bmc' ELSE 'overhead' END AS node_source,
            p.pue, i.g_co2_per_kwh, i.intensity_source
-    FROM g LEFT JOIN node_m m USING (ts, node)
-    JOIN pue_of p USING (ts) JOIN intensity i USING (ts)
+    FROM nh m JOIN pue_of p USING (ts) JOIN intensity i USING (ts)
 )
 SELECT {group} AS "{by}",
        sum(e.gpu_j) / 3.6e6 AS gpu_kwh, sum(e.other_j) / 3.6e6 AS other_kwh,
@@ -291,13 +272,19 @@ def energy_by(cur, *, start: datetime, end: datetime, by: str = "rack",
               opts: Options | None = None) -> pd.DataFrame:
     """Energy (kWh: gpu, other = non-GPU node power, it, facility = it x PUE) and carbon
     (kg) grouped by fleet, rack, node, partition, hour or day, from counter-based hourly
-    GPU energy."""
+    GPU energy. The whole hours' node values are read where the analytics refresh keeps
+    them (warehouse/node_energy.py:serves), else computed live; the same answers (sums
+    in another order)."""
     if by not in GROUPS:
         raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
     opts = opts or Options()
-    sql = fill(_HOURLY_SQL, ctes=carbon.intensity_ctes().strip(), group=GROUPS[by], by=by)
+    kept = node_energy.serves(cur, start, end)
+    sql = fill(_HOURLY_SQL, nh=_LIVE_NH if kept is None else _KEPT_NH,
+               ctes=carbon.intensity_ctes().strip(), group=GROUPS[by], by=by)
     params = {"start": start, "end": end, "node_w": opts.node_overhead_w,
               "max_node_w": MAX_NODE_W, **_carbon_params(opts, timedelta(hours=1))}
+    if kept is not None:  # the kept whole hours; live from the last one's end
+        params.update(start=kept[1], kept_lo=kept[0], kept_hi=kept[1])
     return cur.execute(sql, params).df()
 
 
