@@ -105,3 +105,114 @@ def test_exposure_on_random_runs_as_before(empty_wh, seed, window, gpus_per_node
     finally:
         w.write(lambda con: con.execute(
             "DELETE FROM allocations; DELETE FROM job_runs; DELETE FROM jobs")).result()
+
+
+#: warehouse/goodput.py's failed runs before issue 17's second pass: every run joined to
+#: its job, then filtered (ETTR's job filter came after the join).
+_FAILED0_BEFORE = """failed0 AS (
+    SELECT r.job_id, r.run_index, r.start_ts, r.end_ts, r.state, r.exit_code, r.signal,
+           r.reason, r.failed_node, coalesce(r.gpus, j.gpus) AS known_gpus,
+           greatest(0, {run_h}) AS run_h
+    FROM job_runs r LEFT JOIN jobs j USING (job_id), history h
+    WHERE r.end_ts IS NOT NULL AND {failed_run} AND {where}
+      AND (h.start_ts IS NULL OR r.end_ts > h.start_ts)
+),
+counted AS ("""
+
+
+def _before(sql: str, where: str) -> str:
+    """``sql`` (holding loss_sql(``where``)) with the former failed runs."""
+    from warehouse import goodput
+    from warehouse.db import fill
+
+    head, rest = sql.split("failed0 AS (", 1)
+    tail = rest.split("\n),\ncounted AS (", 1)[1]
+    return head + fill(_FAILED0_BEFORE, failed_run=goodput.FAILED_RUN, where=where,
+                       run_h=goodput._h("greatest(coalesce(r.start_ts, r.end_ts), h.start_ts)",
+                                        "r.end_ts")) + tail
+
+
+def _assert_ettr_and_losses_as_before(cur, *, start, end, now, min_gpus):
+    """ETTR per job and the failed runs' losses (by end range and as the refresh picks
+    them): the former SQL's rows."""
+    from warehouse import goodput
+
+    p = goodput.loss_params(now=now, interval_h=3.0, warmup_h=0.25, start=start, end=end)
+    pe = {**p, "min_gpus": min_gpus, "job_type": None}
+    pr = goodput.loss_params(now=now, interval_h=3.0, warmup_h=0.25,
+                             recheck_from=now - 24 * H)
+    cases = [(goodput.ETTR_SQL, goodput.BY_JOBS, pe, "job_id"),
+             (goodput.loss_sql(goodput.BY_END_RANGE), goodput.BY_END_RANGE, p,
+              ["job_id", "run_index"]),
+             (goodput.loss_sql(goodput.BY_RECHECK), goodput.BY_RECHECK, pr,
+              ["job_id", "run_index"])]
+    for sql, where, params, key in cases:
+        want = cur.execute(_before(sql, where), params).df().sort_values(key, ignore_index=True)
+        got = cur.execute(sql, params).df().sort_values(key, ignore_index=True)
+        pd.testing.assert_frame_equal(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("hours,min_gpus", [(24, 0), (24, 16), (48, 0), (7.25, 8)])
+def test_ettr_on_the_seeded_cluster_as_before(seeded_usage, hours, min_gpus):
+    """The seeded cluster's ETTR per job and failed runs' losses: the former SQL's."""
+    from warehouse import goodput
+
+    wh, now = seeded_usage
+    cur = wh.reader()
+    p = goodput.loss_params(now=now, interval_h=3.0, warmup_h=0.25,
+                            start=now - timedelta(hours=hours), end=now, min_gpus=min_gpus,
+                            job_type=None)
+    assert (cur.execute(goodput.ETTR_SQL, p).df()["failures"] > 0).any()
+    _assert_ettr_and_losses_as_before(cur, start=now - timedelta(hours=hours), end=now,
+                                      now=now, min_gpus=min_gpus)
+
+
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1),
+       window=st.tuples(st.integers(min_value=-5, max_value=30),
+                        st.integers(min_value=1, max_value=40)),
+       min_gpus=st.sampled_from([0, 4, 16]),
+       history=st.one_of(st.none(), st.integers(min_value=-5, max_value=20)))
+def test_ettr_on_random_jobs_as_before(empty_wh, seed, window, min_gpus, history):
+    """Random jobs (GPUs named or not, some rows missing), runs (failed, requeued,
+    completed with and without an exit code, running, some before the window, the
+    history or after now) and checkpoints: ETTR and the losses are the former SQL's."""
+    rng = np.random.default_rng(seed)
+    maybe = [None, None, 0, 4, 8, 16]
+    states = ["FAILED", "NODE_FAIL", "REQUEUED", "COMPLETED", "TIMEOUT", "CANCELLED", None]
+    jobs, runs, ckpts = [], [], []
+    for k in range(int(rng.integers(1, 25))):
+        t = T0 + int(rng.integers(-10, 35)) * H + timedelta(minutes=int(rng.integers(0, 60)))
+        if rng.random() < 0.9:
+            jobs.append({"job_id": f"j{k}", "submit_ts": t - timedelta(
+                minutes=int(rng.integers(0, 90))), "gpus": rng.choice(maybe),
+                "end_ts": None if rng.random() < 0.2 else t + 20 * H})
+        for r in range(int(rng.integers(1, 4))):
+            end = None if rng.random() < 0.15 else t + timedelta(
+                minutes=int(rng.integers(1, 600)))
+            runs.append({"job_id": f"j{k}", "run_index": r, "start_ts": t, "end_ts": end,
+                         "state": rng.choice(states), "exit_code": int(rng.integers(0, 2)),
+                         "signal": int(rng.choice([0, 0, 9])), "gpus": rng.choice(maybe)})
+            if end is not None and rng.random() < 0.4:
+                ckpts.append({"ts": t + (end - t) / 2, "job_id": f"j{k}",
+                              "run_index": r if rng.random() < 0.7 else None})
+            t = (end or t) + int(rng.integers(0, 3)) * H
+    w = empty_wh
+    try:
+        if jobs:
+            w.ingest("jobs", pd.DataFrame(jobs).astype({"gpus": "Int32"})).result()
+        w.ingest("runs", pd.DataFrame(runs).astype({"gpus": "Int32", "signal": "Int32"})
+                 ).result()
+        if ckpts:
+            w.ingest("checkpoints", pd.DataFrame(ckpts).astype({"run_index": "Int32"})
+                     ).result()
+        if history is not None:  # the first telemetry: runs before it are cut
+            w.write(lambda con: con.execute(
+                "INSERT INTO gpu_samples_1h (ts, node, gpu_index) VALUES ($ts, 'n0', 0)",
+                {"ts": T0 + history * H})).result()
+        start = T0 + window[0] * H
+        _assert_ettr_and_losses_as_before(w.reader(), start=start, end=start + window[1] * H,
+                                          now=T0 + 30 * H, min_gpus=min_gpus)
+    finally:
+        w.write(lambda con: con.execute(
+            "DELETE FROM checkpoints; DELETE FROM job_runs; DELETE FROM jobs; "
+            "DELETE FROM gpu_samples_1h")).result()
