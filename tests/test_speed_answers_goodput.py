@@ -216,3 +216,67 @@ def test_ettr_on_random_jobs_as_before(empty_wh, seed, window, min_gpus, history
         w.write(lambda con: con.execute(
             "DELETE FROM checkpoints; DELETE FROM job_runs; DELETE FROM jobs; "
             "DELETE FROM gpu_samples_1h")).result()
+
+
+def _assert_breakdowns_as_from_every_column(cur, *, start, end):
+    """The Failures page's brief rows are every column's rows cut to BRIEF_COLUMNS, and
+    its four breakdown figures (per category chosen too) are the same figures."""
+    from dashboard.figures import failures as ff
+    from warehouse.queries import failures as fq
+
+    every = fq.failures(cur, start=start, end=end, evidence=False)
+    brief = fq.failures(cur, start=start, end=end, brief=True)
+    pd.testing.assert_frame_equal(brief, every[list(fq.BRIEF_COLUMNS)])
+    for cats in (None, ["infrastructure"], ["framework", "script"]):
+        a, b = ((df if cats is None else df[df["category"].isin(cats)]) for df in (every, brief))
+        figs = [(f(a), f(b)) for f in (
+            lambda d: ff.failures_heatmap(d, rows="rack", period="D"),
+            lambda d: ff.failures_heatmap(d, rows="category", period="W"),
+            ff.failure_reasons, ff.xid_counts)]
+        for want, got in figs:
+            assert got.to_json() == want.to_json()
+
+
+@pytest.mark.parametrize("hours", [24, 48, 24 * 30])
+def test_failure_breakdowns_on_the_seeded_cluster_as_before(seeded_usage, hours):
+    """The seeded cluster's failed runs: the brief query and the figures built on it."""
+    wh, now = seeded_usage
+    cur = wh.reader()
+    start = now - timedelta(hours=hours)
+    assert len(cur.execute("SELECT 1 FROM failures WHERE end_ts >= $s AND end_ts < $e",
+                           {"s": start, "e": now}).fetchall()) > 0
+    _assert_breakdowns_as_from_every_column(cur, start=start, end=now)
+
+
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1),
+       window=st.tuples(st.integers(min_value=-5, max_value=200),
+                        st.integers(min_value=1, max_value=400)))
+def test_failure_breakdowns_on_random_failures_as_before(empty_wh, seed, window):
+    """Random classified failures (racks and XIDs missing or not, equal end times, over
+    weeks): the brief query and the figures built on it."""
+    rng = np.random.default_rng(seed)
+    cats = ["infrastructure", "framework", "script", "unknown"]
+    rows = [{"job_id": f"j{int(rng.integers(0, 40))}", "run_index": k,
+             "end_ts": T0 + int(rng.integers(0, 300)) * H,
+             "category": rng.choice(cats), "reason": rng.choice(["XID 79", "oom", "exit 1"]),
+             "rack": rng.choice(["r0", "r1", None]), "partition": rng.choice(["a", "b"]),
+             "source": "state", "gpu_hours_lost": float(rng.random() * 100),
+             "xids": [int(x) for x in rng.choice([13, 48, 79], size=int(rng.integers(0, 3)))]
+             if rng.random() < 0.8 else None,
+             "evidence": "{}"}
+            for k in range(int(rng.integers(0, 40)))]
+    w = empty_wh
+    try:
+        if rows:
+            frame = pd.DataFrame(rows)
+
+            def put(con):
+                con.register("random_failures", frame)
+                con.execute("INSERT INTO failures BY NAME SELECT * FROM random_failures")
+                con.unregister("random_failures")
+            w.write(put).result()
+        start = T0 + window[0] * H
+        _assert_breakdowns_as_from_every_column(w.reader(), start=start,
+                                                end=start + window[1] * H)
+    finally:
+        w.write(lambda con: con.execute("DELETE FROM failures")).result()

@@ -97,7 +97,7 @@ def update_failures(data, _n=None, categories=None):
     """One query (the failures in range), four pure figures."""
     f = from_query(data)
     start, end = f.window(context.now())
-    df = _scoped(fq.failures(context.reader(), start=start, end=end, evidence=False), f,
+    df = _scoped(fq.failures(context.reader(), start=start, end=end, brief=True), f,
                  categories)
     return (fig.failures_heatmap(df, rows="rack", period="D"),
             fig.failures_heatmap(df, rows="category", period="W"),
