@@ -150,3 +150,56 @@ def test_changed_gpu_energy_is_read_live(seeded_usage):
         w.write(lambda con: con.execute("UPDATE gpu_energy_1h SET energy_j = ? "
                                         "WHERE rowid = ?", [joules, row])).result()
     assert node_energy.serves(cur, start, end) == (start, end)  # as it was kept
+
+
+#: warehouse/hour_usage.py:serves before its shares' check joined fleet_hours' pass over
+#: the allocations (a second pass of its own).
+_FORMER_SERVES_SQL = """
+SELECT (SELECT count(alloc_share_us) FROM fleet_hours_1h
+        WHERE ts >= $start AND ts < $end AND energy_idle_pct = $idle_pct) AS n,
+       (SELECT coalesce(sum(alloc_share_us), 0) FROM fleet_hours_1h
+        WHERE ts >= $start AND ts < $end) AS table_q,
+       (SELECT coalesce(sum((epoch_us(least(coalesce(end_ts, $end), $end))
+                             - epoch_us(greatest(start_ts, $start)))::HUGEINT * {share_ppm}), 0)
+        FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start) AS live_q
+"""
+
+
+def _former_serves(cur, start, end, idle_pct) -> bool:
+    from warehouse import fleet_hours
+    from warehouse.db import fill
+
+    if not fleet_hours._table_serves(cur, start, end):
+        return False
+    n, table_q, live_q = cur.execute(
+        fill(_FORMER_SERVES_SQL, share_ppm=fleet_hours.SHARE_PPM),
+        {"start": start, "end": end, "idle_pct": idle_pct}).fetchall()[0]
+    return (idle_pct is None or n == int((end - start) / H)) and table_q == live_q
+
+
+def test_hour_tables_serve_as_before_with_one_pass_over_allocations(seeded_usage):
+    from warehouse import hour_usage
+    from warehouse.analytics import Options
+
+    w, now = seeded_usage
+    cur = w.reader()
+    idle = float(Options().idle_util_pct)
+    cases = [(now - h * H, now, p) for h in (1, 6, 24, 48) for p in (None, idle, idle + 1)]
+    got = [hour_usage.serves(cur, s, e, p) for s, e, p in cases]
+    assert got == [_former_serves(cur, s, e, p) for s, e, p in cases]
+    assert any(got) and not all(got)
+    # a share changed with its microseconds kept: neither serves the hours it touches
+    job, run, node, gpu, was = cur.execute(
+        "SELECT job_id, run_index, node, gpu_index, share FROM allocations "
+        "WHERE start_ts < ? AND coalesce(end_ts, ?) > ? ORDER BY ALL LIMIT 1",
+        [now, now, now - 6 * H]).fetchone()
+    key = "job_id = ? AND run_index = ? AND node = ? AND gpu_index = ?"
+    w.write(lambda con: con.execute(f"UPDATE allocations SET share = 0.5 WHERE {key}",
+                                    [job, run, node, gpu])).result()
+    try:
+        assert not hour_usage.serves(cur, now - 6 * H, now, None)
+        assert not _former_serves(cur, now - 6 * H, now, None)
+    finally:
+        w.write(lambda con: con.execute(f"UPDATE allocations SET share = ? WHERE {key}",
+                                        [was, job, run, node, gpu])).result()
+    assert hour_usage.serves(cur, now - 6 * H, now, None)

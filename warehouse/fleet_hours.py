@@ -116,7 +116,8 @@ SHARE_PPM = "CAST(least(greatest(coalesce(share, 1.0), 0.0), 1.0) * 1000000 AS B
 #: Whether the table may serve [$start, $end) (whole hours): the hours whose row holds the
 #: 1-hour tier's samples (all of them, or the table misses or mistakes one) and has its
 #: moments (kept since migration 21), and the rows' and the allocations' GPU-microseconds,
-#: time moments and GPU-weighted microseconds in the range (:data:`MOMENTS`).
+#: time moments and GPU-weighted microseconds in the range, then their share-weighted
+#: microseconds (:data:`MOMENTS`).
 _CHECK_SQL = fill("""
 SELECT * FROM
 (SELECT count(*) AS fresh FROM fleet_hours_1h t
@@ -125,10 +126,11 @@ SELECT * FROM
  WHERE t.ts >= $start AND t.ts < $end
    AND t.samples = coalesce(l.samples, 0) AND t.alloc_key_us IS NOT NULL),
 (SELECT coalesce(sum(alloc_us), 0), coalesce(sum(alloc_m2), 0),
-        coalesce(sum(alloc_gpu_us), 0), coalesce(sum(alloc_key_us), 0)
+        coalesce(sum(alloc_gpu_us), 0), coalesce(sum(alloc_key_us), 0),
+        coalesce(sum(alloc_share_us), 0)
  FROM fleet_hours_1h WHERE ts >= $start AND ts < $end),
 (SELECT coalesce(sum(us), 0), coalesce(sum(m2), 0), coalesce(sum(gpu_us), 0),
-        coalesce(sum(key_us), 0)
+        coalesce(sum(key_us), 0), coalesce(sum(share_us), 0)
  FROM (SELECT {moments} FROM allocations
        WHERE start_ts < $end AND coalesce(end_ts, $end) > $start))
 """, moments=fill(MOMENTS, s="greatest(start_ts, $start::TIMESTAMP)",
@@ -143,11 +145,18 @@ def _live(cur, start: datetime, end: datetime) -> list[float]:
     return list(cur.execute(_LIVE_SQL, {"start": start, "end": end}).fetchall()[0])
 
 
-def _table_serves(cur, start: datetime, end: datetime) -> bool:
+def _table_serves(cur, start: datetime, end: datetime, *, shares: bool = False) -> bool:
+    """Whether the rows of [start, end) (whole hours) were computed from what the 1-hour
+    tier and the allocations hold now (:data:`_CHECK_SQL`); ``shares``: their shares'
+    microseconds too (warehouse/hour_usage.py:serves; the same pass over the allocations,
+    not a second one, issue 17)."""
     if not cur.execute(_EXISTS_SQL).fetchall()[0][0]:
         return False  # a lake or an older copy without the table
     fresh, *sums = cur.execute(_CHECK_SQL, {"start": start, "end": end}).fetchall()[0]
-    return fresh == int((end - start) / HOUR) and sums[:4] == sums[4:]
+    table, live = sums[:5], sums[5:]
+    if not shares:
+        table, live = table[:4], live[:4]
+    return fresh == int((end - start) / HOUR) and table == live
 
 
 def fleet_hours(cur, *, start: datetime, end: datetime) -> dict:

@@ -120,16 +120,11 @@ FROM parts GROUP BY 1 ORDER BY 1
 """, idle_power=_IDLE_POWER)
 
 
-#: The hours of [$start, $end) kept with $idle_pct and their shares' microseconds, and
-#: the allocations' now (``fleet_hours.SHARE_PPM``: a changed share, same microseconds).
+#: The hours of [$start, $end) kept with $idle_pct (the shares' microseconds, kept and
+#: now, are compared by fleet_hours._table_serves: a changed share, same microseconds).
 _SERVES_SQL = """
-SELECT (SELECT count(alloc_share_us) FROM fleet_hours_1h
-        WHERE ts >= $start AND ts < $end AND energy_idle_pct = $idle_pct) AS n,
-       (SELECT coalesce(sum(alloc_share_us), 0) FROM fleet_hours_1h
-        WHERE ts >= $start AND ts < $end) AS table_q,
-       (SELECT coalesce(sum((epoch_us(least(coalesce(end_ts, $end), $end))
-                             - epoch_us(greatest(start_ts, $start)))::HUGEINT * {share_ppm}), 0)
-        FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start) AS live_q
+SELECT count(alloc_share_us) FROM fleet_hours_1h
+WHERE ts >= $start AND ts < $end AND energy_idle_pct = $idle_pct
 """
 
 
@@ -142,13 +137,13 @@ def serves(cur, start: datetime, end: datetime, idle_pct: float | None) -> bool:
     (their energy rows aside)."""
     from warehouse import fleet_hours  # the ledger's checks (fleet_hours imports this)
 
-    if not fleet_hours._table_serves(cur, start, end):  # also: the tables exist here
-        return False
-    n, table_q, live_q = cur.execute(
-        fill(_SERVES_SQL, share_ppm=fleet_hours.SHARE_PPM),
-        {"start": start, "end": end,
-         "idle_pct": None if idle_pct is None else float(idle_pct)}).fetchall()[0]
-    return (idle_pct is None or n == int((end - start) / HOUR)) and table_q == live_q
+    if not fleet_hours._table_serves(cur, start, end, shares=True):  # also: the tables
+        return False                                                   # exist here
+    if idle_pct is None:
+        return True
+    n = cur.execute(_SERVES_SQL, {"start": start, "end": end,
+                                  "idle_pct": float(idle_pct)}).fetchall()[0][0]
+    return n == int((end - start) / HOUR)
 
 
 def substitute(cur, parts: list[Part], idle_pct: float) -> list[Part]:
