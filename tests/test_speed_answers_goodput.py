@@ -7,6 +7,7 @@ seeded cluster and on random jobs, runs and allocations.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -280,3 +281,49 @@ def test_failure_breakdowns_on_random_failures_as_before(empty_wh, seed, window)
                                                 end=start + window[1] * H)
     finally:
         w.write(lambda con: con.execute("DELETE FROM failures")).result()
+
+
+def _mttf_projection_before(rate):
+    """dashboard/figures/goodput.py's MTTF chart before issue 17's second pass: its
+    layout set by update_layout."""
+    from dashboard.figures import goodput as fg
+    from dashboard.figures.base import chart_layout, empty_figure, figure
+
+    if not fg.rate_known(rate):
+        return empty_figure(fg.NO_RATE)
+    fig = figure(fg.mttf_bars(rate))
+    fig.update_layout(**chart_layout(hovermode="closest", uirevision="mttf"), **fg.MTTF_AXES)
+    return fig
+
+
+def _same_figure(got, want) -> bool:
+    """The figures' JSON is the same (keys in any order: plotly.js reads no order)."""
+    return json.loads(got.to_json()) == json.loads(want.to_json())
+
+
+@pytest.mark.parametrize("hours", [24, 48, 24 * 30])
+def test_mttf_chart_on_the_seeded_cluster_as_before(seeded_usage, hours):
+    """The seeded cluster's MTTF chart: the former builder's figure."""
+    from dashboard.figures import goodput as fg
+    from warehouse.queries import failures as fq
+
+    wh, now = seeded_usage
+    rate = fq.failure_rate(wh.reader(), start=now - timedelta(hours=hours), end=now)
+    assert _same_figure(fg.mttf_projection(rate), _mttf_projection_before(rate))
+
+
+_POSITIVE = st.floats(min_value=1e-3, max_value=1e9, allow_nan=False)
+
+
+@given(failures=st.integers(min_value=0, max_value=50),
+       r_f=st.one_of(_POSITIVE, st.just(float("nan"))),
+       sizes=st.lists(st.tuples(st.integers(min_value=1, max_value=200_000), _POSITIVE,
+                                _POSITIVE, _POSITIVE), min_size=1, max_size=8))
+def test_mttf_chart_on_random_rates_as_before(failures, r_f, sizes):
+    """Any rate (none, NaN, any MTTFs and bounds, bounds on either side): the former
+    builder's figure."""
+    from dashboard.figures import goodput as fg
+
+    mttf = pd.DataFrame(sizes, columns=["gpus", "mttf_h", "mttf_h_low", "mttf_h_high"])
+    rate = {"failures": failures, "r_f_per_1000_node_days": r_f, "mttf": mttf}
+    assert _same_figure(fg.mttf_projection(rate), _mttf_projection_before(rate))
