@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from tests.support.frames import T0, samples
-from warehouse import Warehouse, analytics
+from warehouse import Warehouse, analytics, usage
 from warehouse.analytics import Options
 from warehouse.schema import SCHEMAS
 
@@ -110,6 +110,25 @@ def test_ledger_rows_kept_before_the_key_are_signed_not_recomputed(w):
     w.ingest("allocations", _alloc(T0 + 2 * H, T0 + 3 * H, job="b")).result()
     assert _refresh(w) == 24
     pd.testing.assert_frame_equal(_usage(w), _fresh(w))
+
+
+def test_ledger_rows_the_minute_tier_no_longer_reaches_are_not_signed(w):
+    """The day check reads no ledger row before the minute tier's reach: rows there are
+    not given the key moment, and one whose allocations changed since (it keeps none) is
+    not looked at again by every refresh for as long as the 1-hour tier keeps it."""
+    w.ingest("allocations", _alloc(T0 + H, T0 + 3 * H)).result()
+    _refresh(w)
+    w.write(lambda con: (  # retention passed the first two hours of the minute tier
+        con.execute("DELETE FROM gpu_samples_1m WHERE ts < $t", {"t": T0 + 2 * H}),
+        con.execute("UPDATE gpu_usage_hours SET alloc_key_us = NULL"),
+        con.execute("UPDATE allocations SET start_ts = start_ts + INTERVAL 10 MINUTE,"
+                    " end_ts = end_ts + INTERVAL 10 MINUTE"))).result()  # moved, too
+    _refresh(w)
+    assert w.write(lambda con: usage.fill_keys(con)).result() == 0
+    rows = w.reader().execute("SELECT ts >= $t, count(*), count(alloc_key_us)"
+                              " FROM gpu_usage_hours GROUP BY ALL ORDER BY ALL",
+                              {"t": T0 + 2 * H}).fetchall()
+    assert rows == [(False, 2, 0), (True, rows[1][1], rows[1][1])]
 
 
 def test_ledger_rows_without_moments_keep_the_former_check(w):

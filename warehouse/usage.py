@@ -549,8 +549,12 @@ def due_from(con, sql: str, first: datetime | None, now: datetime, *,
 #: after a DuckDB upgrade) one refresh signs at most, the newest first (:func:`fill_keys`).
 MAX_KEY_HOURS = 336
 
+#: Only rows from $first (the minute tier's reach) on: the day check (:data:`_DUE_SQL`)
+#: reads no older row, and one there whose allocations changed since keeps no key, so
+#: every refresh looked at it again for as long as the 1-hour tier keeps it.
 _TO_KEY_SQL = """
-SELECT ts FROM gpu_usage_hours WHERE alloc_key_us IS NULL AND alloc_m2 IS NOT NULL
+SELECT ts FROM gpu_usage_hours
+WHERE alloc_key_us IS NULL AND alloc_m2 IS NOT NULL AND ts >= $first
 ORDER BY ts DESC LIMIT $n
 """
 
@@ -569,8 +573,13 @@ WHERE l.ts = s.ts AND list_contains($hours, l.ts) AND l.alloc_key_us IS NULL
 def fill_keys(con, *, max_hours: int = MAX_KEY_HOURS) -> int:
     """Give the newest ``max_hours`` ledger rows that lack it their allocation key moment
     (:data:`ALLOC_MOMENTS`' ``key_us``) where their other moments show the allocations
-    unchanged, a slice of :data:`SLICE` per transaction. Returns the hours looked at."""
-    hours = [r[0] for r in con.execute(_TO_KEY_SQL, {"n": max(0, max_hours)}).fetchall()]
+    unchanged, a slice of :data:`SLICE` per transaction, from the hour the minute tier
+    reaches (:func:`minute_reach`). Returns the hours looked at."""
+    first = minute_reach(con)
+    if first is None:
+        return 0
+    hours = [r[0] for r in con.execute(_TO_KEY_SQL, {"n": max(0, max_hours),
+                                                     "first": floor_hour(first)}).fetchall()]
     for lo, hi in merge_ranges([(t, t) for t in hours], HOUR):
         while lo < hi:
             step = min(hi, lo + SLICE)
