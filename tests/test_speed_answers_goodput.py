@@ -327,3 +327,71 @@ def test_mttf_chart_on_random_rates_as_before(failures, r_f, sizes):
     mttf = pd.DataFrame(sizes, columns=["gpus", "mttf_h", "mttf_h_low", "mttf_h_high"])
     rate = {"failures": failures, "r_f_per_1000_node_days": r_f, "mttf": mttf}
     assert _same_figure(fg.mttf_projection(rate), _mttf_projection_before(rate))
+
+
+def _ettr_curve_before(df):
+    """dashboard/figures/goodput.py's advisor curve before issue 17's second pass: the
+    time-series line chart's figure, traces added and its layout updated after."""
+    import plotly.graph_objects as go
+
+    from dashboard.figures.base import PALETTE, empty_figure, lines
+
+    if df is None or len(df) == 0:
+        return empty_figure("Enter a job size and restart overhead.")
+    fig = lines(df, "checkpoint_interval_h", [("expected_ettr", "Expected ETTR")],
+                y_title="Expected ETTR", empty="", uirevision="advisor")
+    if {"expected_ettr_low", "expected_ettr_high"} <= set(df.columns):
+        x = list(df["checkpoint_interval_h"])
+        fig.add_trace(go.Scatter(
+            x=x + x[::-1],
+            y=list(df["expected_ettr_high"]) + list(df["expected_ettr_low"])[::-1],
+            fill="toself", fillcolor="rgba(0,114,178,0.15)", line={"width": 0},
+            name="r_f's 95 % interval", hoverinfo="skip"))
+    best = df[df["optimal"]]
+    if len(best):
+        fig.add_trace(go.Scatter(x=best["checkpoint_interval_h"], y=best["expected_ettr"],
+                                 mode="markers", name="Optimum",
+                                 marker={"size": 12, "color": PALETTE[5]}))
+    fig.update_layout(xaxis={"title": {"text": "Checkpoint interval (hours)"}, "type": "log"},
+                      hovermode="closest")
+    return fig
+
+
+def _advice_curve(wh, rate, gpus, restart_min, write_min):
+    """The advisor's curve as the Goodput page builds it (dashboard/pages/goodput.py)."""
+    import sys
+
+    from dashboard.app import create_app
+
+    if "dashboard.pages.goodput" not in sys.modules:  # pages register with an app
+        create_app(wh)
+    return sys.modules["dashboard.pages.goodput"].advice(rate, gpus, restart_min, write_min)[1]
+
+
+@pytest.mark.parametrize("hours,gpus", [(24, 4096.0), (24 * 30, 16.0), (48, 1.0)])
+def test_advisor_curve_on_the_seeded_cluster_as_before(seeded_usage, hours, gpus):
+    """The advisor's curve (with its band and optimum) from the seeded cluster's rate:
+    the former builder's figure."""
+    from dashboard.figures import goodput as fg
+    from warehouse.queries import failures as fq
+
+    wh, now = seeded_usage
+    rate = fq.failure_rate(wh.reader(), start=now - timedelta(hours=hours), end=now)
+    curve = _advice_curve(wh, rate, gpus, 15.0, 2.0)
+    assert curve is not None and curve["optimal"].any()
+    assert _same_figure(fg.ettr_curve(curve), _ettr_curve_before(curve))
+
+
+@given(rows=st.lists(st.tuples(_POSITIVE, st.floats(0, 1), st.floats(0, 1),
+                               st.floats(0, 1), st.booleans()), max_size=40),
+       band=st.booleans())
+def test_advisor_curve_on_random_curves_as_before(rows, band):
+    """Any curve (empty, without the band, optima anywhere or none): the former
+    builder's figure."""
+    from dashboard.figures import goodput as fg
+
+    df = pd.DataFrame(rows, columns=["checkpoint_interval_h", "expected_ettr",
+                                     "expected_ettr_low", "expected_ettr_high", "optimal"])
+    if not band:
+        df = df.drop(columns=["expected_ettr_low", "expected_ettr_high"])
+    assert _same_figure(fg.ettr_curve(df), _ettr_curve_before(df))

@@ -19,7 +19,6 @@ from dashboard.figures.base import (
     chart_layout,
     empty_figure,
     figure,
-    lines,
 )
 
 
@@ -123,20 +122,24 @@ def ettr_curve(df: pd.DataFrame | None) -> go.Figure:
     """Expected ETTR against the checkpoint interval, the optimum marked."""
     if df is None or len(df) == 0:
         return empty_figure("Enter a job size and restart overhead.")
-    fig = lines(df, "checkpoint_interval_h", [("expected_ettr", "Expected ETTR")],
-                y_title="Expected ETTR", empty="", uirevision="advisor")
+    traces = [go.Scatter(
+        x=df["checkpoint_interval_h"], y=df["expected_ettr"], name="Expected ETTR",
+        mode="lines", line={"color": PALETTE[0], "width": 2, "dash": "solid"},
+        hovertemplate="%{y:,.1f}")]
     if {"expected_ettr_low", "expected_ettr_high"} <= set(df.columns):
         x = list(df["checkpoint_interval_h"])
-        fig.add_trace(go.Scatter(  # the band of r_f's 95 % interval, behind the line
+        traces.append(go.Scatter(  # the band of r_f's 95 % interval, behind the line
             x=x + x[::-1],
             y=list(df["expected_ettr_high"]) + list(df["expected_ettr_low"])[::-1],
             fill="toself", fillcolor="rgba(0,114,178,0.15)", line={"width": 0},
             name="r_f's 95 % interval", hoverinfo="skip"))
     best = df[df["optimal"]]
     if len(best):
-        fig.add_trace(go.Scatter(x=best["checkpoint_interval_h"], y=best["expected_ettr"],
+        traces.append(go.Scatter(x=best["checkpoint_interval_h"], y=best["expected_ettr"],
                                  mode="markers", name="Optimum",
                                  marker={"size": 12, "color": PALETTE[5]}))
-    fig.update_layout(xaxis={"title": {"text": "Checkpoint interval (hours)"}, "type": "log"},
-                      hovermode="closest")
-    return fig
+    return figure(traces, layout=dict(  # given whole, not by update_layout (issue 17)
+        **chart_layout(uirevision="advisor", hovermode="closest"),
+        xaxis={"title": {"text": "Checkpoint interval (hours)"}, "showgrid": False,
+               "type": "log"},
+        yaxis={**GRID, "title": {"text": "Expected ETTR"}, "rangemode": "tozero"}))
