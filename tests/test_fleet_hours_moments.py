@@ -252,7 +252,7 @@ def test_the_chunk_goes_back_and_starts_again(monkeypatch):
         now = T0 + 20 * timedelta(days=1)
         def chunk(con):
             lo, hi, nxt = fh._heal_window(con, now, 2.0)
-            fh._move_heal_cursor(con, nxt)
+            usage.move_heal_cursor(con, fh.HEAL_KEY, nxt, (lo, hi), [])
             return lo, hi
 
         got = [w.write(chunk).result() for _ in range(4)]
@@ -276,7 +276,8 @@ def test_a_stale_day_left_due_is_compared_again_by_the_next_refresh(monkeypatch)
         while w.write(lambda con: refresh(con, now, None)).result()["fleet_pending"]:
             pass
         top = now - timedelta(days=2)
-        w.write(lambda con: fh._move_heal_cursor(con, top - timedelta(days=14))).result()
+        w.write(lambda con: usage.move_heal_cursor(con, fh.HEAL_KEY, top - timedelta(days=14),
+                                                    (now, now), [])).result()
         w.ingest("allocations", _alloc(T0 + 2 * H, T0 + 3 * H)).result()  # moved
         w.ingest("allocations", pa.Table.from_pylist(
             [{"job_id": "w", "run_index": 0, "node": "node000", "gpu_index": 1,
@@ -290,3 +291,18 @@ def test_a_stale_day_left_due_is_compared_again_by_the_next_refresh(monkeypatch)
         assert computed == [50, 24], computed  # the window's 48 + 2 of the day, its 24
         assert _served(w.reader(), start, end)
         _check(w, start, end)
+
+
+def test_rows_kept_before_the_key_are_filled_without_the_method_card_again(refreshed):
+    """Rows of migration 22 (all but the allocation key moment): the fill signs their key
+    and leaves the method card's seconds, still those of their energy rows, as they are
+    (they were ~60 % of the fill's cost), recomputing no hour."""
+    w = refreshed
+    n = w.reader().execute("SELECT count(*) FROM fleet_hours_1h").fetchall()[0][0]
+    w.write(lambda con: con.execute(
+        "UPDATE fleet_hours_1h SET alloc_key_us = NULL, held_s = -1")).result()
+    out = w.write(lambda con: fh.fill_rows(con)).result()
+    assert out == {"fleet_filled": n, "fleet_dropped": 0}
+    assert w.reader().execute(
+        "SELECT count(alloc_key_us), count(*) FILTER (held_s = -1) FROM fleet_hours_1h"
+    ).fetchall()[0] == (n, n)

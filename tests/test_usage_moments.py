@@ -31,11 +31,13 @@ def _alloc(start: datetime, end: datetime, gpu: int = 0, *, job: str = "a", run:
 
 
 def _refresh(w: Warehouse) -> int:
-    """Hours of ``gpu_usage_1h`` recomputed by refreshes until none is pending."""
-    hours, pending = 0, True
-    while pending:
+    """Hours of ``gpu_usage_1h`` recomputed by refreshes until none is pending, and at
+    least as many as it takes the chunks of days before the recheck window
+    (usage.HEAL_DAYS each) to reach the first hour."""
+    hours, pending, n = 0, True, 0
+    while pending or n < 3:
         out = w.write(lambda con: analytics.refresh(con, NOW, OPTS)).result()
-        hours, pending = hours + out["usage_hours"], out["usage_pending"]
+        hours, pending, n = hours + out["usage_hours"], out["usage_pending"], n + 1
     return hours
 
 
@@ -129,6 +131,22 @@ def test_ledger_rows_the_minute_tier_no_longer_reaches_are_not_signed(w):
                               " FROM gpu_usage_hours GROUP BY ALL ORDER BY ALL",
                               {"t": T0 + 2 * H}).fetchall()
     assert rows == [(False, 2, 0), (True, rows[1][1], rows[1][1])]
+
+
+def test_days_before_the_window_are_compared_a_chunk_per_refresh(w):
+    """The day check reads the allocations of a chunk of days per refresh
+    (usage.HEAL_DAYS, going back from the recheck window), not of the minute tier's
+    whole reach (~11 s of CPU per refresh over 90 days at 24,576 GPUs): a move 3 days
+    before the window is found by the second refresh, whose chunk reaches its day."""
+    w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
+    _refresh(w)
+    w.ingest("allocations", _alloc(T0 + 2 * H, T0 + 3 * H)).result()
+    w.write(lambda con: con.execute("DELETE FROM meta WHERE key = $k",
+                                    {"k": usage.HEAL_KEY})).result()  # from the window
+    computed = [w.write(lambda con: analytics.refresh(con, NOW, OPTS)).result()[
+        "usage_hours"] for _ in range(3)]
+    assert computed == [0, 24, 0]
+    pd.testing.assert_frame_equal(_usage(w), _fresh(w))
 
 
 def test_ledger_rows_without_moments_keep_the_former_check(w):

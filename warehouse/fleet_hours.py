@@ -40,7 +40,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
-from warehouse import hour_usage
+from warehouse import hour_usage, usage
 from warehouse.db import fill, transaction
 from warehouse.rollups import merge_ranges
 from warehouse.usage import (
@@ -290,7 +290,8 @@ SELECT t.ts, c.alloc_sig, c.share_us, c.m2, c.gpu_us, c.key_us,
                           AND coalesce(t.alloc_key_us = c.key_us, TRUE)
                      ELSE t.alloc_sig = c.alloc_sig AND t.alloc_us = c.us
                           AND coalesce(t.alloc_share_us = c.share_us, TRUE) END,
-                FALSE) AS same
+                FALSE) AS same,
+       t.energy_sig IS NULL AS unsigned
 FROM fleet_hours_1h t JOIN now_sig c USING (ts)
 WHERE t.ts >= $lo AND t.ts < $hi AND list_contains($hours, t.ts)
 """, signatures=_SIGNATURES, moments=_HOUR_MOMENTS)
@@ -346,7 +347,7 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
             params = {"lo": lo, "hi": step, "hours": hours}
             with transaction(con):
                 rows = con.execute(*bind(_FILL_SQL, **params)).fetchall()
-                for ts, sig, share_us, m2, gpu_us, key_us, same in rows:
+                for ts, sig, share_us, m2, gpu_us, key_us, same, _ in rows:
                     if same:
                         con.execute(_SIGN_SQL, {"ts": ts, "sig": sig, "share_us": share_us,
                                                 "m2": m2, "gpu_us": gpu_us,
@@ -356,7 +357,8 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
                         con.execute(fill("DELETE FROM {table} WHERE ts = $ts", table=table),
                                     {"ts": ts})
                 kept = [r[0] for r in rows if r[6]]
-                for a, b in merge_ranges([(t, t) for t in kept], HOUR):
+                unsigned = [r[0] for r in rows if r[6] and r[7]]  # the method card's
+                for a, b in merge_ranges([(t, t) for t in unsigned], HOUR):  # seconds too
                     con.execute(*bind(KEEP_SQL, start=a, end=b))
                 filled += len(kept)
                 dropped += len(rows) - len(kept)
@@ -387,37 +389,19 @@ def _first(con) -> datetime | None:
 
 
 #: Days before the recheck window whose allocations one refresh compares with the rows
-#: (:func:`due_hours`), going back a chunk per refresh from the window and starting
-#: again from it past the 1-hour tier's first: one pass over two years of allocations
-#: per refresh would cost more than all the rest (1.5 days of bench/scale.py --quick's
-#: 24,576-GPU allocations: +0.2 s of CPU per refresh; two years: a year of refreshes
-#: at 2 days each, ~30 hours at the default 300-s interval).
-HEAL_DAYS = 2
+#: (:func:`due_hours`; warehouse/usage.py:heal_window): two years at 2 days each take a
+#: year of refreshes, ~30 hours at the default 300-s interval.
+HEAL_DAYS = usage.HEAL_DAYS
 HEAL_KEY = "fleet_hours_heal_until"  # meta: where the next chunk ends (ISO)
 
 
 def _heal_window(con, now: datetime,
                  recheck_days: float) -> tuple[datetime, datetime, datetime]:
     """The next chunk ``[lo, hi)`` of days before the recheck window to compare, and
-    where meta's cursor goes past it (:func:`_move_heal_cursor`)."""
+    where meta's cursor goes past it."""
     first = _first(con)
-    if first is None:
-        return now, now, now
-    top = recheck_start(first, now, recheck_days)
-    rows = con.execute("SELECT value FROM meta WHERE key = $k", {"k": HEAL_KEY}).fetchall()
-    hi = datetime.fromisoformat(rows[0][0]) if rows else top
-    if not floor_hour(first) < hi <= top:
-        hi = top
-    lo = max(floor_hour(first), datetime.combine((hi - timedelta(days=HEAL_DAYS)).date(),
-                                                 datetime.min.time()))
-    return lo, hi, (lo if lo > floor_hour(first) else top)
-
-
-def _move_heal_cursor(con, to: datetime) -> None:
-    """Meta's cursor of the heal chunks moved to ``to`` (on the writer's connection)."""
-    with transaction(con):
-        con.execute("INSERT OR REPLACE INTO meta VALUES ($k, $v)",
-                    {"k": HEAL_KEY, "v": to.isoformat()})
+    top = recheck_start(first, now, recheck_days) if first is not None else now
+    return usage.heal_window(con, first, top, HEAL_KEY, HEAL_DAYS)
 
 
 def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
@@ -446,10 +430,6 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
     due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct,
                     heal=(heal_lo, heal_hi))
     todo = due[-max_hours:] if max_hours > 0 else due
-    # the chunk is compared again next time while hours of it are left due (more hours
-    # were due than one refresh computes): else a stale day waited a whole rotation
-    if not any(heal_lo <= t < heal_hi for t in due[:len(due) - len(todo)]):
-        _move_heal_cursor(con, heal_next)
     for lo, hi in merge_ranges([(t, t) for t in todo], HOUR):
         while lo < hi:
             step = min(hi, lo + SLICE)
@@ -464,5 +444,7 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
                 con.execute(*bind(KEEP_SQL, **params))  # the energy method's seconds
             lo = step
             yield_to_urgent()  # live collection waits one slice, not the whole refresh
+    usage.move_heal_cursor(con, HEAL_KEY, heal_next, (heal_lo, heal_hi),
+                           due[:len(due) - len(todo)])
     return {"fleet_hours": len(todo), "fleet_pending": len(due) - len(todo), **filled,
             "fleet_s": round(time.perf_counter() - t0, 3)}

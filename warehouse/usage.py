@@ -21,8 +21,8 @@ an hour the 1-minute tier reaches is recomputed (:func:`due_hours`) when it has 
 ledger row, when the idle threshold changed, when its samples (``sum(samples)`` of the
 1-hour tier) changed, or when its allocations changed: within ``recheck_days`` exactly
 (an order-independent hash-sum of the allocations clipped to the hour), before that by
-the allocated GPU-microseconds and exact moments (:data:`ALLOC_MOMENTS`, migration 22)
-of its day (one cheap pass over the allocations).
+the allocated GPU-microseconds and exact moments (:data:`ALLOC_MOMENTS`, migrations 22
+and 23) of its day, a chunk of :data:`HEAL_DAYS` days per refresh (:func:`heal_window`).
 
 Units: seconds, joules, percent; timestamps naive UTC, ranges ``[start, end)``.
 """
@@ -443,9 +443,11 @@ sig AS (
 
 #: The hours of [$first, $hi) to recompute: no ledger row; another idle threshold;
 #: within the recheck window [$lo, $hi) other samples or allocations (``sig``); before
-#: it other samples, or other allocated GPU-microseconds or moments
-#: (:data:`ALLOC_MOMENTS`) in the hour's day (one pass over a day's allocations: cheap
-#: over the minute tier's whole retention). A day with a ledger row kept before
+#: it other samples, and in [$heal_lo, $heal_hi) (a chunk of days before the window,
+#: :func:`heal_window`) other allocated GPU-microseconds or moments
+#: (:data:`ALLOC_MOMENTS`) in the hour's day. Every day at once cost ~0.25 s of CPU per
+#: 2 days of a 24,576-GPU fleet's allocations, ~11 s per refresh over the minute tier's
+#: 90 days. A day with a ledger row kept before
 #: migration 22 (no moments) compares its microseconds only, and one with a row kept
 #: before migration 23 (or whose key another DuckDB hashed) no allocation key, until
 #: its hours are recomputed or leave the minute tier: the upgrade does not make the
@@ -459,21 +461,24 @@ old_samples AS (
 ),
 old_days AS (
     SELECT d, sum(epoch_us(e) - epoch_us(s)) AS alloc_us, {day_moments}
-    FROM (SELECT *, greatest(start_ts, d, $first::TIMESTAMP) AS s,
-                 least(coalesce(end_ts, $lo::TIMESTAMP), d + INTERVAL 1 DAY,
-                       $lo::TIMESTAMP) AS e
+    FROM (SELECT *, greatest(start_ts, d, $heal_lo::TIMESTAMP) AS s,
+                 least(coalesce(end_ts, $heal_hi::TIMESTAMP), d + INTERVAL 1 DAY,
+                       $heal_hi::TIMESTAMP) AS e
           FROM (SELECT *,
-                       unnest(range(date_trunc('day', greatest(start_ts, $first::TIMESTAMP)),
-                                    least(coalesce(end_ts, $lo::TIMESTAMP), $lo::TIMESTAMP),
+                       unnest(range(date_trunc('day', greatest(start_ts,
+                                                               $heal_lo::TIMESTAMP)),
+                                    least(coalesce(end_ts, $heal_hi::TIMESTAMP),
+                                          $heal_hi::TIMESTAMP),
                                     INTERVAL 1 DAY)) AS d
-                FROM allocations WHERE start_ts < $lo AND coalesce(end_ts, $lo) > $first))
+                FROM allocations
+                WHERE start_ts < $heal_hi AND coalesce(end_ts, $heal_hi) > $heal_lo))
     GROUP BY d
 ),
 ledger_days AS (
     SELECT date_trunc('day', ts) AS d, sum(alloc_us) AS alloc_us, count(*) AS n,
            count(alloc_m2) AS filled, sum(alloc_m2) AS m2, sum(alloc_gpu_us) AS gpu_us,
            count(alloc_key_us) AS keyed, sum(alloc_key_us) AS key_us
-    FROM gpu_usage_hours WHERE ts >= $first AND ts < $lo GROUP BY d
+    FROM gpu_usage_hours WHERE ts >= $heal_lo AND ts < $heal_hi GROUP BY d
 )
 SELECT h.ts FROM hours h
 LEFT JOIN gpu_usage_hours l USING (ts) LEFT JOIN sig s USING (ts)
@@ -483,13 +488,13 @@ LEFT JOIN old_days od ON od.d = date_trunc('day', h.ts)
 WHERE l.ts IS NULL OR l.idle_pct IS DISTINCT FROM $idle_pct
    OR h.ts >= $lo AND (l.samples IS DISTINCT FROM s.samples
                        OR l.alloc_sig IS DISTINCT FROM s.alloc_sig)
-   OR h.ts < $lo AND (l.samples IS DISTINCT FROM coalesce(o.samples, 0)
-                      OR coalesce(ld.alloc_us, 0) <> coalesce(od.alloc_us, 0)
-                      OR ld.n = ld.filled  -- every row of the day has moments
-                         AND (ld.m2 <> coalesce(od.m2, 0)
-                              OR ld.gpu_us <> coalesce(od.gpu_us, 0))
-                      OR ld.n = ld.keyed  -- and its allocation key (migration 23)
-                         AND ld.key_us <> coalesce(od.key_us, 0))
+   OR h.ts < $lo AND l.samples IS DISTINCT FROM coalesce(o.samples, 0)
+   OR h.ts >= $heal_lo AND h.ts < $heal_hi  -- the chunk of days compared this time
+      AND (coalesce(ld.alloc_us, 0) <> coalesce(od.alloc_us, 0)
+           OR ld.n = ld.filled  -- every row of the day has moments
+              AND (ld.m2 <> coalesce(od.m2, 0) OR ld.gpu_us <> coalesce(od.gpu_us, 0))
+           OR ld.n = ld.keyed  -- and its allocation key (migration 23)
+              AND ld.key_us <> coalesce(od.key_us, 0))
 ORDER BY h.ts
 """, signatures=_SIGNATURES, day_moments=fill(ALLOC_MOMENTS, s="s", e="e"))
 
@@ -510,15 +515,60 @@ SELECT ts, samples, alloc_sig, alloc_us, $idle_pct, $now, alloc_m2, alloc_gpu_us
 """, signatures=_SIGNATURES)
 
 
-def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float) -> list[datetime]:
+def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
+              heal: tuple[datetime, datetime] | None = None) -> list[datetime]:
     """The complete hours (``ts + 1h <= now``) the minute tier reaches that have no
     ledger row, were computed with another ``idle_pct``, or whose inputs changed: within
     ``recheck_days`` their samples or clipped allocations (exact, per hour), before that
-    their samples or the allocated GPU-seconds or moments of their day (history written
-    or imported late: the service writes its history while the refresh runs; an
-    allocation moved with its length kept or to another GPU)."""
-    return due_from(con, _DUE_SQL, minute_reach(con), now, recheck_days=recheck_days,
-                    idle_pct=idle_pct)
+    their samples, and in ``heal`` (``[lo, hi)``; None: all of it) the allocated
+    GPU-seconds or moments of their day (history written or imported late: the service
+    writes its history while the refresh runs; an allocation moved with its length kept,
+    or GPU time moved to another GPU, node, job or run)."""
+    first = minute_reach(con)
+    if first is None:
+        return []
+    a, b = heal if heal is not None else (first, recheck_start(first, now, recheck_days))
+    return due_from(con, _DUE_SQL, first, now, recheck_days=recheck_days,
+                    idle_pct=idle_pct, extra={"heal_lo": a, "heal_hi": b})
+
+
+#: Days before the recheck window whose allocations one refresh compares with the kept
+#: hours (the usage ledger's and ``fleet_hours_1h``'s, each with its own cursor in meta),
+#: going back a chunk per refresh from the window and starting again from it past the
+#: first hour: one pass over all of them would cost more than all the rest (~0.25 s of
+#: CPU per 2 days of a 24,576-GPU fleet's allocations). The minute tier's 90 days are
+#: compared in 45 refreshes (under 4 hours at the default 300-s interval).
+HEAL_DAYS = 2
+HEAL_KEY = "usage_heal_until"  # meta: where the usage ledger's next chunk ends (ISO)
+
+
+def heal_window(con, first: datetime | None, top: datetime, key: str,
+                days: float = HEAL_DAYS) -> tuple[datetime, datetime, datetime]:
+    """The next chunk ``[lo, hi)`` of ``days`` days between ``first`` (floored to the
+    hour) and ``top`` (the recheck window's start) to compare, read from meta's cursor
+    ``key``, and where the cursor goes past it (:func:`move_heal_cursor`)."""
+    if first is None:
+        return top, top, top
+    rows = con.execute("SELECT value FROM meta WHERE key = $k", {"k": key}).fetchall()
+    hi = datetime.fromisoformat(rows[0][0]) if rows else top
+    if not floor_hour(first) < hi <= top:
+        hi = top
+    lo = max(floor_hour(first), datetime.combine((hi - timedelta(days=days)).date(),
+                                                 datetime.min.time()))
+    return lo, hi, (lo if lo > floor_hour(first) else top)
+
+
+def move_heal_cursor(con, key: str, to: datetime, chunk: tuple[datetime, datetime],
+                     left: list[datetime]) -> None:
+    """Meta's cursor ``key`` moved to ``to`` (on the writer's connection), unless hours
+    of ``chunk`` (``[lo, hi)``) are among ``left``, those due that this refresh did not
+    compute (more were due than one refresh computes): the chunk is then compared again
+    next time instead of waiting for the next rotation."""
+    if any(chunk[0] <= t < chunk[1] for t in left):
+        return
+    with transaction(con):
+        con.execute("INSERT OR REPLACE INTO meta VALUES ($k, $v)",
+                    {"k": key, "v": to.isoformat()})
 
 
 def recheck_start(first: datetime, now: datetime, recheck_days: float) -> datetime:
@@ -599,7 +649,11 @@ def refresh_usage(con, now: datetime, *, recheck_days: float, idle_pct: float,
     First it signs ledger rows that lack the allocation key moment (:func:`fill_keys`)."""
     t0 = time.perf_counter()
     fill_keys(con)
-    due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct)
+    first = minute_reach(con)
+    top = recheck_start(first, now, recheck_days) if first is not None else now
+    heal_lo, heal_hi, heal_next = heal_window(con, first, top, HEAL_KEY)
+    due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct,
+                    heal=(heal_lo, heal_hi))
     todo = due[-max_hours:] if max_hours > 0 else due
     params = {"now": now, "idle_pct": float(idle_pct), "partition": None, "rack": None,
               "runs": None}
@@ -609,6 +663,7 @@ def refresh_usage(con, now: datetime, *, recheck_days: float, idle_pct: float,
             _recompute(con, {**params, "lo": lo, "hi": step, "start": lo, "end": step})
             lo = step
             yield_to_urgent()  # live collection waits one slice, not the whole refresh
+    move_heal_cursor(con, HEAL_KEY, heal_next, (heal_lo, heal_hi), due[:len(due) - len(todo)])
     return {"usage_hours": len(todo), "usage_pending": len(due) - len(todo),
             "usage_s": round(time.perf_counter() - t0, 3)}
 
