@@ -203,3 +203,28 @@ def test_hour_tables_serve_as_before_with_one_pass_over_allocations(seeded_usage
         w.write(lambda con: con.execute(f"UPDATE allocations SET share = ? WHERE {key}",
                                         [was, job, run, node, gpu])).result()
     assert hour_usage.serves(cur, now - 6 * H, now, None)
+
+
+def test_hours_hashed_by_another_duckdb_are_computed_again(empty_wh):
+    """After a DuckDB upgrade (whose hash() may differ), every kept hour looks changed;
+    those older than RECHECK must be computed again, not read live until retention."""
+    gpu = [(T0 + h * H, "n0", 0, 1000.0 + h) for h in range(5 * 24)]
+    power = [(T0 + h * H + timedelta(minutes=7), "n0", None, 500.0, None)
+             for h in range(5 * 24)]
+    _load(empty_wh, 1, gpu, power)
+    now = T0 + 5 * 24 * H + timedelta(minutes=5)
+    _refresh(empty_wh, now, max_hours=200)
+    start, end = T0 + 24 * H, T0 + 48 * H  # older than RECHECK
+    cur = empty_wh.reader()
+    assert node_energy.serves(cur, start, end) == (start, end)
+    # another DuckDB's hashes: every kept sum differs, meta names that DuckDB
+    empty_wh.write(lambda con: (
+        con.execute("UPDATE node_energy_hours SET gpu_sig = gpu_sig + 1, "
+                    "power_sig = power_sig + 1"),
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, 'v0.0.1')",
+                    [node_energy.HASH_KEY]))).result()
+    assert node_energy.serves(cur, start, end) is None
+    while _refresh(empty_wh, now, max_hours=200):
+        pass
+    assert node_energy.serves(cur, start, end) == (start, end)
+    _same(cur, start, end, "hour")

@@ -22,6 +22,8 @@ The refresh computes hours with no kept row (newest first, :data:`MAX_HOURS` a r
 the hours whose ``gpu_energy_1h`` rows it recomputed, and within :data:`RECHECK` of now
 the hours whose inputs changed (late readings). A reading arriving later than that makes
 ranges over its hour read live until the hour is recomputed.
+After a DuckDB upgrade (its hash() may differ) the kept hours are deleted and
+computed again (:data:`HASH_KEY`).
 
 Units: joules, watts; timestamps naive UTC, hours ``[ts, ts + 1 h)``.
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from warehouse import meta
 from warehouse.db import fill, transaction
 from warehouse.rollups import merge_ranges
 from warehouse.usage import HOUR, ceil_hour, floor_hour
@@ -41,6 +44,10 @@ MAX_NODE_W = 100_000.0
 MAX_HOURS = 48  # hours computed per refresh at most (~5 ms each at 24,576 GPUs)
 RECHECK = timedelta(days=2)  # hours compared with their inputs at every refresh
 SLICE = timedelta(hours=6)  # hours computed per transaction
+#: meta's key for the DuckDB whose hash() made the kept hash-sums (``gpu_sig``,
+#: ``power_sig``): another DuckDB may hash otherwise, and every kept hour would then look
+#: changed, those older than RECHECK read live until retention (as fleet_hours.HASH_KEY).
+HASH_KEY = "node_energy_hash_duckdb"
 
 #: Per node-hour of ``[$start, $end)`` (CTE ``{name}``: ts, node, gpu_j, w, bmc_w,
 #: counter_j): the GPUs' joules, the mean ``other_power_w`` and ``total_power_w`` of the
@@ -168,11 +175,28 @@ def _compute(con, lo: datetime, hi: datetime, now: datetime) -> None:
         con.execute(_INSERT_SIG_SQL, {"lo": lo, "hi": hi, "now": now})
 
 
+def _forget_after_upgrade(con) -> None:
+    """When meta names another DuckDB than this one for the kept hash-sums, delete the
+    kept hours (computed again newest first, :data:`MAX_HOURS` a refresh; read live
+    until then), and record this DuckDB. None recorded: rows kept before the key was,
+    by this DuckDB."""
+    version = con.execute("SELECT library_version FROM pragma_version()").fetchall()[0][0]
+    was = meta.get(con, HASH_KEY)
+    if was == version:
+        return
+    with transaction(con):
+        if was is not None:
+            con.execute("DELETE FROM node_energy_1h")
+            con.execute("DELETE FROM node_energy_hours")
+        meta.put(con, HASH_KEY, version)
+
+
 def refresh(con, now: datetime, *, hours: list[datetime] = (),
             max_hours: int = MAX_HOURS) -> int:
     """Compute the due hours before ``now``'s hour (see the module doc) and ``hours`` (the
     hours whose ``gpu_energy_1h`` rows were just recomputed), on the writer's connection.
     Returns the hours computed."""
+    _forget_after_upgrade(con)
     first = con.execute("SELECT min(ts) FROM gpu_energy_1h").fetchall()[0][0]
     hi = floor_hour(now)
     due = set(hours)
