@@ -228,3 +228,30 @@ def test_hours_hashed_by_another_duckdb_are_computed_again(empty_wh):
         pass
     assert node_energy.serves(cur, start, end) == (start, end)
     _same(cur, start, end, "hour")
+
+
+class _Statements:
+    """A cursor that records the statements run on it."""
+
+    def __init__(self, cur):
+        self.cur, self.sql = cur, []
+
+    def execute(self, sql, *args):
+        self.sql.append(sql)
+        return self.cur.execute(sql, *args)
+
+
+def test_a_range_with_an_hour_not_kept_hashes_nothing(empty_wh):
+    """A range reaching an hour with no kept row (before the first data, or not yet
+    computed) is computed live: its inputs are not hashed first in vain (~0.1 s of CPU
+    for 7 days at 24,576 GPUs)."""
+    gpu = [(T0 + h * H, "n0", 0, 1000.0 + h) for h in range(8)]
+    _load(empty_wh, 1, gpu, [(T0 + timedelta(minutes=7), "n0", None, 500.0, None)])
+    _refresh(empty_wh, T0 + 9 * H, max_hours=100)
+    cur = _Statements(empty_wh.reader())
+    assert node_energy.serves(cur, T0, T0 + 8 * H) == (T0, T0 + 8 * H)
+    for start, end in ((T0 - 24 * H, T0 + 8 * H), (T0 + 2 * H, T0 + 10 * H)):
+        cur.sql.clear()
+        assert node_energy.serves(cur, start, end) is None
+        assert not [s for s in cur.sql if "hash(" in s]
+    _same(empty_wh.reader(), T0 - 24 * H, T0 + 8 * H, "hour")

@@ -132,6 +132,10 @@ SELECT count(*) FILTER (WHERE {same}),
 FROM sig s JOIN node_energy_hours k USING (ts)
 """, sig=fill(_SIG, scan_lo="$lo", power_sig="NULL::HUGEINT"), same=_SAME)
 
+#: The hours of [$lo, $hi) kept: fewer than the range's, it is computed live without
+#: hashing its inputs first (~0.1 s of CPU for 7 days at 24,576 GPUs).
+_KEPT_SQL = "SELECT count(*) FROM node_energy_hours WHERE ts >= $lo AND ts < $hi"
+
 _EXISTS_SQL = ("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'node_energy_hours' "
                "AND schema_name = current_schema() AND database_name = current_database()")
 
@@ -162,9 +166,12 @@ def serves(cur, start: datetime, end: datetime) -> tuple[datetime, datetime] | N
     lo, hi = ceil_hour(start), floor_hour(end)
     if lo >= hi or not cur.execute(_EXISTS_SQL).fetchall()[0][0]:
         return None
+    hours = int((hi - lo) / HOUR)
+    if cur.execute(_KEPT_SQL, {"lo": lo, "hi": hi}).fetchall()[0][0] < hours:
+        return None  # an hour not kept (yet, or before the data): no hash-sums in vain
     fresh, head = cur.execute(_SERVES_SQL, {"start": start, "lo": lo, "hi": hi}
                               ).fetchall()[0]
-    return (lo, hi) if fresh == int((hi - lo) / HOUR) and head == 0 else None
+    return (lo, hi) if fresh == hours and head == 0 else None
 
 
 def _compute(con, lo: datetime, hi: datetime, now: datetime) -> None:
