@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.dash_seed import NOW, seed_dashboard
 from tests.support.frames import T0, samples
-from warehouse import Warehouse, usage
+from warehouse import Warehouse, kept_hours, usage
 from warehouse import fleet_hours as fh
 from warehouse.analytics import refresh
 from warehouse.queries import energy_method as em
@@ -252,7 +252,7 @@ def test_the_chunk_goes_back_and_starts_again(monkeypatch):
         now = T0 + 20 * timedelta(days=1)
         def chunk(con):
             lo, hi, nxt = fh._heal_window(con, now, 2.0)
-            usage.move_heal_cursor(con, fh.HEAL_KEY, nxt, (lo, hi), [])
+            kept_hours.move_heal_cursor(con, fh.HEAL_KEY, nxt, (lo, hi), [])
             return lo, hi
 
         got = [w.write(chunk).result() for _ in range(4)]
@@ -276,7 +276,7 @@ def test_a_stale_day_left_due_is_compared_again_by_the_next_refresh(monkeypatch)
         while w.write(lambda con: refresh(con, now, None)).result()["fleet_pending"]:
             pass
         top = now - timedelta(days=2)
-        w.write(lambda con: usage.move_heal_cursor(con, fh.HEAL_KEY, top - timedelta(days=14),
+        w.write(lambda con: kept_hours.move_heal_cursor(con, fh.HEAL_KEY, top - timedelta(days=14),
                                                     (now, now), [])).result()
         w.ingest("allocations", _alloc(T0 + 2 * H, T0 + 3 * H)).result()  # moved
         w.ingest("allocations", pa.Table.from_pylist(

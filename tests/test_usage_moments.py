@@ -33,7 +33,7 @@ def _alloc(start: datetime, end: datetime, gpu: int = 0, *, job: str = "a", run:
 def _refresh(w: Warehouse) -> int:
     """Hours of ``gpu_usage_1h`` recomputed by refreshes until none is pending, and at
     least as many as it takes the chunks of days before the recheck window
-    (usage.HEAL_DAYS each) to reach the first hour."""
+    (kept_hours.HEAL_DAYS each) to reach the first hour."""
     hours, pending, n = 0, True, 0
     while pending or n < 3:
         out = w.write(lambda con: analytics.refresh(con, NOW, OPTS)).result()
@@ -135,7 +135,7 @@ def test_ledger_rows_the_minute_tier_no_longer_reaches_are_not_signed(w):
 
 def test_days_before_the_window_are_compared_a_chunk_per_refresh(w):
     """The day check reads the allocations of a chunk of days per refresh
-    (usage.HEAL_DAYS, going back from the recheck window), not of the minute tier's
+    (kept_hours.HEAL_DAYS, going back from the recheck window), not of the minute tier's
     whole reach (~11 s of CPU per refresh over 90 days at 24,576 GPUs): a move 3 days
     before the window is found by the second refresh, whose chunk reaches its day."""
     w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()

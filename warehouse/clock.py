@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 
 def utcnow() -> datetime:
@@ -13,3 +13,17 @@ def utcnow() -> datetime:
 def naive_utc(ts: datetime) -> datetime:
     """``ts`` as a naive UTC datetime (a zone-aware one is converted; naive is UTC)."""
     return ts.astimezone(UTC).replace(tzinfo=None) if ts.tzinfo is not None else ts
+
+
+HOUR = timedelta(hours=1)
+
+
+def floor_hour(ts: datetime) -> datetime:
+    """``ts`` floored to its hour."""
+    return ts.replace(minute=0, second=0, microsecond=0)
+
+
+def ceil_hour(ts: datetime) -> datetime:
+    """``ts`` rounded up to an hour (itself when whole)."""
+    floor = floor_hour(ts)
+    return floor if floor == ts else floor + HOUR

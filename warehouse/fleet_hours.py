@@ -22,7 +22,7 @@ allocation's end learnt late, its times moved with its length kept, GPU time mov
 another GPU, node, job or run). The refresh fills rows kept before migrations 21 and 23
 where their allocations are unchanged (:func:`fill_rows`), computes hours without a row, the newest
 :data:`MAX_HOURS` first, within ``recheck_days`` hours whose samples or clipped
-allocations changed (the signatures of warehouse/usage.py), before it every hour of a
+allocations changed (the signatures of warehouse/kept_hours.py), before it every hour of a
 day whose rows' moments differ from the allocations' now, and deletes the rows of hours
 the 1-hour tier no longer holds (retention). The table is not exported to the lake: it is
 derived from tables that are, and a lake's reader computes the sums live.
@@ -40,19 +40,12 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
-from warehouse import hour_usage, usage
+from warehouse import hour_usage, kept_hours
+from warehouse.clock import HOUR, ceil_hour, floor_hour
 from warehouse.db import fill, transaction
+from warehouse.kept_hours import ALLOC_MOMENTS, SIGNATURES, due_from, recheck_start
 from warehouse.rollups import merge_ranges
-from warehouse.usage import (
-    _SIGNATURES,
-    ALLOC_MOMENTS,
-    HOUR,
-    bind,
-    ceil_hour,
-    due_from,
-    floor_hour,
-    recheck_start,
-)
+from warehouse.usage import bind
 from warehouse.writer import yield_to_urgent
 
 #: Hours one refresh computes at most (the newest first): a first backfill of the 1-hour
@@ -184,7 +177,7 @@ SELECT ts, sum(hash(node, gpu_index, samples, counter_samples, method)) AS energ
 FROM gpu_energy_1h WHERE ts >= {lo} AND ts < {hi} GROUP BY ts
 """
 
-#: Per hour of [$lo, $hi) (the CTE ``sig_clipped`` of warehouse/usage.py) the
+#: Per hour of [$lo, $hi) (the CTE ``sig_clipped`` of warehouse/kept_hours.py) the
 #: allocations' :data:`MOMENTS`.
 _HOUR_MOMENTS = fill("SELECT ts, {moments} FROM sig_clipped GROUP BY ts",
                      moments=fill(MOMENTS, s="s", e="e", share_ppm=SHARE_PPM))
@@ -237,7 +230,7 @@ WHERE t.ts IS NULL
    OR h.ts >= $heal_lo AND h.ts < $heal_hi
       AND date_trunc('day', h.ts) IN (SELECT d FROM stale_days)
 ORDER BY h.ts
-""", signatures=_SIGNATURES, energy_sig=fill(ENERGY_SIG, lo="$lo", hi="$hi"),
+""", signatures=SIGNATURES, energy_sig=fill(ENERGY_SIG, lo="$lo", hi="$hi"),
     day_moments=fill(MOMENTS, s="greatest(start_ts, d, $heal_lo::TIMESTAMP)",
                      e="least(coalesce(end_ts, $heal_hi::TIMESTAMP), d + INTERVAL 1 DAY, "
                        "$heal_hi::TIMESTAMP)", share_ppm=SHARE_PPM))
@@ -254,7 +247,7 @@ SELECT sig.ts, coalesce(f.reporting_s, 0), coalesce(f.allocated_s, 0),
        coalesce(m.key_us, 0)
 FROM sig LEFT JOIN f USING (ts) LEFT JOIN gpu_usage_hours u USING (ts)
 LEFT JOIN m USING (ts)
-""", signatures=_SIGNATURES, hourly=_HOURLY_SQL, moments=_HOUR_MOMENTS)
+""", signatures=SIGNATURES, hourly=_HOURLY_SQL, moments=_HOUR_MOMENTS)
 
 #: Rows kept before migrations 18, 20 or 21 (or re-signed after a DuckDB upgrade) lack a
 #: column the read check or the method card needs; the refresh fills them at most this
@@ -294,7 +287,7 @@ SELECT t.ts, c.alloc_sig, c.share_us, c.m2, c.gpu_us, c.key_us,
        t.energy_sig IS NULL AS unsigned
 FROM fleet_hours_1h t JOIN now_sig c USING (ts)
 WHERE t.ts >= $lo AND t.ts < $hi AND list_contains($hours, t.ts)
-""", signatures=_SIGNATURES, moments=_HOUR_MOMENTS)
+""", signatures=SIGNATURES, moments=_HOUR_MOMENTS)
 
 _SIGN_SQL = """
 UPDATE fleet_hours_1h SET alloc_sig = $sig, alloc_share_us = $share_us, alloc_m2 = $m2,
@@ -311,7 +304,7 @@ HASH_KEY = "fleet_hours_hash_duckdb"
 def resign_after_upgrade(con) -> bool:
     """When the DuckDB version differs from the one meta records for the rows' hashes,
     mark every row's ``energy_sig`` and allocation key moment (``alloc_key_us``,
-    warehouse/usage.py:ALLOC_KEY) missing (so :func:`fill_rows` signs them again, with
+    warehouse/kept_hours.py:ALLOC_KEY) missing (so :func:`fill_rows` signs them again, with
     ``alloc_sig``, where the other exact moments show the allocations unchanged), and
     the usage ledger's key moments too (a day of ``gpu_usage_hours`` with one missing
     keeps the other moments' check until recomputed), and record the version. Run by
@@ -376,12 +369,8 @@ def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
     before the recheck window; None: all of it) those of a day whose allocations'
     moments changed (not its samples or energy rows: the read check computes such hours
     live)."""
-    first = _first(con)
-    if first is None:
-        return []
-    a, b = heal if heal is not None else (first, recheck_start(first, now, recheck_days))
-    return due_from(con, _DUE_SQL, first, now, recheck_days=recheck_days,
-                    idle_pct=idle_pct, extra={"heal_lo": a, "heal_hi": b})
+    return due_from(con, _DUE_SQL, _first(con), now, recheck_days=recheck_days,
+                    idle_pct=idle_pct, heal=heal)
 
 
 def _first(con) -> datetime | None:
@@ -389,9 +378,9 @@ def _first(con) -> datetime | None:
 
 
 #: Days before the recheck window whose allocations one refresh compares with the rows
-#: (:func:`due_hours`; warehouse/usage.py:heal_window): two years at 2 days each take a
-#: year of refreshes, ~30 hours at the default 300-s interval.
-HEAL_DAYS = usage.HEAL_DAYS
+#: (:func:`due_hours`; warehouse/kept_hours.py:heal_window): two years at 2 days each
+#: take a year of refreshes, ~30 hours at the default 300-s interval.
+HEAL_DAYS = kept_hours.HEAL_DAYS
 HEAL_KEY = "fleet_hours_heal_until"  # meta: where the next chunk ends (ISO)
 
 
@@ -401,7 +390,7 @@ def _heal_window(con, now: datetime,
     where meta's cursor goes past it."""
     first = _first(con)
     top = recheck_start(first, now, recheck_days) if first is not None else now
-    return usage.heal_window(con, first, top, HEAL_KEY, HEAL_DAYS)
+    return kept_hours.heal_window(con, first, top, HEAL_KEY, HEAL_DAYS)
 
 
 def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
@@ -444,7 +433,7 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
                 con.execute(*bind(KEEP_SQL, **params))  # the energy method's seconds
             lo = step
             yield_to_urgent()  # live collection waits one slice, not the whole refresh
-    usage.move_heal_cursor(con, HEAL_KEY, heal_next, (heal_lo, heal_hi),
-                           due[:len(due) - len(todo)])
+    kept_hours.move_heal_cursor(con, HEAL_KEY, heal_next, (heal_lo, heal_hi),
+                                due[:len(due) - len(todo)])
     return {"fleet_hours": len(todo), "fleet_pending": len(due) - len(todo), **filled,
             "fleet_s": round(time.perf_counter() - t0, 3)}

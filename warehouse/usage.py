@@ -21,8 +21,8 @@ an hour the 1-minute tier reaches is recomputed (:func:`due_hours`) when it has 
 ledger row, when the idle threshold changed, when its samples (``sum(samples)`` of the
 1-hour tier) changed, or when its allocations changed: within ``recheck_days`` exactly
 (an order-independent hash-sum of the allocations clipped to the hour), before that by
-the allocated GPU-microseconds and exact moments (:data:`ALLOC_MOMENTS`, migrations 22
-and 23) of its day, a chunk of :data:`HEAL_DAYS` days per refresh (:func:`heal_window`).
+the allocated GPU-microseconds and exact moments (warehouse/kept_hours.py:ALLOC_MOMENTS,
+migrations 22 and 23) of its day, a chunk of 2 days per refresh (kept_hours.heal_window).
 
 Units: seconds, joules, percent; timestamps naive UTC, ranges ``[start, end)``.
 """
@@ -37,11 +37,19 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from warehouse import meta
+from warehouse.clock import HOUR, ceil_hour, floor_hour
 from warehouse.db import fill, transaction
+from warehouse.kept_hours import (
+    ALLOC_MOMENTS,
+    SIGNATURES,
+    due_from,
+    heal_window,
+    move_heal_cursor,
+    recheck_start,
+)
 from warehouse.rollups import MINUTE_CUTOFF_KEY, merge_ranges
 from warehouse.writer import yield_to_urgent
 
-HOUR = timedelta(hours=1)
 SLICE = timedelta(hours=6)  # hours recomputed per transaction
 #: Hours one refresh recomputes at most, the newest first: a first backfill of the minute
 #: tier's 90 days then takes many refreshes instead of holding the writer for minutes
@@ -287,15 +295,6 @@ class Part:
     end: datetime
 
 
-def floor_hour(ts: datetime) -> datetime:
-    return ts.replace(minute=0, second=0, microsecond=0)
-
-
-def ceil_hour(ts: datetime) -> datetime:
-    floor = floor_hour(ts)
-    return floor if floor == ts else floor + HOUR
-
-
 def split(start: datetime, end: datetime, *, table: tuple[datetime, datetime] | None,
           reach: datetime | None) -> list[Part]:
     """Pure: ``[start, end)`` as parts. ``table``: the whole hours ``[A, B)`` the table
@@ -387,67 +386,13 @@ def combine(frames: list[pd.DataFrame], keys: list[str], cols: list[str]) -> pd.
 
 # ---------------------------------------------------------------- writing: the refresh
 
-#: A 32-bit key of an allocation for :data:`ALLOC_MOMENTS`' ``key_us``, from DuckDB's
-#: ``hash()`` (a stable digest such as md5 cost 20x more: ~1 s of CPU for 726,000
-#: allocations). Another DuckDB may hash otherwise: the kept keys are then set aside
-#: (warehouse/fleet_hours.py:resign_after_upgrade) and signed again where the other
-#: moments show the allocations unchanged. Migration 23.
-ALLOC_KEY = "(hash(job_id, run_index, node, gpu_index) >> 32)"
-
-#: Exact integers of the allocations clipped to [{s}, {e}) (timestamps), summed: the time
-#: moment sum(epoch_us(e)^2 - epoch_us(s)^2) (``m2``: an allocation moved in time, even
-#: with its length kept), the microseconds x ``gpu_index`` (``gpu_us``: one moved to
-#: another GPU at the same times) and the microseconds x :data:`ALLOC_KEY` (``key_us``:
-#: GPU time moved to another node, job or run at the same times and GPU index, e.g. a
-#: run's tail given to the next run on another node). Additive over time: e^2 - s^2
-#: telescopes over the pieces of an allocation, so the hours' sums are their day's (or
-#: range's) exactly.
-ALLOC_MOMENTS = fill("""
-sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * (epoch_us({e}) + epoch_us({s}))) AS m2,
-sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * gpu_index) AS gpu_us,
-sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * {key}) AS key_us""", key=ALLOC_KEY)
-
-#: Per hour of [$lo, $hi) (``sig``): sum(samples) of the 1-hour tier, the hash-sum of the
-#: allocations clipped to the hour, their GPU-microseconds in it and their moments
-#: (:data:`ALLOC_MOMENTS`). Clipping keeps a running job's past hours unchanged when it
-#: ends: only the hour of its end changes.
-_SIGNATURES = fill("""
-sig_hours AS (SELECT unnest(range($lo::TIMESTAMP, $hi::TIMESTAMP, INTERVAL 1 HOUR)) AS ts),
-sig_samples AS (
-    SELECT ts, sum(samples) AS samples FROM gpu_samples_1h
-    WHERE ts >= $lo AND ts < $hi GROUP BY ts
-),
-sig_clipped AS (
-    SELECT ts, job_id, run_index, node, gpu_index, share, gpu_i_ids,
-           greatest(start_ts, ts) AS s,
-           least(coalesce(end_ts, ts + INTERVAL 1 HOUR), ts + INTERVAL 1 HOUR) AS e
-    FROM (SELECT *, unnest(range(greatest(date_trunc('hour', start_ts), $lo::TIMESTAMP),
-                                 least(coalesce(end_ts, $hi::TIMESTAMP), $hi::TIMESTAMP),
-                                 INTERVAL 1 HOUR)) AS ts
-          FROM allocations WHERE start_ts < $hi AND coalesce(end_ts, $hi) > $lo)
-),
-sig_allocs AS (
-    SELECT ts, sum(hash(job_id, run_index, node, gpu_index, s, e, share, gpu_i_ids))
-                   AS alloc_sig,
-           sum(epoch_us(e) - epoch_us(s)) AS alloc_us, {moments}
-    FROM sig_clipped GROUP BY ts
-),
-sig AS (
-    SELECT h.ts, coalesce(s.samples, 0)::BIGINT AS samples,
-           coalesce(a.alloc_sig, 0)::HUGEINT AS alloc_sig,
-           coalesce(a.alloc_us, 0)::BIGINT AS alloc_us,
-           coalesce(a.m2, 0)::HUGEINT AS alloc_m2, coalesce(a.gpu_us, 0)::HUGEINT AS alloc_gpu_us,
-           coalesce(a.key_us, 0)::HUGEINT AS alloc_key_us
-    FROM sig_hours h LEFT JOIN sig_samples s USING (ts) LEFT JOIN sig_allocs a USING (ts)
-)""", moments=fill(ALLOC_MOMENTS, s="s", e="e"))
-
 #: The hours of [$first, $hi) to recompute: no ledger row; another idle threshold;
 #: within the recheck window [$lo, $hi) other samples or allocations (``sig``); before
 #: it other samples, and in [$heal_lo, $heal_hi) (a chunk of days before the window,
 #: :func:`heal_window`) other allocated GPU-microseconds or moments
-#: (:data:`ALLOC_MOMENTS`) in the hour's day. Every day at once cost ~0.25 s of CPU per
-#: 2 days of a 24,576-GPU fleet's allocations, ~11 s per refresh over the minute tier's
-#: 90 days. A day with a ledger row kept before
+#: (warehouse/kept_hours.py:ALLOC_MOMENTS) in the hour's day. Every day at once cost
+#: ~0.25 s of CPU per 2 days of a 24,576-GPU fleet's allocations, ~11 s per refresh over
+#: the minute tier's 90 days. A day with a ledger row kept before
 #: migration 22 (no moments) compares its microseconds only, and one with a row kept
 #: before migration 23 (or whose key another DuckDB hashed) no allocation key, until
 #: its hours are recomputed or leave the minute tier: the upgrade does not make the
@@ -496,7 +441,7 @@ WHERE l.ts IS NULL OR l.idle_pct IS DISTINCT FROM $idle_pct
            OR ld.n = ld.keyed  -- and its allocation key (migration 23)
               AND ld.key_us <> coalesce(od.key_us, 0))
 ORDER BY h.ts
-""", signatures=_SIGNATURES, day_moments=fill(ALLOC_MOMENTS, s="s", e="e"))
+""", signatures=SIGNATURES, day_moments=fill(ALLOC_MOMENTS, s="s", e="e"))
 
 _INSERT_USAGE_SQL = fill("""
 INSERT INTO gpu_usage_1h
@@ -512,7 +457,7 @@ INSERT INTO gpu_usage_hours (ts, samples, alloc_sig, alloc_us, idle_pct, compute
 WITH {signatures}
 SELECT ts, samples, alloc_sig, alloc_us, $idle_pct, $now, alloc_m2, alloc_gpu_us,
        alloc_key_us FROM sig
-""", signatures=_SIGNATURES)
+""", signatures=SIGNATURES)
 
 
 def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
@@ -524,76 +469,11 @@ def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
     GPU-seconds or moments of their day (history written or imported late: the service
     writes its history while the refresh runs; an allocation moved with its length kept,
     or GPU time moved to another GPU, node, job or run)."""
-    first = minute_reach(con)
-    if first is None:
-        return []
-    a, b = heal if heal is not None else (first, recheck_start(first, now, recheck_days))
-    return due_from(con, _DUE_SQL, first, now, recheck_days=recheck_days,
-                    idle_pct=idle_pct, extra={"heal_lo": a, "heal_hi": b})
+    return due_from(con, _DUE_SQL, minute_reach(con), now, recheck_days=recheck_days,
+                    idle_pct=idle_pct, heal=heal)
 
 
-#: Days before the recheck window whose allocations one refresh compares with the kept
-#: hours (the usage ledger's and ``fleet_hours_1h``'s, each with its own cursor in meta),
-#: going back a chunk per refresh from the window and starting again from it past the
-#: first hour: one pass over all of them would cost more than all the rest (~0.25 s of
-#: CPU per 2 days of a 24,576-GPU fleet's allocations). The minute tier's 90 days are
-#: compared in 45 refreshes (under 4 hours at the default 300-s interval).
-HEAL_DAYS = 2
-HEAL_KEY = "usage_heal_until"  # meta: where the usage ledger's next chunk ends (ISO)
-
-
-def heal_window(con, first: datetime | None, top: datetime, key: str,
-                days: float = HEAL_DAYS) -> tuple[datetime, datetime, datetime]:
-    """The next chunk ``[lo, hi)`` of ``days`` days between ``first`` (floored to the
-    hour) and ``top`` (the recheck window's start) to compare, read from meta's cursor
-    ``key``, and where the cursor goes past it (:func:`move_heal_cursor`)."""
-    if first is None:
-        return top, top, top
-    rows = con.execute("SELECT value FROM meta WHERE key = $k", {"k": key}).fetchall()
-    hi = datetime.fromisoformat(rows[0][0]) if rows else top
-    if not floor_hour(first) < hi <= top:
-        hi = top
-    lo = max(floor_hour(first), datetime.combine((hi - timedelta(days=days)).date(),
-                                                 datetime.min.time()))
-    return lo, hi, (lo if lo > floor_hour(first) else top)
-
-
-def move_heal_cursor(con, key: str, to: datetime, chunk: tuple[datetime, datetime],
-                     left: list[datetime]) -> None:
-    """Meta's cursor ``key`` moved to ``to`` (on the writer's connection), unless hours
-    of ``chunk`` (``[lo, hi)``) are among ``left``, those due that this refresh did not
-    compute (more were due than one refresh computes): the chunk is then compared again
-    next time instead of waiting for the next rotation."""
-    if any(chunk[0] <= t < chunk[1] for t in left):
-        return
-    with transaction(con):
-        con.execute("INSERT OR REPLACE INTO meta VALUES ($k, $v)",
-                    {"k": key, "v": to.isoformat()})
-
-
-def recheck_start(first: datetime, now: datetime, recheck_days: float) -> datetime:
-    """The recheck window's start (``$lo`` of :func:`due_from`): ``recheck_days`` before
-    ``now``, floored to the hour, between ``first`` (floored) and the last complete hour."""
-    hi = floor_hour(now)
-    return min(hi, max(floor_hour(first), floor_hour(now - timedelta(days=recheck_days))))
-
-
-def due_from(con, sql: str, first: datetime | None, now: datetime, *,
-             recheck_days: float, idle_pct: float,
-             extra: dict | None = None) -> list[datetime]:
-    """The hours ``sql`` finds due between ``first`` (floored to the hour) and the last
-    complete hour before ``now``, rechecking those within ``recheck_days``: ``sql``
-    takes ``$first``, ``$lo`` (the recheck window's start, :func:`recheck_start`),
-    ``$hi``, ``$idle_pct`` and the parameters ``extra`` and returns the hours. Shared by
-    the usage table's and the fleet hours' refresh."""
-    hi = floor_hour(now)
-    if first is None or floor_hour(first) >= hi:
-        return []
-    lo = recheck_start(first, now, recheck_days)
-    rows = con.execute(sql, {"first": floor_hour(first), "lo": lo, "hi": hi,
-                             "idle_pct": float(idle_pct), **(extra or {})}).fetchall()
-    return [r[0] for r in rows]
-
+HEAL_KEY = "usage_heal_until"  # meta: where the ledger's next chunk of days ends (ISO)
 
 #: Ledger rows without an allocation key moment (kept before migration 23, or set aside
 #: after a DuckDB upgrade) one refresh signs at most, the newest first (:func:`fill_keys`).
@@ -617,13 +497,13 @@ FROM (WITH {signatures} SELECT * FROM sig) s
 WHERE l.ts = s.ts AND list_contains($hours, l.ts) AND l.alloc_key_us IS NULL
   AND l.alloc_us = s.alloc_us AND l.alloc_m2 = s.alloc_m2
   AND l.alloc_gpu_us = s.alloc_gpu_us
-""", signatures=_SIGNATURES)
+""", signatures=SIGNATURES)
 
 
 def fill_keys(con, *, max_hours: int = MAX_KEY_HOURS) -> int:
     """Give the newest ``max_hours`` ledger rows that lack it their allocation key moment
-    (:data:`ALLOC_MOMENTS`' ``key_us``) where their other moments show the allocations
-    unchanged, a slice of :data:`SLICE` per transaction, from the hour the minute tier
+    (warehouse/kept_hours.py:ALLOC_MOMENTS' ``key_us``) where their other moments show the
+    allocations unchanged, a slice of :data:`SLICE` per transaction, from the hour the minute tier
     reaches (:func:`minute_reach`). Returns the hours looked at."""
     first = minute_reach(con)
     if first is None:
