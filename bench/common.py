@@ -70,6 +70,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def work_parent(workdir: str | Path | None) -> str | None:
+    """``--workdir`` made when missing (its parent too), as ``dir=`` for tempfile,
+    which needs it to exist; None (the system's temporary directory) stays None."""
+    if workdir:
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+        return str(workdir)
+    return None
+
+
 def dir_bytes(path: str | Path) -> int:
     """Bytes of every file under ``path``."""
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())

@@ -67,6 +67,7 @@ from bench.common import (  # noqa: E402
     print_targets,
     repeat,
     timed,
+    work_parent,
 )
 from collector.dcgm import DcgmCollector  # noqa: E402
 from collector.sanitize import sanitize_samples  # noqa: E402
@@ -398,7 +399,7 @@ def run(args) -> int:
     live_start = NOW - timedelta(minutes=args.live_minutes)
     if args.keep and Path(args.keep).exists():
         return callbacks_only(args)
-    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+    with tempfile.TemporaryDirectory(dir=work_parent(args.workdir)) as tmp:
         path = args.keep or str(Path(tmp) / "scale.duckdb")
         with mp.get_context("spawn").Pool(1) as pool:
             h = pool.apply(write_history, (path, config, anchor, args.live_minutes,

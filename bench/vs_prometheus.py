@@ -54,6 +54,7 @@ from bench.common import (  # noqa: E402
     print_targets,
     repeat,
     timed,
+    work_parent,
 )
 from collector.simulator import Cluster, SimConfig  # noqa: E402
 from warehouse import Retention, Warehouse  # noqa: E402
@@ -326,9 +327,7 @@ def run(args) -> int:
     print(f"data: {config.n_gpus:,} GPUs x {args.days} days every {args.interval:g} s = "
           f"{per_metric / 1e6:,.1f} M samples per metric; {len(METRICS)} metrics "
           f"({', '.join(m.removeprefix('DCGM_FI_DEV_') for m in METRICS)}) in both systems")
-    if args.workdir:  # mkdtemp needs its parent to exist
-        Path(args.workdir).mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="gpulens-vs-prom-", dir=args.workdir))
+    workdir = Path(tempfile.mkdtemp(prefix="gpulens-vs-prom-", dir=work_parent(args.workdir)))
     prom = None
     wh = Warehouse(workdir / "gpulens.duckdb")
     source = Warehouse(workdir / "source.duckdb")

@@ -65,7 +65,9 @@ def test_every_shared_figure_agrees(wh, report):
     assert inside and all(job_id in by_job.index for (job_id,) in inside)
     for (job_id,) in inside:
         page = qj.energy(wh.reader(), job_id=job_id, now=NOW, opts=opts)
-        assert page["facility_kwh"].sum() == pytest.approx(by_job.loc[job_id, "facility_kwh"])
+        for col in ("gpu_kwh", "facility_kwh", "carbon_kg"):  # carbon priced per hour on
+            # both (issue 17: the Job page priced a partial first hour per minute)
+            assert page[col].sum() == pytest.approx(by_job.loc[job_id, col]), (job_id, col)
     # allocated GPU-hours: the Utilisation page's breakdown
     util = qu.utilisation_by(wh.reader(), by="partition", start=start, end=end)
     assert this["fleet"]["allocated_gpu_h"] == pytest.approx(
