@@ -78,6 +78,29 @@ def test_every_shared_figure_agrees(wh, report):
     assert this["reliability"]["large_ettr"] == pytest.approx(qg.ettr_summary(large)["ettr"])
 
 
+def test_energy_of_failures_prices_runs_as_the_job_page(wh, report):
+    """A failed run's lost kWh and carbon per GPU-hour lost are its energy and carbon per
+    GPU-hour as its Job page counts them (whole hours, priced as the Energy page prices
+    them; issue 17: the first partial hour of the window's earliest run was computed and
+    priced per minute). The earliest runs are those it changed."""
+    start, end, opts = report.start, report.end, Options(large_job_gpus=16)
+    lost = qe.failure_carbon(wh.reader(), start=start, end=end, opts=opts).set_index(
+        ["job_id", "run_index"])
+    earliest = wh.reader().execute(
+        "SELECT job_id, run_index FROM failures WHERE end_ts >= $s AND end_ts < $e"
+        " ORDER BY start_ts LIMIT 3", {"s": start, "e": end}).fetchall()
+    assert len(earliest) == 3
+    for job_id, run_index in earliest:
+        page = qj.energy(wh.reader(), job_id=job_id, now=NOW, opts=opts).set_index(
+            "run_index").loc[run_index]
+        row = lost.loc[(job_id, run_index)]
+        assert page["gpu_hours"] > 0
+        for col, shown in (("lost_kwh", "facility_kwh"), ("lost_carbon_kg", "carbon_kg")):
+            assert row[col] == pytest.approx(
+                row["gpu_hours_lost"] * page[shown] / page["gpu_hours"], rel=1e-9), (
+                job_id, run_index, col)
+
+
 def _views(w: Warehouse, now: datetime, week_start: datetime) -> dict[str, float]:
     """GPU-hours lost this week as each view shows it."""
     nums = weekly.week_numbers(w.reader, start=week_start, end=now, now=now)

@@ -38,6 +38,7 @@ import pandas as pd
 from gpulens.settings import default
 from warehouse import carbon, hour_usage, node_energy, usage
 from warehouse.analytics import Options
+from warehouse.clock import floor_hour
 from warehouse.db import fill
 from warehouse.queries import fleet
 
@@ -425,7 +426,10 @@ def failure_carbon(cur, *, start: datetime, end: datetime, opts: Options | None 
                         {"start": start, "end": end}).df()
     if fails.empty:
         return fails.assign(lost_kwh=[], lost_carbon_kg=[])
-    lo = min(pd.Timestamp(fails["start_ts"].min()).to_pydatetime(), start)
+    # from the hour of the earliest run's start: a run has no usage outside its
+    # allocations, and whole hours are read from the usage table (issue 17: the earliest
+    # runs' partial hour was computed per minute, and priced per minute, not per hour)
+    lo = min(floor_hour(pd.Timestamp(fails["start_ts"].min()).to_pydatetime()), start)
     runs = run_energy(cur, start=lo, end=end, opts=opts, resolution=resolution,
                       wanted=(_FAILED_RUNS, {"fail_start": start, "fail_end": end}))
     df = price_lost(fails, runs)
