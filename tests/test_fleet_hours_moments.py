@@ -56,6 +56,17 @@ def _counter_then_power(w, *, counter_gpus=(0, 1)):
     w.rollup().result()
 
 
+def _kept_20_days(w) -> datetime:
+    """The counter-then-power hours with one run (T0 + 1 h to + 2 h), refreshed until
+    every hour is kept at ``now`` = T0 + 20 days, which it returns."""
+    _counter_then_power(w)
+    w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
+    now = T0 + 20 * timedelta(days=1)
+    while w.write(lambda con: refresh(con, now, None)).result()["fleet_pending"]:
+        pass
+    return now
+
+
 def _check(w, start, end):
     """The kept answers equal the live ones (the method card's seconds, the fleet's
     GPU-hours)."""
@@ -222,11 +233,7 @@ def test_days_long_before_the_window_are_compared_a_chunk_per_refresh(monkeypatc
     reaches it within a few refreshes; until then the read check computes it live."""
     monkeypatch.setattr(fh, "HEAL_DAYS", 7)
     with Warehouse(":memory:") as w:
-        _counter_then_power(w)
-        w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
-        now = T0 + 20 * timedelta(days=1)
-        while w.write(lambda con: refresh(con, now, None)).result()["fleet_pending"]:
-            pass
+        now = _kept_20_days(w)
         w.write(lambda con: con.execute("DELETE FROM meta WHERE key = $k",
                                         {"k": fh.HEAL_KEY})).result()  # from the window
         start, end = T0, T0 + 4 * H
@@ -270,11 +277,7 @@ def test_a_stale_day_left_due_is_compared_again_by_the_next_refresh(monkeypatch)
     review, R4)."""
     monkeypatch.setattr(fh, "HEAL_DAYS", 7)
     with Warehouse(":memory:") as w:
-        _counter_then_power(w)
-        w.ingest("allocations", _alloc(T0 + H, T0 + 2 * H)).result()
-        now = T0 + 20 * timedelta(days=1)
-        while w.write(lambda con: refresh(con, now, None)).result()["fleet_pending"]:
-            pass
+        now = _kept_20_days(w)
         top = now - timedelta(days=2)
         w.write(lambda con: kept_hours.move_heal_cursor(con, fh.HEAL_KEY, top - timedelta(days=14),
                                                     (now, now), [])).result()
