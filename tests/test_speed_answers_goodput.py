@@ -105,8 +105,7 @@ def test_exposure_on_random_runs_as_before(empty_wh, seed, window, gpus_per_node
         assert got == pytest.approx(before, rel=1e-12, abs=1e-12)
     finally:
         w.write(lambda con: con.execute(
-            "DELETE FROM allocations; DELETE FROM run_nodes; DELETE FROM job_runs;"
-            " DELETE FROM jobs")).result()  # run_nodes: the writer's pairs of allocations
+            "DELETE FROM allocations; DELETE FROM job_runs; DELETE FROM jobs")).result()
 
 
 #: warehouse/goodput.py's failed runs before issue 17's second pass: every run joined to

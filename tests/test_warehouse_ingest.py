@@ -3,8 +3,6 @@ from datetime import datetime, timedelta
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from tests.support.frames import T0, samples
 from warehouse import BatchError, Warehouse
@@ -145,39 +143,3 @@ def test_upsert_redelivered_rows_change_nothing_and_changes_still_land(wh):
     end = T0 + timedelta(hours=1)
     wh.ingest("allocations", allocs(end, [3], None)).result()
     assert stored() == [(0, end, 0.5, [3]), (1, end, None, None)]
-
-
-_PAIRS = "SELECT DISTINCT job_id, run_index, node FROM {} ORDER BY ALL"
-
-
-@given(batches=st.lists(st.lists(st.tuples(st.sampled_from(["1", "2", "3_1"]),
-                                           st.integers(0, 2), st.sampled_from(["a", "b", "c"]),
-                                           st.integers(0, 7)), max_size=12), max_size=5))
-def test_run_nodes_are_the_distinct_nodes_of_the_allocations(batches):
-    """run_nodes (migration 25, the failure rate's exposure) is the DISTINCT (run, node)
-    of allocations whatever the batches: re-delivered, overlapping, repeated keys."""
-    with Warehouse(":memory:") as w:
-        for rows in batches:
-            frame = pd.DataFrame([{"job_id": j, "run_index": r, "node": n, "gpu_index": g,
-                                   "start_ts": T0, "end_ts": None} for j, r, n, g in rows],
-                                 columns=["job_id", "run_index", "node", "gpu_index",
-                                          "start_ts", "end_ts"])
-            if len(frame):
-                w.ingest("allocations", frame).result()
-        cur = w.reader()
-        assert (cur.execute(_PAIRS.format("run_nodes")).fetchall()
-                == cur.execute(_PAIRS.format("allocations")).fetchall())
-
-
-def test_migration_fills_run_nodes_from_stored_allocations(tmp_path):
-    """A warehouse of migration 24 with allocations gets their pairs at migration 25."""
-    path = tmp_path / "w.duckdb"
-    with Warehouse(path) as w:
-        w.ingest("allocations", pd.DataFrame(
-            [{"job_id": "1", "run_index": 0, "node": n, "gpu_index": g, "start_ts": T0,
-              "end_ts": None} for n in ("a", "b") for g in range(4)])).result()
-        w.write(lambda con: con.execute(
-            "DROP TABLE run_nodes; DELETE FROM schema_migrations WHERE version = 25")).result()
-    with Warehouse(path) as w:
-        assert w.reader().execute(_PAIRS.format("run_nodes")).fetchall() == [
-            ("1", 0, "a"), ("1", 0, "b")]

@@ -8,7 +8,6 @@ updates the row, keeping stored values where the new delivery has NULL.
 Every samples batch also records its time range in ``rollup_pending`` in the same
 transaction, so the rollup job finds it even after a crash, and upserts each GPU's newest
 row into ``gpu_latest`` (only when newer than the stored one), which "now" queries read.
-Every allocations batch adds its runs' nodes to ``run_nodes`` (:data:`RUN_NODES_SQL`).
 """
 
 from __future__ import annotations
@@ -69,15 +68,6 @@ def upsert_sql(kind: str) -> str:
 
 
 PENDING_SQL = "INSERT INTO rollup_pending VALUES ($1, $2)"
-
-#: The nodes an allocations batch's runs held, added to ``run_nodes`` (migration 25) in
-#: the batch's transaction: the DISTINCT (job_id, run_index, node) of ``allocations``,
-#: which the failure rate's exposure reads instead of every allocation (issue 17).
-#: Allocations are never deleted, and their key holds the node, so adding suffices.
-RUN_NODES_SQL = """
-INSERT INTO run_nodes SELECT DISTINCT job_id, run_index, node FROM batch
-ON CONFLICT DO NOTHING
-"""
 
 
 #: the key of ``gpu_latest``: one row per GPU
@@ -143,8 +133,6 @@ def write_batch(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> i
                     con.execute(latest_sql())
             else:
                 con.execute(upsert_sql(kind))
-                if kind == "allocations":
-                    con.execute(RUN_NODES_SQL)
     finally:
         con.unregister("batch")
         if kind == "samples":

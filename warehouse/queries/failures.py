@@ -46,9 +46,7 @@ ORDER BY end_ts DESC, job_id, run_index
 #: DISTINCT pass over the window's runs' allocations, no count per run), and only the
 #: runs without allocations join ``jobs``: ~150 ms with 2 days of history (the window's
 #: runs are every run there); with a year of history the DISTINCT over every allocation,
-#: unprobed, cost ~2.5x the former query, so the runs' allocations were chosen first.
-#: Now the pairs come from ``run_nodes`` (migration 25: the writer adds each allocations
-#: batch's run-node pairs), ~4x fewer rows and no DISTINCT: 229 -> ~80 ms (2 days).
+#: unprobed, cost ~2.5x the former query, so the runs' allocations are still chosen first.
 _EXPOSURE_SQL = """
 WITH r AS (
     SELECT job_id, run_index, gpus,
@@ -56,9 +54,10 @@ WITH r AS (
                        - epoch_us(greatest(start_ts, $start))) / 8.64e10 AS days
     FROM job_runs WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
 ),
-pairs AS (  -- the nodes of the window's runs (run_nodes: the DISTINCT run, node of
-            -- allocations, kept by the writer, migration 25)
-    SELECT p.job_id, p.run_index, p.node FROM run_nodes p SEMI JOIN r USING (job_id, run_index)
+pairs AS (  -- of the window's runs only: allocations are kept for good, and a DISTINCT
+            -- over all of them grew with the history (a year: ~2.5x the probe's cost)
+    SELECT DISTINCT a.job_id, a.run_index, a.node
+    FROM allocations a SEMI JOIN r USING (job_id, run_index)
 ),
 x AS (  -- a row per run and node it held; one with node NULL for a run without any
     SELECT r.job_id, r.days, r.gpus, p.node
