@@ -122,3 +122,25 @@ def test_reports_archive_is_empty_until_the_generator_exists(cur, tmp_path):
     files = reports.list_report_files(tmp_path)
     assert list(files["title"]) == ["gpulens-2026-W47"]
     assert str(files.loc[0, "week_start"].date()) == "2026-11-16"
+
+
+def test_job_energy_stays_inside_the_span_floor():
+    """A job older than MAX_JOB_SPAN is counted from the floor (now - 31 days, here mid-
+    hour) on, not from the floor's hour: the whole-hour reading (issue 17) stops there."""
+    import pandas as pd
+
+    from tests.support.frames import T0, samples
+
+    floor = T0 + 2 * H + timedelta(minutes=17)
+    now = floor + jobs.MAX_JOB_SPAN
+    with Warehouse(":memory:") as w:
+        w.ingest("samples", samples(start=T0, ticks=4 * 60 * 4, gpus=1, power_w=300.0)).result()
+        w.rollup().result()
+        w.ingest("jobs", pd.DataFrame([{"job_id": "7", "submit_ts": T0}])).result()
+        w.ingest("runs", pd.DataFrame([{"job_id": "7", "run_index": 0, "start_ts": T0 + H,
+                                        "end_ts": T0 + 3 * H, "state": "COMPLETED"}])).result()
+        w.ingest("allocations", pd.DataFrame([{"job_id": "7", "run_index": 0, "node": "node000",
+                                               "gpu_index": 0, "start_ts": T0 + H,
+                                               "end_ts": T0 + 3 * H}])).result()
+        page = jobs.energy(w.reader(), job_id="7", now=now)
+        assert page["gpu_hours"].sum() == pytest.approx((T0 + 3 * H - floor) / H)

@@ -295,10 +295,11 @@ def energy(cur, *, job_id: str, now: datetime, opts: Options | None = None) -> p
     warehouse/queries/energy_method.py). Empty when the job never held a GPU.
 
     Read over whole hours, from the hour of the job's first allocation to the hour after
-    its last (never past ``now``): the runs have no usage outside their allocations, and
-    the hours the usage table holds are read there, priced per hour as the Energy page
-    prices them, instead of every GPU's minutes of a partial first or last hour (issue
-    17: the first 45 minutes of an 8,192-GPU job were ~0.25 s of CPU)."""
+    its last (never past ``now``, nor before ``now - MAX_JOB_SPAN``): the runs have no
+    usage outside their allocations, and the hours the usage table holds are read there,
+    priced per hour as the Energy page prices them, instead of every GPU's minutes of a
+    partial first or last hour (issue 17: the first 45 minutes of an 8,192-GPU job were
+    ~0.25 s of CPU)."""
     span = _span(cur, job_id, now)
     cols = ["run_index", "gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg",
             "embodied_kg", "method"]
@@ -306,8 +307,8 @@ def energy(cur, *, job_id: str, now: datetime, opts: Options | None = None) -> p
         return pd.DataFrame(columns=cols)
     held = cur.execute(_HELD_RUNS, {"job_id": job_id}).fetchall()
     runs = [(job_id, int(r)) for (r,) in held]
-    df = qe.run_energy(cur, start=floor_hour(span[0]), end=min(ceil_hour(span[1]), now),
-                       opts=opts, runs=runs)
+    lo = max(floor_hour(span[0]), now - MAX_JOB_SPAN)  # never before the span's floor
+    df = qe.run_energy(cur, start=lo, end=min(ceil_hour(span[1]), now), opts=opts, runs=runs)
     how = em.run_methods(cur, start=span[0], end=span[1], runs=runs)
     df = df.merge(how[["job_id", "run_index", "method"]], on=["job_id", "run_index"],
                   how="left")
