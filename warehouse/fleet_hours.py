@@ -419,20 +419,20 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
     due = due_hours(con, now, recheck_days=recheck_days, idle_pct=idle_pct,
                     heal=(heal_lo, heal_hi))
     todo = due[-max_hours:] if max_hours > 0 else due
+    def compute(lo: datetime, hi: datetime) -> None:
+        params = {"lo": lo, "hi": hi, "start": lo, "end": hi, "now": now,
+                  "idle_pct": float(idle_pct)}
+        with transaction(con):
+            for table in ("fleet_hours_1h", "gpu_usage_from_1h"):
+                con.execute(fill("DELETE FROM {table} WHERE ts >= $lo AND ts < $hi",
+                                 table=table), {"lo": lo, "hi": hi})
+            con.execute(*bind(_INSERT_SQL, **params))
+            con.execute(*bind(insert_energy, **params))
+            con.execute(*bind(KEEP_SQL, **params))  # the energy method's seconds
+
     for lo, hi in merge_ranges([(t, t) for t in todo], HOUR):
-        while lo < hi:
-            step = min(hi, lo + SLICE)
-            params = {"lo": lo, "hi": step, "start": lo, "end": step, "now": now,
-                      "idle_pct": float(idle_pct)}
-            with transaction(con):
-                for table in ("fleet_hours_1h", "gpu_usage_from_1h"):
-                    con.execute(fill("DELETE FROM {table} WHERE ts >= $lo AND ts < $hi",
-                                     table=table), {"lo": lo, "hi": step})
-                con.execute(*bind(_INSERT_SQL, **params))
-                con.execute(*bind(insert_energy, **params))
-                con.execute(*bind(KEEP_SQL, **params))  # the energy method's seconds
-            lo = step
-            yield_to_urgent()  # live collection waits one slice, not the whole refresh
+        # live collection waits one slice, not the whole refresh
+        kept_hours.in_slices(lo, hi, SLICE, compute)
     kept_hours.move_heal_cursor(con, HEAL_KEY, heal_next, (heal_lo, heal_hi),
                                 due[:len(due) - len(todo)])
     return {"fleet_hours": len(todo), "fleet_pending": len(due) - len(todo), **filled,

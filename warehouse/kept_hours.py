@@ -11,10 +11,14 @@ Timestamps are naive UTC, ranges ``[start, end)``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from warehouse.clock import floor_hour
+import duckdb
+
+from warehouse.clock import HOUR, floor_hour
 from warehouse.db import fill, transaction
+from warehouse.writer import yield_to_urgent
 
 #: A 32-bit key of an allocation for :data:`ALLOC_MOMENTS`' ``key_us``, from DuckDB's
 #: ``hash()`` (a stable digest such as md5 cost 20x more: ~1 s of CPU for 726,000
@@ -133,3 +137,25 @@ def move_heal_cursor(con, key: str, to: datetime, chunk: tuple[datetime, datetim
     with transaction(con):
         con.execute("INSERT OR REPLACE INTO meta VALUES ($k, $v)",
                     {"k": key, "v": to.isoformat()})
+
+
+def in_slices(lo: datetime, hi: datetime, step: timedelta,
+              compute: Callable[[datetime, datetime], object]) -> None:
+    """``compute(a, b)`` over ``[lo, hi)`` (whole hours) in slices of at most ``step``,
+    each its own transaction (``compute`` opens it), the writer yielding to urgent work
+    between them. A slice that runs out of DuckDB's memory (``memory_limit``, the
+    service's ``warehouse.memory_limit_mb``) is rolled back and computed again as two
+    halves on the hour, down to one hour, which then raises: at 24,576 GPUs a 6-hour
+    slice of the usage table (8.8 M minute rows) did not fit in 512 MiB, and the whole
+    refresh failed (issue 17, the full-size `bench/scale.py`)."""
+    while lo < hi:
+        end = min(hi, lo + step)
+        try:
+            compute(lo, end)
+        except duckdb.OutOfMemoryException:
+            if end - lo <= HOUR:
+                raise
+            half = max(HOUR, (end - lo) // 2 // HOUR * HOUR)
+            in_slices(lo, end, half, compute)
+        lo = end
+        yield_to_urgent()

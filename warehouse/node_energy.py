@@ -34,9 +34,9 @@ from datetime import datetime, timedelta
 
 from warehouse import meta
 from warehouse.db import fill, transaction
+from warehouse.kept_hours import in_slices
 from warehouse.rollups import merge_ranges
 from warehouse.usage import HOUR, ceil_hour, floor_hour
-from warehouse.writer import yield_to_urgent
 
 #: W: a BMC energy counter step implying more is not a reading of one node (a counter
 #: wrapped or replaced) and is skipped; no single server draws 100 kW.
@@ -212,9 +212,5 @@ def refresh(con, now: datetime, *, hours: list[datetime] = (),
             "lo": floor_hour(first), "hi": hi, "check_lo": max(floor_hour(first), hi - RECHECK),
             "n": max(0, max_hours)}).fetchall()}
     for lo, top in merge_ranges([(t, t) for t in due if t < hi], HOUR):
-        while lo < top:
-            step = min(top, lo + SLICE)
-            _compute(con, lo, step, now)
-            lo = step
-            yield_to_urgent()
+        in_slices(lo, top, SLICE, lambda a, b: _compute(con, a, b, now))
     return len([t for t in due if t < hi])

@@ -44,6 +44,7 @@ from warehouse.kept_hours import (
     SIGNATURES,
     due_from,
     heal_window,
+    in_slices,
     move_heal_cursor,
     recheck_start,
 )
@@ -538,11 +539,9 @@ def refresh_usage(con, now: datetime, *, recheck_days: float, idle_pct: float,
     params = {"now": now, "idle_pct": float(idle_pct), "partition": None, "rack": None,
               "runs": None}
     for lo, hi in merge_ranges([(t, t) for t in todo], HOUR):
-        while lo < hi:
-            step = min(hi, lo + SLICE)
-            _recompute(con, {**params, "lo": lo, "hi": step, "start": lo, "end": step})
-            lo = step
-            yield_to_urgent()  # live collection waits one slice, not the whole refresh
+        # live collection waits one slice, not the whole refresh
+        in_slices(lo, hi, SLICE, lambda a, b: _recompute(
+            con, {**params, "lo": a, "hi": b, "start": a, "end": b}))
     move_heal_cursor(con, HEAL_KEY, heal_next, (heal_lo, heal_hi), due[:len(due) - len(todo)])
     return {"usage_hours": len(todo), "usage_pending": len(due) - len(todo),
             "usage_s": round(time.perf_counter() - t0, 3)}
