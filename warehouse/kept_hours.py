@@ -11,6 +11,7 @@ Timestamps are naive UTC, ranges ``[start, end)``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -19,6 +20,8 @@ import duckdb
 from warehouse.clock import HOUR, floor_hour
 from warehouse.db import fill, transaction
 from warehouse.writer import yield_to_urgent
+
+log = logging.getLogger(__name__)
 
 #: A 32-bit key of an allocation for :data:`ALLOC_MOMENTS`' ``key_us``, from DuckDB's
 #: ``hash()`` (a stable digest such as md5 cost 20x more: ~1 s of CPU for 726,000
@@ -155,6 +158,8 @@ def in_slices(lo: datetime, hi: datetime, step: timedelta,
         except duckdb.OutOfMemoryException:
             if end - lo <= HOUR:
                 raise
+            log.info("the refresh's slice %s to %s ran out of DuckDB's memory_limit "
+                     "(warehouse.memory_limit_mb): computing it in halves", lo, end)
             half = max(HOUR, (end - lo) // 2 // HOUR * HOUR)
             in_slices(lo, end, half, compute)
         lo = end
