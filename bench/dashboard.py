@@ -27,9 +27,11 @@ load must meet it).
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -199,56 +201,113 @@ def build(wh: Warehouse, days: int, minute_days: float, seed: int = 0) -> dict:
             "allocations": len(allocs), "failures": len(fails)}
 
 
-def callbacks(pages: dict, job_id: str) -> dict:
-    """(page, callback) -> function of a Filters store, for every data callback."""
-    o, u, t, j, jb = (pages[k] for k in ("overview", "utilization", "thermal", "jobs", "job"))
-    f, g, e, r = (pages[k] for k in ("failures", "goodput", "energy", "reports"))
+#: Inputs that make a callback a data callback (it reads the warehouse): the filters, a
+#: job's or a node's id, a page's refresh timer. The others draw from what the browser
+#: holds (a click, the URL) and are not timed.
+DATA_INPUTS = re.compile(
+    r"^(filters-store|job-id-store|node-name-store)\.data$|-refresh\.n_intervals$")
+
+
+def registered(app) -> dict[tuple[str, str], tuple[Callable, bool]]:
+    """The app's callbacks as written, (module, function name) -> (the function, whether
+    it is a data callback, :data:`DATA_INPUTS`); page callbacks once claimed (a GET of
+    ``/_dash-dependencies``)."""
+    out = {}
+    for spec in app.callback_map.values():
+        fn = spec.get("callback")
+        fn = getattr(fn, "__wrapped__", fn)
+        if fn is not None:
+            data = any(DATA_INPUTS.search(f"{i['id']}.{i['property']}") for i in spec["inputs"])
+            out[(fn.__module__, fn.__name__)] = (fn, data)
+    return out
+
+
+def callbacks(app, job_id: str, node: str, rack: str) -> dict:
+    """(page, callback) -> (the function, a function of a Filters store returning its
+    arguments), for every data callback of ``app`` (tests/test_bench_smoke.py checks that
+    none is missing); the job, node and drill-down pages show ``job_id``, ``node`` and
+    ``rack``."""
+    fns = registered(app)
+
+    def fn(where: str, name: str) -> Callable:
+        return fns[(f"dashboard.{where}", name)][0]
+
+    o, u, f, g, e, t, pl = (f"pages.{p}" for p in (
+        "overview", "utilization", "failures", "goodput", "energy", "thermal", "placement"))
+    one = (lambda d: (d,))  # noqa: E731 - the store alone, the usual arguments
     return {
-        ("overview", "headline"): lambda d: o.update_headline(0),
-        ("overview", "floor map"): lambda d: o.update_floor_map(0, "temp", d),
-        ("overview", "energy"): lambda d: o.update_energy(0),
-        ("overview", "alerts"): lambda d: o.update_alerts(0),
-        ("utilization", "over time"): lambda d: u.update_over_time(d),
-        ("utilization", "by user"): lambda d: u.update_by(d, "user"),
-        ("utilization", "by rack"): lambda d: u.update_by(d, "rack"),
-        ("utilization", "job distribution"): lambda d: u.update_job_distribution(d),
-        ("utilization", "idle now"): lambda d: u.update_idle(d),
-        ("failures", "heat maps"): lambda d: f.update_failures(d),
-        ("failures", "temperature"): lambda d: f.update_temperatures(d),
-        ("failures", "lemons"): lambda d: f.update_lemons(d),
-        ("goodput", "lost"): lambda d: g.update_lost(d),
-        ("goodput", "ETTR"): lambda d: g.update_ettr(d),
-        ("goodput", "rate + MTTF"): lambda d: g.update_rate(d),
-        ("goodput", "advisor"): lambda d: g.update_advice(d, 4096, 15, 2),
-        ("energy", "over time + PUE"): lambda d: e.update_over_time(d),
-        ("energy", "by rack"): lambda d: e.update_by(d, "rack"),
-        ("energy", "by user"): lambda d: e.update_by(d, "user_name"),
-        ("energy", "failures"): lambda d: e.update_failures(d),
-        ("energy", "idle"): lambda d: e.update_idle(d),
-        ("thermal", "floor map"): lambda d: t.update_floor_map(0, "temp", d),
-        ("thermal", "rack temps"): lambda d: t.update_rack_temperatures(d),
-        ("thermal", "throttling"): lambda d: t.update_throttling(d),
-        ("thermal", "events"): lambda d: t.update_events(d),
-        ("thermal", "alerts"): lambda d: t.update_alerts(d),
-        ("jobs", "search"): lambda d: j.update_jobs(d, "job-1", None, None),
-        ("job", "summary"): lambda d: jb.update_summary(job_id),
-        ("job", "timeline"): lambda d: jb.update_timeline(job_id),
-        ("job", "telemetry"): lambda d: jb.update_telemetry(job_id),
-        ("job", "energy"): lambda d: jb.update_energy(job_id),
-        ("reports", "list"): lambda d: r.update_reports(d),
+        ("overview", "headline"): (fn(o, "update_headline"), lambda d: (0,)),
+        ("overview", "floor map"): (fn(o, "update_floor_map"), lambda d: (0, "temp")),
+        ("overview", "energy"): (fn(o, "update_energy"), lambda d: (0,)),
+        ("overview", "alerts"): (fn(o, "update_alerts"), lambda d: (0,)),
+        ("filters", "options"): (fn("filters", "filter_options"), one),
+        ("drill-down", "rack"): (fn("drilldown", "drill_view"),
+                                 lambda d: ({**d, "rack": rack}, "temp", 0)),
+        ("utilization", "over time"): (fn(u, "update_over_time"), one),
+        ("utilization", "by user"): (fn(u, "update_by"), lambda d: (d, "user")),
+        ("utilization", "by rack"): (fn(u, "update_by"), lambda d: (d, "rack")),
+        ("utilization", "job distribution"): (fn(u, "update_job_distribution"), one),
+        ("utilization", "idle now"): (fn(u, "update_idle"), one),
+        ("utilization", "tensor"): (fn(u, "update_tensor"), lambda d: (d, "job")),
+        ("failures", "heat maps"): (fn(f, "update_failures"), one),
+        ("failures", "temperature"): (fn(f, "update_temperatures"), one),
+        ("failures", "lemons"): (fn(f, "update_lemons"), one),
+        ("goodput", "lost"): (fn(g, "update_lost"), one),
+        ("goodput", "ETTR"): (fn(g, "update_ettr"), one),
+        ("goodput", "slow GPUs"): (fn(g, "update_slow"), one),
+        ("goodput", "rate + MTTF"): (fn(g, "update_rate"), one),
+        ("goodput", "advisor"): (fn(g, "update_advice"), lambda d: (d, 4096, 15, 2)),
+        ("energy", "over time + PUE"): (fn(e, "update_over_time"), one),
+        ("energy", "by rack"): (fn(e, "update_by"), lambda d: (d, "rack")),
+        ("energy", "by user"): (fn(e, "update_by"), lambda d: (d, "user_name")),
+        ("energy", "failures"): (fn(e, "update_failures"), one),
+        ("energy", "idle"): (fn(e, "update_idle"), one),
+        ("energy", "goodput carbon"): (fn(e, "update_goodput_carbon"),
+                                       lambda d: (d, "user_name")),
+        ("thermal", "floor map"): (fn(t, "update_floor_map"), lambda d: (0, "temp")),
+        ("thermal", "rack temps"): (fn(t, "update_rack_temperatures"), one),
+        ("thermal", "throttling"): (fn(t, "update_throttling"), one),
+        ("thermal", "events"): (fn(t, "update_events"), one),
+        ("thermal", "alerts"): (fn(t, "update_alerts"), one),
+        ("placement", "fragmentation"): (fn(pl, "update_frag"), one),
+        ("placement", "jobs"): (fn(pl, "update_jobs"), one),
+        ("placement", "waits"): (fn(pl, "update_waits"), one),
+        ("jobs", "search"): (fn("pages.jobs", "update_jobs"),
+                             lambda d: (d, "job-1", None, None)),
+        ("jobs", "users"): (fn("pages.jobs", "user_options"), one),
+        ("node", "node"): (fn("pages.node", "update_node"), lambda d: (node, d)),
+        ("job", "summary"): (fn("pages.job", "update_summary"), lambda d: (job_id,)),
+        ("job", "timeline"): (fn("pages.job", "update_timeline"), lambda d: (job_id,)),
+        ("job", "telemetry"): (fn("pages.job", "update_telemetry"), lambda d: (job_id,)),
+        ("job", "energy"): (fn("pages.job", "update_energy"), lambda d: (job_id,)),
+        ("job", "failures"): (fn("pages.job", "update_failures"), lambda d: (job_id,)),
+        ("job", "stragglers"): (fn("pages.job", "update_stragglers"), lambda d: (job_id,)),
+        ("reports", "list"): (fn("pages.reports", "update_reports"), one),
     }
 
 
-def time_callbacks(pages, job_id, ranges, runs) -> list[tuple]:
+def subjects(reader, job_id: str | None = None) -> tuple[str, str, str]:
+    """The job, node and rack the job, node and drill-down callbacks show: ``job_id``
+    (None: the running job with the most GPUs), its first node and that node's rack
+    (``"none"`` where there is none)."""
+    row = reader().execute(
+        "SELECT j.job_id, a.node, n.rack FROM jobs j"
+        " LEFT JOIN allocations a USING (job_id) LEFT JOIN nodes n USING (node)"
+        " WHERE coalesce(j.job_id = $job, j.state = 'RUNNING')"
+        " ORDER BY j.gpus DESC, j.job_id, a.node LIMIT 1", {"job": job_id}).fetchone()
+    return tuple(v if v is not None else "none" for v in (row or (None,) * 3))
+
+
+def time_callbacks(app, reader, job_id, ranges, runs) -> list[tuple]:
     rows = []
-    for (page, name), fn in callbacks(pages, job_id).items():
+    for (page, name), (fn, args) in callbacks(app, *subjects(reader, job_id)).items():
         for rng in ranges:
-            data = Filters(rng).to_store()
-            fn(data)  # warm up
+            a = args(Filters(rng).to_store())
+            fn(*a)  # warm up
             ms = []
             for _ in range(runs):
                 t0 = time.perf_counter()
-                fn(data)
+                fn(*a)
                 ms.append(1000 * (time.perf_counter() - t0))
             ms.sort()
             p95 = ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
@@ -321,13 +380,10 @@ def main() -> int:
         app = create_app(wh, now=lambda: NOW)
         app.server.test_client().get("/_dash-dependencies")  # claim the page callbacks
         context.set_context(wh, lambda: NOW)
-        pages = {n: sys.modules[f"dashboard.pages.{n}"] for n in (
-            "overview", "utilization", "failures", "goodput", "energy", "thermal", "jobs",
-            "job", "reports")}
         running = jobs_q.search(wh.reader(), now=NOW, start=NOW - timedelta(days=args.days),
                                 end=NOW, state="RUNNING", limit=100_000)
         job_id = running.sort_values("start_ts")["job_id"].iloc[0]  # the longest running
-        rows = time_callbacks(pages, job_id, args.ranges.split(","), args.runs)
+        rows = time_callbacks(app, wh.reader, job_id, args.ranges.split(","), args.runs)
         print(f"\n{'page':<12} {'callback':<18} {'range':>5} {'p50 ms':>8} {'p95 ms':>8}  ok")
         worst = 0.0
         for page, name, rng, p50, p95 in rows:

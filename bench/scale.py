@@ -276,23 +276,17 @@ def dashboard_callbacks(wh: Warehouse, ranges: list[str], runs: int,
     app = create_app(wh, now=lambda: NOW)
     app.server.test_client().get("/_dash-dependencies")  # claim the page callbacks
     context.set_context(wh, lambda: NOW)
-    pages = {n: sys.modules[f"dashboard.pages.{n}"] for n in (
-        "overview", "utilization", "failures", "goodput", "energy", "thermal", "jobs", "job",
-        "reports")}
-    row = wh.reader().execute(  # a running job, as bench/dashboard.py picks one
-        "SELECT job_id FROM jobs WHERE state = 'RUNNING' ORDER BY gpus DESC LIMIT 1"
-    ).fetchone()
     out = []
-    for (page, name), fn in bd.callbacks(pages, row[0] if row else "none").items():
+    for (page, name), (fn, args) in bd.callbacks(app, *bd.subjects(wh.reader)).items():
         if only and not re.search(only, f"{page} {name}"):
             continue
         for rng in ranges:
-            data = Filters(rng).to_store()
+            a = args(Filters(rng).to_store())
             cpu: list[float] = []
 
-            def call(fn=fn, data=data, cpu=cpu):
+            def call(fn=fn, a=a, cpu=cpu):
                 c0 = time.process_time()
-                fn(data)
+                fn(*a)
                 cpu.append(time.process_time() - c0)
 
             try:

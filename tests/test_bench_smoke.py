@@ -177,3 +177,24 @@ def test_scale_judges_the_report_only_over_whole_weeks(monkeypatch, capsys):
              if "weekly report" in line]
     assert "partly filled" in part[0] and not part[0].rstrip().endswith("yes"), part
     assert whole[0].rstrip().endswith("yes"), whole
+
+
+def test_the_benches_time_every_data_callback_of_the_dashboard():
+    """bench/dashboard.py and bench/scale.py time every callback that reads the warehouse
+    (issue 17: the placement, node, drill-down, tensor, slow-GPU and goodput-carbon
+    callbacks were never timed); a page added later is timed once it is in the table."""
+    from bench import dashboard as bd
+    from dashboard.app import create_app
+    from warehouse import Warehouse
+
+    with Warehouse(":memory:") as wh:
+        app = create_app(wh)
+        app.server.test_client().get("/_dash-dependencies")  # claim the page callbacks
+        found = bd.registered(app)
+        timed = {(fn.__module__, fn.__name__)
+                 for fn, _ in bd.callbacks(app, "job-1", "node-1", "rack-1").values()}
+    data = {k for k, (_, reads) in found.items() if reads}
+    assert ("dashboard.pages.placement", "update_jobs") in data  # the data inputs are seen
+    assert ("dashboard.app", "highlight") in set(found) - data  # a URL's, not timed
+    assert data - timed == set(), sorted(data - timed)
+    assert timed - data == set(), sorted(timed - data)
