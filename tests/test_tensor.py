@@ -3,6 +3,8 @@ rolled up as the service does; numbers worked out by hand."""
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support.runs import H, M, T, add_job
 from warehouse.queries import tensor
@@ -66,3 +68,81 @@ def test_the_page_table_follows_the_filters(wh):
     assert len(tensor.tensor_activity(cur, start=T, end=T + H, rack="r0")) == 1  # n0 in r0
     assert len(tensor.tensor_activity(cur, start=T, end=T + H, rack="r1")) == 0
     assert len(tensor.tensor_activity(cur, start=T, end=T + H, partition="eval")) == 0
+
+
+#: The query before issue 17 (every allocation of a GPU joined with every hour row of it,
+#: the overlapping pairs kept): the reference the hour-cut join must agree with.
+_EVERY_PAIR_SQL = """
+WITH parts AS (
+    SELECT {key} AS key, any_value(j.name) OVER (PARTITION BY a.job_id) AS name,
+           (epoch_us(least(h.ts + INTERVAL 1 HOUR, coalesce(a.end_ts, $end), $end))
+            - epoch_us(greatest(h.ts, a.start_ts, $start))) / 3.6e9 AS w,
+           h.util_pct_avg AS util, h.sm_active_pct_avg AS sm,
+           h.tensor_active_pct_avg AS tensor, h.dram_active_pct_avg AS dram
+    FROM allocations a
+    JOIN gpu_samples_1h h ON h.node = a.node AND h.gpu_index = a.gpu_index
+     AND h.ts < coalesce(a.end_ts, $end) AND h.ts + INTERVAL 1 HOUR > a.start_ts
+    LEFT JOIN jobs j ON j.job_id = a.job_id
+    WHERE h.ts >= $start - INTERVAL 1 HOUR AND h.ts < $end AND a.start_ts < $end
+      AND ($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL
+           OR a.node IN (SELECT node FROM nodes
+                         WHERE ($partition::VARCHAR IS NULL OR partition = $partition)
+                           AND ($rack::VARCHAR IS NULL OR rack = $rack)))
+)
+SELECT key AS {by}, sum(w) AS gpu_h,
+       sum(w * util) / nullif(sum(w) FILTER (WHERE util IS NOT NULL), 0) AS util_pct,
+       sum(w * sm) / nullif(sum(w) FILTER (WHERE sm IS NOT NULL), 0) AS sm_active_pct,
+       sum(w * tensor) / nullif(sum(w) FILTER (WHERE tensor IS NOT NULL), 0)
+           AS tensor_active_pct,
+       sum(w * dram) / nullif(sum(w) FILTER (WHERE dram IS NOT NULL), 0) AS dram_active_pct,
+       coalesce(sum(w) FILTER (WHERE tensor IS NOT NULL), 0) AS tensor_gpu_h
+FROM parts WHERE w > 0
+GROUP BY key
+"""
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(allocs=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 1), st.integers(-90, 400),
+                                 st.one_of(st.none(), st.integers(0, 300))),
+                       min_size=1, max_size=12),
+       lo=st.integers(-60, 200), span=st.integers(1, 400), by=st.sampled_from(["job", "user"]),
+       partition=st.sampled_from([None, "p0", "p1"]))
+def test_hours_cut_join_answers_as_every_pair(wh, allocs, lo, span, by, partition):
+    """Issue 17: the allocations are cut into hours before they meet the hour rows; every
+    figure is the one the join of every allocation with every hour of its GPU gave, for
+    windows and allocations on and off the hour, open ones, and partition filters."""
+    from datetime import timedelta
+
+    from warehouse.db import fill
+
+    wh.write(lambda con: con.execute(
+        "DELETE FROM allocations; DELETE FROM jobs; DELETE FROM gpu_samples_1h;"
+        " DELETE FROM nodes")).result()
+    wh.ingest("nodes", pd.DataFrame({"node": ["n0", "n1"], "rack": "r0",
+                                     "partition": ["p0", "p1"], "gpus": 2})).result()
+    hours = pd.date_range(T - 3 * H, T + 12 * H, freq="1h")
+    rows = pd.DataFrame([
+        {"ts": h, "node": n, "gpu_index": g, "samples": 60, "util_pct_avg": 10.0 * k + g,
+         "tensor_active_pct_avg": None if k % 3 == 0 else 5.0 * k}
+        for k, h in enumerate(hours) for n in ("n0", "n1") for g in (0, 1)])
+    wh.write(lambda con: con.register("hour_rows", rows).execute(
+        "INSERT INTO gpu_samples_1h BY NAME SELECT * FROM hour_rows")).result()
+    wh.ingest("jobs", pd.DataFrame({"job_id": [f"J{j}" for j in range(6)],
+                                    "user_name": ["ann", "bob", "cy"] * 2,
+                                    "name": "train"})).result()
+    wh.ingest("allocations", pd.DataFrame([
+        {"job_id": f"J{j}", "run_index": i, "node": f"n{(j + i) % 2}", "gpu_index": g,
+         "start_ts": T + start * M, "end_ts": None if dur is None else T + (start + dur) * M}
+        for i, (j, g, start, dur) in enumerate(allocs)])).result()
+    start, end = T + lo * M, T + (lo + span) * M
+    params = {"start": start, "end": end, "partition": partition, "rack": None}
+    col = "job_id" if by == "job" else "user_name"
+    want = wh.reader().execute(fill(_EVERY_PAIR_SQL, key=tensor.GROUPS[by], by=col),
+                               params).df()
+    got = tensor.tensor_activity(wh.reader(), start=start, end=end, by=by,
+                                 partition=partition, limit=100)
+    pd.testing.assert_frame_equal(
+        got.drop(columns="name").sort_values(col, ignore_index=True),
+        want.sort_values(col, ignore_index=True), check_dtype=False)
+    assert timedelta(0) < end - start

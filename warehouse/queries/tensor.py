@@ -23,32 +23,49 @@ from warehouse.db import fill
 
 GROUPS = {"job": "a.job_id", "user": "coalesce(j.user_name, '(unknown)')"}
 
+#: Each allocation is cut into the hours of ``[start, end)`` it overlaps (``held``, with
+#: its GPU-hours ``w`` in each), then joined with the hour rows on (node, GPU, hour): an
+#: equality join, where joining every allocation of a GPU with every hour row of that GPU
+#: and keeping the overlapping pairs compared ~33,000 pairs a GPU for a 24,576-GPU week
+#: (issue 17: 45 -> 15 s of CPU over 7 days, 6.4 -> 2.1 s over 24 hours). Job names are
+#: joined once per row, not spread over each job's rows with a window.
 _SQL = """
-WITH parts AS (
-    SELECT {key} AS key, any_value(j.name) OVER (PARTITION BY a.job_id) AS name,
-           (epoch_us(least(h.ts + INTERVAL 1 HOUR, coalesce(a.end_ts, $end), $end))
-            - epoch_us(greatest(h.ts, a.start_ts, $start))) / 3.6e9 AS w,
+WITH cut AS (  -- each allocation once per hour of the window it overlaps
+    SELECT job_id, node, gpu_index, start_ts, end_ts,
+           unnest(range(date_trunc('hour', greatest(start_ts, $start::TIMESTAMP)),
+                        least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP),
+                        INTERVAL 1 HOUR)) AS ts
+    FROM allocations
+    WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
+      AND ($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL
+           OR node IN (SELECT node FROM nodes
+                       WHERE ($partition::VARCHAR IS NULL OR partition = $partition)
+                         AND ($rack::VARCHAR IS NULL OR rack = $rack)))
+),
+held AS (
+    SELECT job_id, node, gpu_index, ts,
+           (epoch_us(least(ts + INTERVAL 1 HOUR, coalesce(end_ts, $end), $end))
+            - epoch_us(greatest(ts, start_ts, $start))) / 3.6e9 AS w
+    FROM cut
+),
+parts AS (
+    SELECT a.job_id, a.w,
            h.util_pct_avg AS util, h.sm_active_pct_avg AS sm,
            h.tensor_active_pct_avg AS tensor, h.dram_active_pct_avg AS dram
-    FROM allocations a
-    JOIN gpu_samples_1h h ON h.node = a.node AND h.gpu_index = a.gpu_index
-     AND h.ts < coalesce(a.end_ts, $end) AND h.ts + INTERVAL 1 HOUR > a.start_ts
-    LEFT JOIN jobs j ON j.job_id = a.job_id
-    WHERE h.ts >= $start - INTERVAL 1 HOUR AND h.ts < $end AND a.start_ts < $end
-      AND ($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL
-           OR a.node IN (SELECT node FROM nodes
-                         WHERE ($partition::VARCHAR IS NULL OR partition = $partition)
-                           AND ($rack::VARCHAR IS NULL OR rack = $rack)))
+    FROM held a
+    JOIN gpu_samples_1h h ON h.node = a.node AND h.gpu_index = a.gpu_index AND h.ts = a.ts
+    WHERE h.ts >= $start - INTERVAL 1 HOUR AND h.ts < $end
 )
-SELECT key AS {by}, any_value(name) AS name, sum(w) AS gpu_h,
+SELECT {key} AS {by}, any_value(j.name) AS name, sum(w) AS gpu_h,
        sum(w * util) / nullif(sum(w) FILTER (WHERE util IS NOT NULL), 0) AS util_pct,
        sum(w * sm) / nullif(sum(w) FILTER (WHERE sm IS NOT NULL), 0) AS sm_active_pct,
        sum(w * tensor) / nullif(sum(w) FILTER (WHERE tensor IS NOT NULL), 0)
            AS tensor_active_pct,
        sum(w * dram) / nullif(sum(w) FILTER (WHERE dram IS NOT NULL), 0) AS dram_active_pct,
        coalesce(sum(w) FILTER (WHERE tensor IS NOT NULL), 0) AS tensor_gpu_h
-FROM parts WHERE w > 0
-GROUP BY key
+FROM parts a LEFT JOIN jobs j ON j.job_id = a.job_id
+WHERE w > 0
+GROUP BY {key}
 ORDER BY gpu_h DESC
 LIMIT $limit
 """
