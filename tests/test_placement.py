@@ -140,3 +140,23 @@ def test_fragmentation_groups_racks_within_their_partition(racks, parts, want):
             "partition": parts, "gpus": 8})).result()
         got = pl.fragmentation(w.reader(), ticks=[NOW], usual={}).attrs["by_partition"]
         assert got.set_index("partition")["largest_rack_gpus"].to_dict() == want
+
+
+def test_a_run_split_evenly_between_partitions_is_the_first_by_name():
+    """A run holding as many GPUs in two partitions is placed, and counted in the usual
+    size, in the first of them by name, each time (before: whichever the hash grouping
+    met first)."""
+    with Warehouse(":memory:") as w:
+        w.ingest("racks", pd.DataFrame({"rack": ["ra", "rb"], "zone": None, "row": 1,
+                                        "x": 0.0, "y": 0.0})).result()
+        w.ingest("nodes", pd.DataFrame({"node": ["na", "nb"], "rack": ["ra", "rb"],
+                                        "partition": ["zeta", "alpha"], "gpus": 8})).result()
+        w.ingest("allocations", pd.DataFrame([
+            {"job_id": f"J{k}", "run_index": 0, "node": node, "gpu_index": g,
+             "start_ts": T, "end_ts": T + H}
+            for k in range(40) for node in (("na", "nb") if k % 2 else ("nb", "na"))
+            for g in range(4)])).result()
+        for _ in range(3):
+            df = pl.job_placement(w.reader(), start=T, end=NOW, now=NOW, min_nodes=2)
+            assert len(df) == 40 and set(df["partition"]) == {"alpha"}
+            assert pl.usual_gpus(w.reader(), start=T, end=NOW) == {"alpha": 8.0, "zeta": 8.0}

@@ -75,18 +75,25 @@ window_rows AS (
     WHERE start_ts < $end AND start_ts <= $now AND coalesce(end_ts, $now) > $start
 )"""
 
-#: Runs are counted per node first (a whole-node job's GPUs are one row, issue 17); the
-#: run's partition is the one holding most of its GPUs. ``{only}``: nothing, or
-#: :data:`_MULTI_ONLY`.
+#: Runs are counted per node first (a whole-node job's GPUs are one row, issue 17), on
+#: the three keys of the allocation alone, then given their node's place in the tree
+#: (issue 17: with the six keys of the tree's, 11.2 -> 8.3 s of CPU for bench/scale.py's
+#: 24,576-GPU week of multi-node runs). The run's partition is the one holding most of its GPUs, the first by name
+#: of those holding as many (a run split evenly between two partitions got either).
+#: ``{only}``: nothing, or :data:`_MULTI_ONLY`.
 _JOBS_SQL = "WITH " + _TREE + "," + _CAPACITY + "," + _WINDOW + """,
+node_rows AS (
+    SELECT job_id, run_index, node, count(*) AS gpus, min(start_ts) AS start_ts,
+           max(least(coalesce(end_ts, $now), $now)) AS end_ts
+    FROM window_rows GROUP BY ALL
+),
 per_node AS (
-    SELECT a.job_id, a.run_index, a.node, t.rack, t.zone, t.partition, count(*) AS gpus,
-           min(a.start_ts) AS start_ts, max(least(coalesce(a.end_ts, $now), $now)) AS end_ts
-    FROM window_rows a{only} JOIN tree t USING (node)
-    GROUP BY ALL
+    SELECT a.job_id, a.run_index, a.node, t.rack, t.zone, t.partition, a.gpus, a.start_ts,
+           a.end_ts
+    FROM node_rows a{only} JOIN tree t USING (node)
 ),
 part AS (
-    SELECT job_id, run_index, arg_max(partition, gpus) AS partition
+    SELECT job_id, run_index, first(partition ORDER BY gpus DESC, partition) AS partition
     FROM (SELECT job_id, run_index, partition, sum(gpus) AS gpus FROM per_node GROUP BY ALL)
     GROUP BY ALL
 ),
@@ -111,12 +118,12 @@ WHERE r.end_ts > r.start_ts
   AND r.gpus >= $min_gpus AND r.nodes >= $min_nodes
 """
 
-#: Only the rows of runs on more than one node (a superset of the runs with more than one
-#: node in the tree) are joined and grouped per node: the weekly report reads multi-node
-#: runs only, and single-node runs are most of the rows (issue 17: 0.5 -> 0.13 s of CPU
-#: for a 24,576-GPU week).
+#: Only the runs on more than one node (a superset of the runs with more than one node in
+#: the tree) are placed in the tree and grouped: the weekly report reads multi-node runs
+#: only (issue 17: 0.5 -> 0.13 s of CPU for a 24,576-GPU week of the benchmark's
+#: whole-node jobs; bench/scale.py's simulated week has mostly multi-node runs).
 _MULTI_ONLY = """ SEMI JOIN (
-        SELECT job_id, run_index FROM window_rows GROUP BY ALL HAVING min(node) <> max(node)
+        SELECT job_id, run_index FROM node_rows GROUP BY ALL HAVING count(*) > 1
     ) m USING (job_id, run_index)"""
 _JOBS = fill(_JOBS_SQL, only="")
 _JOBS_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY)
@@ -172,18 +179,26 @@ GROUP BY ALL
 """
 
 #: Only runs on more than one node are counted (a superset of the multi-node runs of the
-#: tree; issue 17: counting every run's nodes took 0.3 s of CPU a 24,576-GPU fortnight).
+#: tree; issue 17: counting every run's nodes took 0.3 s of CPU a 24,576-GPU fortnight),
+#: counted per node first, on the allocation's keys alone, as :data:`_JOBS_SQL` does
+#: (issue 17: 5.7 -> 2.8 s of CPU for bench/scale.py's 24,576-GPU fortnight). A run's partition is the
+#: one holding most of its GPUs, the first by name of those holding as many.
 _USUAL = "WITH " + _TREE + """,
 started AS (
-    SELECT job_id, run_index, node FROM allocations WHERE start_ts >= $start AND start_ts < $end
+    SELECT job_id, run_index, node, count(*) AS gpus FROM allocations
+    WHERE start_ts >= $start AND start_ts < $end GROUP BY ALL
+),
+per_partition AS (
+    SELECT a.job_id, a.run_index, t.partition, sum(a.gpus) AS gpus, count(*) AS nodes
+    FROM started a SEMI JOIN (
+        SELECT job_id, run_index FROM started GROUP BY ALL HAVING count(*) > 1
+    ) m USING (job_id, run_index) JOIN tree t USING (node)
+    GROUP BY ALL
 ),
 runs AS (
-    SELECT a.job_id, a.run_index, count(*) AS gpus, count(DISTINCT a.node) AS nodes,
-           mode(t.partition) AS partition
-    FROM started a SEMI JOIN (
-        SELECT job_id, run_index FROM started GROUP BY ALL HAVING min(node) <> max(node)
-    ) m USING (job_id, run_index) JOIN tree t USING (node)
-    GROUP BY a.job_id, a.run_index
+    SELECT job_id, run_index, sum(gpus) AS gpus, sum(nodes) AS nodes,
+           first(partition ORDER BY gpus DESC, partition) AS partition
+    FROM per_partition GROUP BY ALL
 )
 SELECT t.partition, median(r.gpus) AS multi_node_gpus, (SELECT median(gpus) FROM tree x
        WHERE x.partition = t.partition) AS node_gpus
