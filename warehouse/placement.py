@@ -78,8 +78,9 @@ window_rows AS (
 #: Runs are counted per node first (a whole-node job's GPUs are one row, issue 17), on
 #: the three keys of the allocation alone, then given their node's place in the tree
 #: (issue 17: with the six keys of the tree's, 11.2 -> 8.3 s of CPU for bench/scale.py's
-#: 24,576-GPU week of multi-node runs). The run's partition is the one holding most of its GPUs, the first by name
-#: of those holding as many (a run split evenly between two partitions got either).
+#: 24,576-GPU week of multi-node runs). The run's partition is the one holding most of
+#: its GPUs, the first by name of those holding as many (a run split evenly between two
+#: partitions got either).
 #: ``{only}``: nothing, or :data:`_MULTI_ONLY`.
 _JOBS_SQL = "WITH " + _TREE + "," + _CAPACITY + "," + _WINDOW + """,
 node_rows AS (
@@ -181,8 +182,9 @@ GROUP BY ALL
 #: Only runs on more than one node are counted (a superset of the multi-node runs of the
 #: tree; issue 17: counting every run's nodes took 0.3 s of CPU a 24,576-GPU fortnight),
 #: counted per node first, on the allocation's keys alone, as :data:`_JOBS_SQL` does
-#: (issue 17: 5.7 -> 2.8 s of CPU for bench/scale.py's 24,576-GPU fortnight). A run's partition is the
-#: one holding most of its GPUs, the first by name of those holding as many.
+#: (issue 17: 5.7 -> 2.8 s of CPU for bench/scale.py's 24,576-GPU fortnight). A run's
+#: partition is the one holding most of its GPUs, the first by name of those holding as
+#: many.
 _USUAL = "WITH " + _TREE + """,
 started AS (
     SELECT job_id, run_index, node, count(*) AS gpus FROM allocations
