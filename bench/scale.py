@@ -336,6 +336,13 @@ def callbacks_only(args) -> int:
     return 0
 
 
+def as_measured(line: str) -> None:
+    """A figure of the service's process printed when measured (its table comes only at
+    the end, so a run that fails later keeps what it measured: issue 17's first full-size
+    run lost its live hour's figures to the refresh's failure)."""
+    print(f"[service, {datetime.now():%H:%M:%S}] {line}", flush=True)
+
+
 def service(path: str, args, config: SimConfig, anchor: datetime,
             live_start: datetime) -> dict:
     """Steps 2 and 3 as the service does them, in the service's own process
@@ -355,6 +362,11 @@ def service(path: str, args, config: SimConfig, anchor: datetime,
         rss_before_live = current_rss_bytes()
         lv = live(wh, fleet, args, alerts)
         peaks = {"live path": peak_rss_bytes()}  # the peak so far, after each step
+        as_measured(f"live path: {lv['cycles']} cycles; cycle median {median(lv['cycle_s']):.2f}"
+                    f" s, p95 {p95(lv['cycle_s']):.2f} s; rollup median / p95 "
+                    f"{median(lv['rollup_s']):.2f} / {p95(lv['rollup_s']):.2f} s; alerts "
+                    f"{median(lv['alert_s']):.2f} / {p95(lv['alert_s']):.2f} s; peak RSS "
+                    f"{human_bytes(peaks['live path'])}")
         s_sched, _ = timed(lambda: wh.ingest_all(fleet.scheduler(NOW)))
         fleet.close()
         peaks["scheduler ingest"] = peak_rss_bytes()
@@ -369,10 +381,13 @@ def service(path: str, args, config: SimConfig, anchor: datetime,
             s, done = refresh_once()
             backfill = [backfill[0] + s, backfill[1] + 1]
         peaks["refreshes"] = peak_rss_bytes()
+        as_measured(f"analytics refresh: the first {s_refresh:.1f} s, then {backfill[0]:.1f} s"
+                    f" in {backfill[1]} more; peak RSS {human_bytes(peaks['refreshes'])}")
         size = wh.size_bytes()
         report_s, report = (None, "skipped (--no-report)") if args.no_report \
             else weekly_report(wh)
         peaks["report"] = peak_rss_bytes()
+        as_measured(f"weekly report: {report}")
         cbs = dashboard_callbacks(wh, args.ranges.split(","), args.runs, args.only)
         peaks["callbacks"] = peak_rss_bytes()
     finally:

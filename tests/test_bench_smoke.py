@@ -54,14 +54,19 @@ def test_collect_pull_comparison_times_live_pulls_only(tmp_path, monkeypatch):
     assert len(timed) == 6 and all(live for _, live in timed), timed
 
 
-def test_scale_pipeline_runs(tmp_path, capsys):
+def test_scale_pipeline_runs(tmp_path, capfd):
     from bench import scale
 
     rc = scale.main(["--racks", "1", "--live-minutes", "1", "--history-days", "0.5",
                      "--minute-hours", "2", "--runs", "1", "--ranges", "24h",
                      "--workdir", str(tmp_path / "not" / "there")])
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out  # the service's child process writes to the same fd
     assert rc == 0, out  # a --workdir that did not exist is created, as vs_prometheus's
+    # the service's figures are printed as measured, before the table at the end
+    table = out.index("collection cycle (parse -> committed)")
+    for step in ("] live path: 4 cycles; cycle median", "] analytics refresh: the first",
+                 "] weekly report: "):
+        assert -1 < out.find(step) < table, out
     assert "collection cycle, p95" in out and "dashboard callbacks" in out
     assert " error " not in out, out  # every page callback answered
     targets = out[out.index("\ntargets"):]  # every target as measured / target / met
