@@ -123,19 +123,20 @@ def straggler_heatmap(cells: pd.DataFrame | None, episodes: pd.DataFrame | None)
         colorbar={"title": {"text": "clock / peers"}, "tickformat": ".0%"},
         hovertemplate=("%{y} · %{x}<br>slowest GPU's clock %{z:.0%} of the peers'"
                        "<br>throttled %{customdata:.0f} s<extra></extra>")))
+    # the outlines as plain dicts set once: add_shape and add_annotation copy the whole
+    # layout each call (issue 17: 200 episodes took 19 s of a 1,024-node job's callback)
     row = {n: i for i, n in enumerate(nodes)}
-    for rec in ([] if episodes is None else episodes.to_dict("records")):
-        if rec["node"] not in row:
-            continue
-        y = row[rec["node"]]
-        fig.add_shape(type="rect", x0=rec["start_ts"], x1=rec["end_ts"], y0=y - 0.5,
-                      y1=y + 0.5, line={"color": INK, "width": 2},
-                      fillcolor="rgba(0,0,0,0)")
-        fig.add_annotation(x=rec["start_ts"], y=y, text="straggler", showarrow=True,
-                           arrowhead=2, ax=-40, ay=0, font={"size": 11})
+    marked = [(rec, row[rec["node"]]) for rec in
+              ([] if episodes is None else episodes.to_dict("records")) if rec["node"] in row]
+    shapes = [{"type": "rect", "x0": rec["start_ts"], "x1": rec["end_ts"], "y0": y - 0.5,
+               "y1": y + 0.5, "line": {"color": INK, "width": 2},
+               "fillcolor": "rgba(0,0,0,0)"} for rec, y in marked]
+    notes = [{"x": rec["start_ts"], "y": y, "text": "straggler", "showarrow": True,
+              "arrowhead": 2, "ax": -40, "ay": 0, "font": {"size": 11}} for rec, y in marked]
     fig.update_layout(**chart_layout(max(220, 80 + 18 * len(nodes)), hovermode="closest",
                                      uirevision="job-stragglers"),
                       xaxis={**TIME_AXIS, "type": "date"},
                       yaxis={"title": {"text": "Node"}, "type": "category",
-                             "autorange": "reversed"})
+                             "autorange": "reversed"},
+                      shapes=shapes, annotations=notes)
     return fig
