@@ -7,6 +7,7 @@ from datetime import datetime
 
 import pandas as pd
 import plotly.graph_objects as go
+import pytest
 
 from dashboard.figures import base
 from dashboard.figures import overview as figures
@@ -242,3 +243,28 @@ def test_job_telemetry_from_its_cached_layout_is_the_figure_plotly_updates_gave(
         assert json.loads(pio.to_json(fig)) == want
         assert json.loads(pio.to_json(go.Figure(fig.to_dict()))) == want
         fig.update_layout(height=10)  # a caller's change stays in its own figure
+
+
+def test_placement_scores_draw_one_marker_per_size_span_and_score():
+    """Runs of the same size, span and score are one marker (issue 17: a marker per run
+    was 560,000 markers a 24,576-GPU week); the marker names its costliest run and how
+    many more it holds, and its size follows their GPU-hours."""
+    from dashboard.figures.placement import placement_scores
+
+    def run(job, gpus, racks, gpu_hours, misplaced):
+        return {"job_id": job, "gpus": gpus, "racks": racks, "min_racks": 1, "zones": 1,
+                "min_zones": 1, "score": 2 / (racks + 1), "gpu_hours": gpu_hours,
+                "misplaced": misplaced}
+
+    df = pd.DataFrame([run("a<1>", 16, 2, 5.0, True), run("b", 16, 2, 9.0, True),
+                       run("c", 16, 2, 1.0, True), run("d", 32, 3, 2.0, True),
+                       run("e", 16, 1, 4.0, False)])
+    fig = placement_scores(df)
+    tight, spread = fig.data
+    assert list(tight.text) == ["e"] and list(tight.x) == [16]
+    assert list(spread.x) == [16, 32] and list(spread.y) == pytest.approx([2 / 3, 0.5])
+    assert list(spread.text) == ["b and 2 more runs", "d"]  # the costliest named
+    assert spread.marker.size[0] == pytest.approx(30.0)  # 15 GPU-hours, the largest
+    assert spread.marker.size[1] == pytest.approx(6 + 24 * (2 / 15) ** 0.5)
+    one = placement_scores(df.iloc[[0, 2]])
+    assert list(one.data[0].text) == ["a&lt;1&gt; and 1 more run"]  # escaped

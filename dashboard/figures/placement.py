@@ -24,9 +24,16 @@ def fragmentation_over_time(df: pd.DataFrame | None) -> go.Figure:
                  empty="No topology or no allocation in this range: nothing to measure.")
 
 
+#: What makes runs one marker of :func:`placement_scores`: the same size, span and score.
+MARKER_KEYS = ["gpus", "racks", "min_racks", "zones", "min_zones", "score"]
+
+
 def placement_scores(df: pd.DataFrame | None) -> go.Figure:
-    """Each multi-node run: its GPUs against its placement score (1 = as tight as its
-    size allows); misplaced runs in a second colour, marker size by GPU-hours."""
+    """Multi-node runs: GPUs against placement score (1 = as tight as its size allows);
+    misplaced runs in a second colour. Runs of the same size, span and score are one
+    marker (issue 17: a 24,576-GPU week has ~560,000 multi-node runs, and a marker each
+    took 16 s to build and tens of MB to send); its size is by their GPU-hours, and its
+    hover names how many runs it holds and the one with the most GPU-hours."""
     if df is None or len(df) == 0:
         return empty_figure("No multi-node job ran in this range.")
     fig = figure()
@@ -35,12 +42,20 @@ def placement_scores(df: pd.DataFrame | None) -> go.Figure:
         d = df[df["misplaced"] == bad]
         if len(d) == 0:
             continue
-        size = (d["gpu_hours"].clip(lower=0) ** 0.5)
+        d = d.assign(gpu_hours=d["gpu_hours"].fillna(0).clip(lower=0)).reset_index(drop=True)
+        jobs = d["job_id"].to_numpy()
+        groups = d.groupby(MARKER_KEYS, sort=True)
+        top = groups["gpu_hours"].idxmax().to_numpy()  # per marker, its costliest run
+        d = groups.agg(runs=("job_id", "size"), gpu_hours=("gpu_hours", "sum")).reset_index()
+        d["job_id"] = jobs[top]
+        size = d["gpu_hours"] ** 0.5
+        more = d["runs"] - 1
         fig.add_trace(go.Scatter(
             x=d["gpus"], y=d["score"], mode="markers", name=name,
             marker={"color": colour, "size": (6 + 24 * size / max(float(size.max()), 1e-9)),
                     "line": {"color": "white", "width": 1}},
-            text=[html.escape(str(j)) for j in d["job_id"]],
+            text=[html.escape(str(j)) + (f" and {m:,} more run{'s' * (m > 1)}" if m else "")
+                  for j, m in zip(d["job_id"], more, strict=True)],
             customdata=d[["racks", "min_racks", "zones", "min_zones"]].to_numpy(),
             hovertemplate=("Job %{text}: %{x} GPUs, score %{y:.2f}<br>"
                            "racks %{customdata[0]} (fewest %{customdata[1]}), "
