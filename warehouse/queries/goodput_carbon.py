@@ -29,6 +29,7 @@ import pandas as pd
 from warehouse.analytics import Options
 from warehouse.queries import energy as qe
 from warehouse.queries import goodput as gq
+from warehouse.queries import jobs
 
 #: What the figure may be grouped by, and the failures table's group of each.
 BY = {"job_id": "job_id", "user_name": "user"}
@@ -61,9 +62,7 @@ def carbon_per_productive_gpu_hour(cur, *, start: datetime, end: datetime,
         raise ValueError(f"by must be one of {sorted(BY)}, not {by!r}")
     if runs is None:
         runs = qe.run_energy(cur, start=start, end=end, opts=opts)
-    users = cur.execute("SELECT job_id, user_name FROM jobs "
-                        "WHERE job_id IN (SELECT unnest($ids::VARCHAR[]))",
-                        {"ids": runs["job_id"].unique().tolist()}).df()
+    users = jobs.of_ids(cur, runs["job_id"], ("user_name",))
     df = runs.merge(users, on="job_id", how="left")
     keys = ["job_id", "user_name"] if by == "job_id" else [by]
     df = df.groupby(keys, dropna=False)[["gpu_hours", "carbon_kg"]].sum().reset_index()

@@ -39,6 +39,7 @@ from warehouse.queries import energy as qe
 from warehouse.queries import failures as qf
 from warehouse.queries import goodput as qg
 from warehouse.queries import goodput_carbon as gc
+from warehouse.queries import jobs as qj
 from warehouse.queries import stragglers as qs
 from warehouse.queries import thermal as qt
 from warehouse.queries import utilisation as qu
@@ -109,13 +110,6 @@ WITH a AS (
 ),
 k AS (SELECT node, row_number() OVER (ORDER BY node) AS k FROM (SELECT DISTINCT node FROM a))
 SELECT k.k * 65536 + (a.gpu_index + 32768) AS g, a.s, a.e FROM a JOIN k USING (node)
-"""
-
-#: The jobs of the frame registered as ``report_job_ids`` (issue 17: 80,000 job ids as a
-#: list parameter took ~0.15 s more CPU a week at 24,576 GPUs).
-_JOBS_SQL = """
-SELECT job_id, name, user_name, partition, job_type, gpus FROM jobs
-WHERE job_id IN (SELECT job_id FROM report_job_ids)
 """
 
 _ALERTS_SQL = """
@@ -201,11 +195,7 @@ def _energy_tops(reader, runs: pd.DataFrame, top: int) -> tuple[pd.DataFrame, pd
         empty = pd.DataFrame(columns=["job_id", "name", "user_name", *cols])
         return empty, pd.DataFrame(columns=["user_name", *cols])
     per_job = runs.groupby("job_id")[cols].sum().reset_index()
-    cur = reader()  # its own cursor: the registered frame lives and dies with it
-    cur.register("report_job_ids", per_job[["job_id"]])
-    jobs = cur.execute(_JOBS_SQL).df()
-    cur.unregister("report_job_ids")
-    per_job = per_job.merge(jobs, on="job_id", how="left")
+    per_job = per_job.merge(qj.of_ids(reader(), per_job["job_id"]), on="job_id", how="left")
     per_user = per_job.groupby("user_name", dropna=False)[cols].sum().reset_index()
     return (per_job.nlargest(top, "facility_kwh").reset_index(drop=True),
             per_user.nlargest(top, "facility_kwh").reset_index(drop=True))
