@@ -268,3 +268,18 @@ def test_placement_scores_draw_one_marker_per_size_span_and_score():
     assert spread.marker.size[1] == pytest.approx(6 + 24 * (2 / 15) ** 0.5)
     one = placement_scores(df.iloc[[0, 2]])
     assert list(one.data[0].text) == ["a&lt;1&gt; and 1 more run"]  # escaped
+
+
+def test_rack_gpus_cells_show_each_gpus_first_row():
+    """The drill-down grid looks each GPU's row up (issue 17: a filter of the frame per
+    cell): a GPU with two rows shows the first, one without a row shows no sample."""
+    from dashboard.figures.drilldown import rack_gpus
+
+    df = pd.DataFrame({"node": ["n1", "n1", "n1", "n2"], "gpu_index": [0, 1, 1, 0],
+                       "temp_c": [50.0, 61.0, 99.0, None],
+                       "job_id": ["7", None, "8", "9"], "user_name": ["ann", None, "bo", "cy"]})
+    (heat,) = rack_gpus(df, rack="r1").data
+    assert heat.customdata[0][0][2:] == ["job 7 · ann", "50 °C"]
+    assert heat.customdata[0][1][2] == "idle" and heat.customdata[0][1][3].startswith("61")
+    assert heat.customdata[1][0][3] == "no fresh sample" and heat.customdata[1][1][2] == "idle"
+    assert heat.z[1][1] is None

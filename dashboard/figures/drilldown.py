@@ -39,16 +39,17 @@ def rack_gpus(df: pd.DataFrame | None, *, rack: str, metric: str = "temp") -> go
     nodes = sorted(df["node"].unique())
     gpus = sorted(int(g) for g in df["gpu_index"].unique())
     grid = values.groupby([df["node"], df["gpu_index"].astype(int)]).first()
+    # each GPU's first row, looked up (a filter of the frame per cell took ~0.3 s a rack)
+    first = {(r["node"], int(r["gpu_index"])): r for r in df.to_dict("records")[::-1]}
     z, custom = [], []
     for node in nodes:
         z.append([grid.get((node, g)) for g in gpus])
         row = []
         for g in gpus:
-            rec = df[(df["node"] == node) & (df["gpu_index"] == g)]
-            r = rec.iloc[0] if len(rec) else {}
+            r = first.get((node, g), {})
             job = "idle" if missing(r.get("job_id")) else (
                 f"job {esc(r.get('job_id'))} · {esc(r.get('user_name'))}")
-            value = r.get(col) if len(rec) else None
+            value = r.get(col)
             row.append([node, g, job,
                         "no fresh sample" if missing(value) else m.fmt(value / scale)])
         custom.append(row)

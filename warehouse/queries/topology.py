@@ -24,13 +24,15 @@ LIMIT $limit
 """
 
 _GPUS_NOW = fleet.per_latest("""
-WITH latest AS (
+WITH scope AS (
+    SELECT node FROM nodes
+    WHERE ($rack::VARCHAR IS NULL OR rack = $rack) AND ($node::VARCHAR IS NULL OR node = $node)
+),
+latest AS (
     SELECT node, gpu_index, ts, util_pct, power_w, temp_c, mem_temp_c, mem_used_mib,
            sm_clock_mhz, throttle_thermal, throttle_power
     FROM {latest_rows} r
-    WHERE node IN (SELECT node FROM nodes
-                   WHERE ($rack::VARCHAR IS NULL OR rack = $rack)
-                     AND ($node::VARCHAR IS NULL OR node = $node))
+    WHERE node IN (SELECT node FROM scope)
 ),
 installed AS (
     SELECT g.node, g.gpu_index, g.gpu_uuid, g.model, g.tdp_w, g.memory_mib
@@ -42,8 +44,10 @@ installed AS (
 ),
 allocated AS (
     SELECT a.node, a.gpu_index, a.job_id, a.run_index, a.start_ts
-    FROM allocations a
+    FROM allocations a  -- of the rack's or node's GPUs only (issue 17: every GPU's
+                        -- allocations took ~0.25 s of a 24,576-GPU drill-down)
     WHERE a.start_ts <= $now AND (a.end_ts IS NULL OR a.end_ts > $now)
+      AND a.node IN (SELECT node FROM scope)
     QUALIFY row_number() OVER (PARTITION BY a.node, a.gpu_index ORDER BY a.start_ts DESC) = 1
 )
 SELECT n.rack, i.node, i.gpu_index, i.gpu_uuid, i.model, i.tdp_w, i.memory_mib,
