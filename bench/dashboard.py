@@ -201,9 +201,9 @@ def build(wh: Warehouse, days: int, minute_days: float, seed: int = 0) -> dict:
             "allocations": len(allocs), "failures": len(fails)}
 
 
-#: Inputs that make a callback a data callback (it reads the warehouse): the filters, a
-#: job's or a node's id, a page's refresh timer. The others draw from what the browser
-#: holds (a click, the URL) and are not timed.
+#: Inputs that make a callback a data callback, timed: the filters, a job's or a node's
+#: id, a page's refresh timer. The others answer a click or the URL (a rack picked, an
+#: alert acknowledged, a backtest started) and are not timed.
 DATA_INPUTS = re.compile(
     r"^(filters-store|job-id-store|node-name-store)\.data$|-refresh\.n_intervals$")
 
@@ -237,7 +237,7 @@ def callbacks(app, job_id: str, node: str, rack: str) -> dict:
     one = (lambda d: (d,))  # noqa: E731 - the store alone, the usual arguments
     return {
         ("overview", "headline"): (fn(o, "update_headline"), lambda d: (0,)),
-        ("overview", "floor map"): (fn(o, "update_floor_map"), lambda d: (0, "temp")),
+        ("overview", "floor map"): (fn(o, "update_floor_map"), lambda d: (0, "temp", d)),
         ("overview", "energy"): (fn(o, "update_energy"), lambda d: (0,)),
         ("overview", "alerts"): (fn(o, "update_alerts"), lambda d: (0,)),
         ("filters", "options"): (fn("filters", "filter_options"), one),
@@ -264,7 +264,7 @@ def callbacks(app, job_id: str, node: str, rack: str) -> dict:
         ("energy", "idle"): (fn(e, "update_idle"), one),
         ("energy", "goodput carbon"): (fn(e, "update_goodput_carbon"),
                                        lambda d: (d, "user_name")),
-        ("thermal", "floor map"): (fn(t, "update_floor_map"), lambda d: (0, "temp")),
+        ("thermal", "floor map"): (fn(t, "update_floor_map"), lambda d: (0, "temp", d)),
         ("thermal", "rack temps"): (fn(t, "update_rack_temperatures"), one),
         ("thermal", "throttling"): (fn(t, "update_throttling"), one),
         ("thermal", "events"): (fn(t, "update_events"), one),

@@ -268,6 +268,9 @@ def test_placement_scores_draw_one_marker_per_size_span_and_score():
     assert spread.marker.size[1] == pytest.approx(6 + 24 * (2 / 15) ** 0.5)
     one = placement_scores(df.iloc[[0, 2]])
     assert list(one.data[0].text) == ["a&lt;1&gt; and 1 more run"]  # escaped
+    tied = pd.DataFrame([run(j, 16, 2, 3.0, True) for j in ("c", "a", "b")])
+    for order in (tied, tied.iloc[::-1]):  # ties of GPU-hours: the first by id, always
+        assert list(placement_scores(order).data[0].text) == ["a and 2 more runs"]
 
 
 def test_rack_gpus_cells_show_each_gpus_first_row():

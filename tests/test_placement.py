@@ -144,19 +144,29 @@ def test_fragmentation_groups_racks_within_their_partition(racks, parts, want):
 
 def test_a_run_split_evenly_between_partitions_is_the_first_by_name():
     """A run holding as many GPUs in two partitions is placed, and counted in the usual
-    size, in the first of them by name, each time (before: whichever the hash grouping
-    met first)."""
+    size, in the first of them by name, each time, and in a named partition before nodes
+    without one (before: whichever the hash grouping met first)."""
     with Warehouse(":memory:") as w:
         w.ingest("racks", pd.DataFrame({"rack": ["ra", "rb"], "zone": None, "row": 1,
                                         "x": 0.0, "y": 0.0})).result()
-        w.ingest("nodes", pd.DataFrame({"node": ["na", "nb"], "rack": ["ra", "rb"],
-                                        "partition": ["zeta", "alpha"], "gpus": 8})).result()
-        w.ingest("allocations", pd.DataFrame([
-            {"job_id": f"J{k}", "run_index": 0, "node": node, "gpu_index": g,
-             "start_ts": T, "end_ts": T + H}
-            for k in range(40) for node in (("na", "nb") if k % 2 else ("nb", "na"))
-            for g in range(4)])).result()
+        w.ingest("nodes", pd.DataFrame({
+            "node": ["na", "na2", "nb", "nc"], "rack": ["ra", "ra", "rb", "rb"],
+            "partition": ["zeta", "zeta", "alpha", None], "gpus": 8})).result()
+
+        def run(job, nodes, gpus):
+            return [{"job_id": job, "run_index": 0, "node": node, "gpu_index": g,
+                     "start_ts": T, "end_ts": T + H} for node in nodes for g in range(gpus)]
+
+        rows = [r for k in range(40)  # 8 GPUs split evenly between zeta and alpha
+                for r in run(f"J{k}", ("na", "nb") if k % 2 else ("nb", "na"), 4)]
+        rows += [r for k in range(3) for r in run(f"Z{k}", ("na", "na2"), 8)]  # 16 in zeta
+        rows += [r for k in range(5) for r in run(f"C{k}", ("nc", "na2"), 2)]  # zeta or ''
+        w.ingest("allocations", pd.DataFrame(rows)).result()
         for _ in range(3):
             df = pl.job_placement(w.reader(), start=T, end=NOW, now=NOW, min_nodes=2)
-            assert len(df) == 40 and set(df["partition"]) == {"alpha"}
-            assert pl.usual_gpus(w.reader(), start=T, end=NOW) == {"alpha": 8.0, "zeta": 8.0}
+            part = df.set_index("job_id")["partition"]
+            assert len(df) == 48 and set(part[part.index.str.startswith("J")]) == {"alpha"}
+            assert set(part[part.index.str.startswith("C")]) == {"zeta"}
+            # alpha: the 40 even runs of 8; zeta: 3 of 16 and 5 of 4 (a median of 4)
+            assert pl.usual_gpus(w.reader(), start=T, end=NOW) == {
+                "alpha": 8.0, "zeta": 4.0, "": 8.0}

@@ -40,7 +40,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
-from warehouse import hour_usage, kept_hours
+from warehouse import allocation_hours, hour_usage, kept_hours
 from warehouse.clock import HOUR, ceil_hour, floor_hour
 from warehouse.db import fill, transaction
 from warehouse.kept_hours import ALLOC_MOMENTS, SIGNATURES, due_from, recheck_start
@@ -54,15 +54,9 @@ MAX_HOURS = 168
 SLICE = timedelta(hours=24)  # hours computed per transaction
 
 #: Per hour of [$start, $end) with rows in the 1-hour tier: the four sums, in seconds.
-_HOURLY_SQL = """
-WITH al AS (
-    SELECT node, gpu_index, greatest(start_ts, $start::TIMESTAMP) AS lo,
-           least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi
-    FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
-),
-alb AS (  -- each allocation once per hour it touches: an equi-join with the hour tier
-    SELECT al.*, unnest(range(date_trunc('hour', lo), hi, INTERVAL 1 HOUR)) AS ts
-    FROM al WHERE hi > lo
+_HOURLY_SQL = fill("""
+WITH alb AS (  -- each allocation once per hour it touches: an equi-join with the hour tier
+{cut}
 ),
 ah AS (
     SELECT node, gpu_index, ts,
@@ -79,7 +73,7 @@ h AS (
 SELECT ts, sum(cov) AS reporting_s, sum(af * cov) AS allocated_s,
        sum(af * cov * util / 100) AS utilised_s, sum(thr) AS throttled_s
 FROM h GROUP BY ts
-"""
+""", cut=fill(allocation_hours.CUT, columns="node, gpu_index", where=""))
 
 _SUMS = """
 SELECT coalesce(sum(reporting_s), 0) / 3600 AS reporting_gpu_h,

@@ -79,8 +79,8 @@ window_rows AS (
 #: the three keys of the allocation alone, then given their node's place in the tree
 #: (issue 17: with the six keys of the tree's, 11.2 -> 8.3 s of CPU for bench/scale.py's
 #: 24,576-GPU week of multi-node runs). The run's partition is the one holding most of
-#: its GPUs, the first by name of those holding as many (a run split evenly between two
-#: partitions got either).
+#: its GPUs; of those holding as many, a named one before nodes without a partition,
+#: then the first by name (a run split evenly between two partitions got either).
 #: ``{only}``: nothing, or :data:`_MULTI_ONLY`.
 _JOBS_SQL = "WITH " + _TREE + "," + _CAPACITY + "," + _WINDOW + """,
 node_rows AS (
@@ -94,7 +94,7 @@ per_node AS (
     FROM node_rows a{only} JOIN tree t USING (node)
 ),
 part AS (
-    SELECT job_id, run_index, first(partition ORDER BY gpus DESC, partition) AS partition
+    SELECT job_id, run_index, first(partition ORDER BY gpus DESC, partition = '', partition) AS partition
     FROM (SELECT job_id, run_index, partition, sum(gpus) AS gpus FROM per_node GROUP BY ALL)
     GROUP BY ALL
 ),
@@ -183,8 +183,7 @@ GROUP BY ALL
 #: tree; issue 17: counting every run's nodes took 0.3 s of CPU a 24,576-GPU fortnight),
 #: counted per node first, on the allocation's keys alone, as :data:`_JOBS_SQL` does
 #: (issue 17: 5.7 -> 2.8 s of CPU for bench/scale.py's 24,576-GPU fortnight). A run's
-#: partition is the one holding most of its GPUs, the first by name of those holding as
-#: many.
+#: partition is chosen as :data:`_JOBS_SQL` chooses it.
 _USUAL = "WITH " + _TREE + """,
 started AS (
     SELECT job_id, run_index, node, count(*) AS gpus FROM allocations
@@ -199,7 +198,7 @@ per_partition AS (
 ),
 runs AS (
     SELECT job_id, run_index, sum(gpus) AS gpus, sum(nodes) AS nodes,
-           first(partition ORDER BY gpus DESC, partition) AS partition
+           first(partition ORDER BY gpus DESC, partition = '', partition) AS partition
     FROM per_partition GROUP BY ALL
 )
 SELECT t.partition, median(r.gpus) AS multi_node_gpus, (SELECT median(gpus) FROM tree x

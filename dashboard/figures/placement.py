@@ -42,12 +42,13 @@ def placement_scores(df: pd.DataFrame | None) -> go.Figure:
         d = df[df["misplaced"] == bad]
         if len(d) == 0:
             continue
-        d = d.assign(gpu_hours=d["gpu_hours"].fillna(0).clip(lower=0)).reset_index(drop=True)
-        jobs = d["job_id"].to_numpy()
+        d = d.assign(gpu_hours=d["gpu_hours"].fillna(0).clip(lower=0),
+                     job_id=d["job_id"].astype(str))
         groups = d.groupby(MARKER_KEYS, sort=True)
-        top = groups["gpu_hours"].idxmax().to_numpy()  # per marker, its costliest run
+        costliest = d[d["gpu_hours"] == groups["gpu_hours"].transform("max")]
+        named = costliest.groupby(MARKER_KEYS, sort=True)["job_id"].min()  # ties: by id
         d = groups.agg(runs=("job_id", "size"), gpu_hours=("gpu_hours", "sum")).reset_index()
-        d["job_id"] = jobs[top]
+        d["job_id"] = named.to_numpy()
         size = d["gpu_hours"] ** 0.5
         more = d["runs"] - 1
         fig.add_trace(go.Scatter(
