@@ -94,7 +94,8 @@ per_node AS (
     FROM node_rows a{only} JOIN tree t USING (node)
 ),
 part AS (
-    SELECT job_id, run_index, first(partition ORDER BY gpus DESC, partition = '', partition) AS partition
+    SELECT job_id, run_index,
+           first(partition ORDER BY gpus DESC, partition = '', partition) AS partition
     FROM (SELECT job_id, run_index, partition, sum(gpus) AS gpus FROM per_node GROUP BY ALL)
     GROUP BY ALL
 ),
