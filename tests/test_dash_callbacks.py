@@ -305,18 +305,19 @@ def _figures(out) -> list[go.Figure]:
 
 
 @pytest.mark.parametrize("rng", ["24h", "7d"])
-def test_every_callback_figure_is_what_plotly_validation_gives(pages, rng):
+def test_every_callback_figure_is_what_plotly_validation_gives(app_and_wh, pages, rng):
     """Figures skip plotly's validation for speed (dashboard/figures/base.figure, issue
-    17): validating each callback's figure again gives the very same figure, so nothing
-    invalid reaches the browser unchecked."""
-    from bench.dashboard import callbacks
+    17): validating each data callback's figure again (every one the benchmarks time)
+    gives the very same figure, so nothing invalid reaches the browser unchecked."""
+    from bench.dashboard import callbacks, subjects
 
+    app, wh, _ = app_and_wh
     job = context.reader().execute(
         "SELECT job_id FROM jobs ORDER BY gpus DESC, job_id LIMIT 1").fetchone()[0]
     data = Filters(rng).to_store()
     seen = 0
-    for (page, name), fn in callbacks(pages, job).items():
-        for fig in _figures(fn(data)):
+    for (page, name), (fn, args) in callbacks(app, *subjects(wh.reader, job)).items():
+        for fig in _figures(fn(*args(data))):
             again = go.Figure(fig.to_dict())  # raises on anything plotly would refuse
             assert json.loads(again.to_json()) == json.loads(fig.to_json()), (page, name)
             seen += 1

@@ -348,3 +348,7 @@ def test_the_heat_maps_outlines_are_those_plotly_adds_one_by_one():
         ref.add_annotation(x=rec["start_ts"], y=y, text="straggler", showarrow=True,
                            arrowhead=2, ax=-40, ay=0, font={"size": 11})
     assert ref.to_plotly_json() == go.Figure(fig.to_dict()).to_plotly_json()
+    for none in (eps.iloc[:0], eps[eps["node"] == "x"]):  # no outline: none set, as before
+        fig = straggler_heatmap(cells, none)
+        assert fig.to_plotly_json() == go.Figure(fig.to_dict()).to_plotly_json()
+        assert "shapes" not in fig.to_plotly_json()["layout"]

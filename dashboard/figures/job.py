@@ -138,5 +138,5 @@ def straggler_heatmap(cells: pd.DataFrame | None, episodes: pd.DataFrame | None)
                       xaxis={**TIME_AXIS, "type": "date"},
                       yaxis={"title": {"text": "Node"}, "type": "category",
                              "autorange": "reversed"},
-                      shapes=shapes, annotations=notes)
+                      **({"shapes": shapes, "annotations": notes} if marked else {}))
     return fig
