@@ -537,7 +537,7 @@ def build_samples(
 
 
 def xid_events(
-    previous: Mapping[tuple[str, int], int], samples: pa.Table, ts: datetime
+    previous: Mapping[tuple[str, int], int], samples: pa.Table, ts: datetime | None
 ) -> tuple[pa.Table, dict[tuple[str, int], int]]:
     """XID events from the change of each GPU's last-XID gauge since the previous scrape.
 
@@ -547,13 +547,17 @@ def xid_events(
     non-zero: the gauge keeps its value for the exporter's lifetime, so reporting it
     would repeat an old XID after every gpulens restart. Limits of a last-value gauge:
     the same XID twice in a row, or several XIDs within one interval, show as one event.
-    Rows with a NULL gauge leave the state unchanged. Returns ``(events, new_state)``;
-    ``previous`` is not modified.
+    Rows with a NULL gauge leave the state unchanged. Rows are read in the order given:
+    several samples of one GPU (a range read back from Prometheus) come oldest first.
+    Each event is at ``ts``, or with ``ts=None`` at its own row's ``ts`` (rows read back
+    at their scrape times). Returns ``(events, new_state)``; ``previous`` is not modified.
     """
     state = dict(previous)
     rows = []
-    cols = samples.select(["node", "gpu_index", "gpu_uuid", "xid_last"]).to_pydict()
-    for node, gpu, uuid, xid in zip(*cols.values(), strict=True):
+    names = ["node", "gpu_index", "gpu_uuid", "xid_last"] + (["ts"] if ts is None else [])
+    cols = samples.select(names).to_pydict()
+    times = cols.pop("ts") if ts is None else [_naive_utc(ts)] * samples.num_rows
+    for node, gpu, uuid, xid, when in zip(*cols.values(), times, strict=True):
         if xid is None:
             continue
         key = (node, gpu)
@@ -561,11 +565,10 @@ def xid_events(
         state[key] = xid
         if before is not None and xid != before and xid != 0:
             detail = f"DCGM_FI_DEV_XID_ERRORS changed from {before} to {xid}"
-            rows.append((node, gpu, uuid, xid, detail))
-    when = _naive_utc(ts)
+            rows.append((node, gpu, uuid, xid, detail, when))
     events = pa.table(
         {
-            "ts": pa.array([when] * len(rows), pa.timestamp("us")),
+            "ts": pa.array([r[5] for r in rows], pa.timestamp("us")),
             "node": pa.array([r[0] for r in rows], pa.string()),
             "gpu_index": pa.array([r[1] for r in rows], pa.int16()),
             "gpu_uuid": pa.array([r[2] for r in rows], pa.string()),

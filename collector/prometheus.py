@@ -11,11 +11,15 @@ is pure; tests pass literal API answers).
 
 Catch-up: the source remembers the last time it has stored (``cursor``; at start it is
 the newest sample in the warehouse). When a cycle finds a gap of more than one step -
-gpulens was stopped, or Prometheus was unreachable and the service backed off - it asks
-``query_range`` from the cursor on, in chunks of at most ``chunk_s`` seconds per cycle,
-until it is level again, so every interval Prometheus still holds reaches the warehouse
-(``max_catchup_s`` bounds how far back it looks). Steps are aligned to ``interval_s``,
-so a repeated range lands on the same timestamps and the idempotent ingest skips it.
+gpulens was stopped, or Prometheus was unreachable and the service backed off - it reads
+from the cursor on, in chunks of at most ``chunk_s`` seconds per cycle, until it is level
+again, so every interval Prometheus still holds reaches the warehouse (``max_catchup_s``
+bounds how far back it looks). Under ``pull="query"`` a chunk is a ``query_range`` whose
+steps are aligned to ``interval_s``, as the instant queries are, so a repeated range
+lands on the same timestamps and the idempotent ingest skips it. Under
+``pull="federate"`` a chunk is Prometheus's raw samples (``q[span]``), at their scrape
+times as the pulls store them: a step would hold the sample before it, which a pull has
+already stored at its own time, so it would count twice.
 
 Row identity: ``node`` is the ``node_label`` label when configured, else ``Hostname`` /
 ``hostname``, else the host part of ``instance``, mapped to scheduler names as on every
@@ -54,7 +58,6 @@ from collector.federate import (
     FederateUnsupported,
     LabelMemo,
     parse_federate,
-    row_times,
 )
 from collector.federate import federate_via as _federate_via
 from collector.federate import pull as _federate_pull
@@ -431,7 +434,8 @@ class PrometheusSource:
     (:mod:`collector.federate`; ``federate(selector) -> text or bytes`` is the transport, by
     default over ``client``'s session), ``"query"`` asks one instant query per field.
     A server without ``/federate`` (Thanos, Mimir) turns the source to ``"query"`` for
-    good, logged once. A gap is always filled with range queries.
+    good, logged once. A gap is filled with ``query_range`` steps under ``"query"`` and
+    with raw samples at their scrape times under ``"federate"`` (:meth:`fetch_raw`).
     """
 
     name = "prometheus"
@@ -499,6 +503,25 @@ class PrometheusSource:
                                                end_time=end.replace(tzinfo=UTC), step=step)
                 for q in self.queries]
 
+    def fetch_raw(self, after: datetime, end: datetime) -> list[list[dict]]:
+        """Each field's raw samples in (``after``, ``end``], at their scrape times: the
+        range selector ``q[span]`` asked at ``end``, which Prometheus answers unaligned."""
+        span_ms = max(1, round((end - after).total_seconds() * 1000))
+        params = {"time": f"{_epoch_s(end):.3f}"}
+        return [self.client.custom_query(f"{q}[{span_ms}ms]", params=params)
+                for q in self.queries]
+
+    def _fetch_gap(self, start: datetime, end: datetime, ts: datetime) -> list[list[dict]]:
+        """A chunk of a gap under federate: Prometheus's raw samples, at their scrape times
+        as the pulls store them (a step of ``query_range`` would hold the sample before
+        it, which a pull may have stored at its own time). From one step before the
+        chunk, for a scrape appended after the last pull; the last chunk up to now, as a
+        pull would read, for a scrape since the tick. A sample met twice has the same
+        key, and the ingest skips it."""
+        after = start - timedelta(seconds=self.interval_s)
+        upto = max(end, self._now()) if end >= _naive(ts) else end
+        return self.fetch_raw(after, upto)
+
     def collect(self, ts: datetime) -> list[tuple[str, pa.Table]]:
         """Read the next window (the tick, or a chunk of a gap); samples and XID events."""
         win = self.window(ts)
@@ -511,8 +534,10 @@ class PrometheusSource:
         if federated:
             samples, instances = federated
         else:
+            answers = (self._fetch_gap(start, end, ts) if self.pull == "federate"
+                       else self.fetch(start, end))
             samples, instances = read_results(
-                self.fetch(start, end), interval_s=self.interval_s,
+                answers, interval_s=self.interval_s,
                 node_label=self.node_label, names=self.names, counts=counts)
         self.dropped.add(counts)
         now = self._now()
@@ -520,7 +545,7 @@ class PrometheusSource:
                                       max_age_s=self.max_catchup_s + 3600)
         instances, _ = sanitize_samples(instances, now, counter=self.dropped,
                                         max_age_s=self.max_catchup_s + 3600)
-        events = self._xid_events(samples) if not federated else self._xid_pulled(samples, end)
+        events = self._xid_events(samples)
         self.cursor = end
         self.caught_up = end >= _naive(ts)
         return [("samples", samples), ("mig_samples", instances), ("events", events)]
@@ -539,26 +564,14 @@ class PrometheusSource:
                               node_label=self.node_label, names=self.names, counts=counts,
                               memo=self.labels)
 
-    def _xid_pulled(self, samples: pa.Table, pulled: datetime) -> pa.Table:
-        """XID events of a pull (one row per GPU, each at its own sample time)."""
-        events, self.xid_state = xid_events(self.xid_state, samples, pulled)
-        if events.num_rows:
-            when = row_times(samples)
-            ts = [when[(n, g)] for n, g in zip(events["node"].to_pylist(),
-                                               events["gpu_index"].to_pylist(), strict=True)]
-            events = events.set_column(0, "ts", pa.array(ts, pa.timestamp("us")))
-        return events
-
     def _xid_events(self, samples: pa.Table) -> pa.Table:
-        """XID events from the last-XID gauge, tick by tick in time order."""
-        parts = []
+        """XID events from the last-XID gauge, each GPU's samples oldest first, each event
+        at its sample's time (a pull's scrape time, a range step, or a raw sample's)."""
         if samples.num_rows == 0:
             return SCHEMAS["events"].empty_table()
-        for t in pc.unique(samples["ts"]).sort().to_pylist():
-            rows = samples.filter(pc.equal(samples["ts"], pa.scalar(t, samples["ts"].type)))
-            events, self.xid_state = xid_events(self.xid_state, rows, t)
-            parts.append(events)
-        return pa.concat_tables(parts)
+        order = pc.sort_indices(samples, sort_keys=[("ts", "ascending")])  # stable
+        events, self.xid_state = xid_events(self.xid_state, samples.take(order), None)
+        return events
 
 
 def connect(

@@ -246,36 +246,125 @@ class QueryClient:
         return self._series(list(range(s, e + 1, 15)))
 
 
-def test_source_pulls_federate_live_and_catches_up_with_range_queries():
-    client = QueryClient()
-    asked: list[str] = []
+class HeldSamples:
+    """Prometheus over the raw samples of one GPU, scraped 0.321 s past each 15 s: a
+    range selector asked at a time answers the raw samples in its window, a range query
+    each step's latest sample at or before it (5-minute lookback), ``/federate`` the newest
+    sample at ``now``. Sample k has temperature 20 + k and, from k = 20 on, XID 79."""
 
-    def federate(selector):
-        asked.append(selector)
-        if "GPU_TEMP" not in selector:
+    OFFSET_S = 0.321
+
+    def __init__(self):
+        self.now = T0
+        self.calls: list[str] = []
+
+    def times(self, upto: float) -> list[tuple[int, float]]:
+        """(k, Unix seconds) of the samples scraped by ``upto`` (and by now)."""
+        out, k = [], 0
+        upto = min(upto, self.now.replace(tzinfo=UTC).timestamp())
+        while (t := MS0 / 1000 + 15 * k + self.OFFSET_S) <= upto:
+            out.append((k, t))
+            k += 1
+        return out
+
+    def when(self, k: int) -> datetime:
+        return T0 + timedelta(seconds=15 * k + self.OFFSET_S)
+
+    @staticmethod
+    def value(query: str, k: int) -> int | None:
+        if "GPU_TEMP" in query:
+            return 20 + k
+        return (79 if k >= 20 else 0) if "XID_ERRORS" in query else None
+
+    def _series(self, query, points):
+        name = "DCGM_FI_DEV_GPU_TEMP" if "GPU_TEMP" in query else "DCGM_FI_DEV_XID_ERRORS"
+        return [{"metric": {"__name__": name, "Hostname": "gpu001", "gpu": "0",
+                            "UUID": "GPU-1"},
+                 "values": [[t, str(v)] for t, v in points]}] if points else []
+
+    def _latest(self, query, at):
+        held = [(t, self.value(query, k)) for k, t in self.times(at) if t > at - 300]
+        return held[-1] if held and held[-1][1] is not None else None
+
+    def custom_query(self, query, params=None):
+        at = float(params["time"])
+        window = re.search(r"\[(\d+)ms\]$", query)
+        self.calls.append("raw" if window else "query")
+        if self.value(query, 0) is None:
+            return []
+        if window:
+            span = int(window.group(1)) / 1000
+            return self._series(query, [(t, self.value(query, k)) for k, t in self.times(at)
+                                        if t > at - span])
+        latest = self._latest(query, at)
+        return self._series(query, [(at, latest[1])] if latest else [])
+
+    def custom_query_range(self, query, start_time, end_time, step):
+        self.calls.append("range")
+        s, e = start_time.timestamp(), end_time.timestamp()
+        steps = [s + 15 * i for i in range(int((e - s) // 15) + 1)]
+        return self._series(query, [(t, latest[1]) for t in steps
+                                    if (latest := self._latest(query, t))])
+
+    def federate(self, selector):
+        latest = self._latest(selector, self.now.replace(tzinfo=UTC).timestamp())
+        if latest is None:
             return ""
-        return ('DCGM_FI_DEV_GPU_TEMP{Hostname="gpu001",gpu="0",UUID="GPU-1",job="dcgm"} '
-                f"{61 + len(asked)} {MS0 + 14_321}\n")
+        name = "DCGM_FI_DEV_GPU_TEMP" if "GPU_TEMP" in selector else "DCGM_FI_DEV_XID_ERRORS"
+        return (f'{name}{{Hostname="gpu001",gpu="0",UUID="GPU-1",job="dcgm"}} '
+                f"{latest[1]} {round(latest[0] * 1000)}\n")
 
-    src = PrometheusSource(client, interval_s=15, resume_from=T0, federate=federate,
-                           now=lambda: T0 + timedelta(hours=1), chunk_s=300)
-    b = dict(src.collect(T0 + timedelta(seconds=15)))
-    assert sorted(asked) == sorted(field_queries())  # one request per field
-    assert client.calls == []
-    assert b["samples"]["ts"].to_pylist() == [T0 + timedelta(seconds=14.321)]
-    assert src.cursor == T0 + timedelta(seconds=15) and src.caught_up
-    # a gap of 10 minutes: range queries, in 300-s chunks, then federate again
-    asked.clear()
-    seen = []
+
+def test_source_pulls_federate_live_and_catches_up_with_the_raw_samples():
+    """A gap under federate is read as Prometheus's raw samples, at their scrape times:
+    every sample once. A range query's step holds the sample before it, which the last
+    pull had already stored at its own time, so it was stored twice."""
+    held = HeldSamples()
+    src = PrometheusSource(held, interval_s=15, resume_from=T0 + timedelta(seconds=15),
+                           federate=held.federate, now=lambda: held.now, chunk_s=300)
+    stored: dict[datetime, float] = {}
+    events = []
+
+    def cycle(tick: datetime) -> None:
+        held.now = tick + timedelta(seconds=0.5)
+        batch = dict(src.collect(tick))
+        for ts, temp in zip(batch["samples"]["ts"].to_pylist(),
+                            batch["samples"]["temp_c"].to_pylist(), strict=True):
+            assert stored.setdefault(ts, temp) == temp  # met twice: the same sample
+        events.extend(batch["events"].to_pylist())
+
+    cycle(T0 + timedelta(seconds=30))  # a pull half a second on: sample 2, scraped since
+    assert held.calls == [] and list(stored) == [held.when(2)]
+    assert src.cursor == T0 + timedelta(seconds=30) and src.caught_up
+    # a gap of 10 minutes: read back in 300-s chunks, then federate again
+    gap = T0 + timedelta(minutes=10, seconds=15)
+    cycles = 0
     while True:
-        b = dict(src.collect(T0 + timedelta(minutes=10, seconds=15)))
-        seen += b["samples"]["ts"].to_pylist()
+        cycle(gap)
+        cycles += 1
         if src.caught_up:
             break
-    assert asked == [] and set(client.calls) == {"range"}
-    assert seen == [T0 + timedelta(seconds=15 * k) for k in range(2, 42)]
-    src.collect(T0 + timedelta(minutes=10, seconds=30))
-    assert len(asked) == len(FIELDS)
+    cycle(gap + timedelta(seconds=15))  # a pull again
+    assert sorted(stored.values()) == [20.0 + k for k in range(2, 43)]  # none twice
+    assert sorted(stored) == [held.when(k) for k in range(2, 43)]  # none lost
+    assert cycles == 2 and "range" not in held.calls and "raw" in held.calls
+    # the XID the gauge took at sample 20 is one event, at that sample's time
+    assert [(e["ts"], e["code"]) for e in events] == [(held.when(20), 79)]
+
+
+def test_a_gap_under_queries_is_read_with_range_queries_on_the_step_grid():
+    held = HeldSamples()
+    held.now = T0 + timedelta(minutes=10, seconds=15.5)
+    src = PrometheusSource(held, interval_s=15, resume_from=T0 + timedelta(seconds=30),
+                           pull="query", now=lambda: T0 + timedelta(hours=1), chunk_s=300)
+    seen = []
+    while True:
+        seen += dict(src.collect(T0 + timedelta(minutes=10, seconds=15)))["samples"][
+            "ts"].to_pylist()
+        if src.caught_up:
+            break
+    assert set(held.calls) == {"range"}
+    assert seen == [T0 + timedelta(seconds=15 * k) for k in range(3, 42)]
 
 
 def test_a_server_without_federate_is_read_with_queries():
