@@ -30,7 +30,7 @@ a 404 or 405 raises :class:`FederateUnsupported`, and the source falls back to q
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -55,7 +55,7 @@ from warehouse.clock import naive_utc
 from warehouse.schema import SCHEMAS
 
 __all__ = ["AHEAD", "BAD_TIME", "NO_NODE", "FederateUnsupported", "LabelMemo",
-           "federate_via", "parse_federate", "pull", "row_times"]
+           "federate_via", "parse_federate", "pull"]
 
 NO_NODE = "series: no node (no Hostname, hostname or instance label)"
 BAD_TIME = "series: time not a Unix time"
@@ -281,11 +281,3 @@ def parse_federate(
     instances = instance_rows(ts, node, gpu_row, row, fid, sets["inst"][s], value,
                               sets["profile"][s])
     return samples, instances
-
-
-def row_times(samples: pa.Table) -> Mapping[tuple[str, int], datetime]:
-    """``(node, gpu_index) -> ts`` of a pull's rows (one per GPU): where its XID
-    events are stamped."""
-    cols = samples.select(["node", "gpu_index", "ts"]).to_pydict()
-    return {(n, g): t for n, g, t in zip(cols["node"], cols["gpu_index"], cols["ts"],
-                                         strict=True)}

@@ -418,6 +418,47 @@ def read_results(
     return samples, instances
 
 
+def newest_seen(seen: pa.Table | None, samples: pa.Table) -> pa.Table:
+    """Each GPU's newest sample time (``node``, ``gpu_index``, ``ts``) in ``seen`` and
+    ``samples``."""
+    rows = samples.select(["node", "gpu_index", "ts"])
+    both = rows if seen is None else pa.concat_tables([seen, rows])
+    newest = both.group_by(["node", "gpu_index"]).aggregate([("ts", "max")])
+    return newest.rename_columns(["node", "gpu_index", "ts"])
+
+
+def one_per_step(samples: pa.Table, instances: pa.Table, step_s: float,
+                 seen: pa.Table | None) -> tuple[pa.Table, pa.Table]:
+    """Raw samples (and their MIG rows) thinned to what a pull at each tick would have
+    stored: per GPU the newest sample of each step ``((k-1) step, k step]`` of Unix time,
+    and none of the step of the newest sample ``seen`` holds for it, or of one before.
+    Prometheus may scrape more often than gpulens pulls (every 15 s against 60 s): each
+    row stands for ``step_s`` seconds in the rollups, so every raw sample kept would
+    count the gap's seconds several times over; and a sample older than the one the
+    last pull stored would walk the XID gauge back and report an old XID again."""
+    if samples.num_rows == 0:
+        return samples, instances
+    step_us = max(1, round(step_s * 1e6))
+    frame = pd.DataFrame({"node": samples["node"].to_numpy(zero_copy_only=False),
+                          "gpu": samples["gpu_index"].to_numpy(zero_copy_only=False),
+                          "t": samples["ts"].cast(pa.int64()).to_numpy()})
+    frame["step"] = -(-frame["t"] // step_us)
+    if seen is not None and seen.num_rows:
+        last = pd.DataFrame({"node": seen["node"].to_numpy(zero_copy_only=False),
+                             "gpu": seen["gpu_index"].to_numpy(zero_copy_only=False),
+                             "last": -(-seen["ts"].cast(pa.int64()).to_numpy() // step_us)})
+        after = frame.merge(last, on=["node", "gpu"], how="left")["last"].to_numpy()
+        frame = frame[~(frame["step"].to_numpy() <= after)]  # NaN (not seen): kept
+    keep = np.sort(frame.groupby(["node", "gpu", "step"], sort=False)["t"].idxmax().to_numpy())
+    if len(keep) == samples.num_rows:
+        return samples, instances
+    samples = samples.take(keep)
+    if instances.num_rows:
+        instances = instances.join(samples.select(["ts", "node", "gpu_index"]),
+                                   keys=["ts", "node", "gpu_index"], join_type="left semi")
+    return samples, instances
+
+
 def _epoch_s(ts: datetime) -> float:
     return (ts if ts.tzinfo else ts.replace(tzinfo=UTC)).timestamp()
 
@@ -428,7 +469,8 @@ class PrometheusSource:
     ``client`` is a ``prometheus_api_client.PrometheusConnect`` (or anything with its
     ``custom_query(query, params)`` and ``custom_query_range(query, start_time,
     end_time, step)``). ``resume_from`` is the newest stored sample time (naive UTC),
-    where catch-up starts after a restart.
+    where catch-up starts after a restart; ``seen`` each GPU's (``node``, ``gpu_index``,
+    ``ts``), which a gap read back under federate starts after (:func:`one_per_step`).
 
     ``pull`` says how a cycle without a gap reads: ``"federate"`` GETs ``/federate``
     (:mod:`collector.federate`; ``federate(selector) -> text or bytes`` is the transport, by
@@ -449,6 +491,7 @@ class PrometheusSource:
         node_label: str = "",
         names: NodeNames | None = None,
         resume_from: datetime | None = None,
+        seen: pa.Table | None = None,
         max_catchup_s: float = 86_400.0,
         chunk_s: float = 900.0,
         now: Callable[[], datetime] | None = None,
@@ -475,6 +518,9 @@ class PrometheusSource:
         self.dropped = DropCounter()
         self.xid_state: dict[tuple[str, int], int] = {}
         self.caught_up = True  # False while a gap is still being filled
+        #: Under federate, each GPU's newest stored sample time (node, gpu_index, ts): a
+        #: gap's raw samples start after it (:func:`one_per_step`)
+        self.seen: pa.Table | None = seen
         self._now = now or (lambda: datetime.now(UTC).replace(tzinfo=None))
 
     def window(self, ts: datetime) -> tuple[datetime, datetime] | None:
@@ -504,20 +550,22 @@ class PrometheusSource:
                 for q in self.queries]
 
     def fetch_raw(self, after: datetime, end: datetime) -> list[list[dict]]:
-        """Each field's raw samples in (``after``, ``end``], at their scrape times: the
-        range selector ``q[span]`` asked at ``end``, which Prometheus answers unaligned."""
-        span_ms = max(1, round((end - after).total_seconds() * 1000))
-        params = {"time": f"{_epoch_s(end):.3f}"}
+        """Each field's raw samples in (``after``, ``end``] (to the millisecond), at their
+        scrape times: the range selector ``q[span]`` asked at ``end``, which Prometheus
+        answers unaligned. Both ends are rounded once, so chunks meet exactly."""
+        end_ms = round(_epoch_s(end) * 1000)
+        span_ms = max(1, end_ms - round(_epoch_s(after) * 1000))
+        params = {"time": f"{end_ms // 1000}.{end_ms % 1000:03d}"}
         return [self.client.custom_query(f"{q}[{span_ms}ms]", params=params)
                 for q in self.queries]
 
     def _fetch_gap(self, start: datetime, end: datetime, ts: datetime) -> list[list[dict]]:
         """A chunk of a gap under federate: Prometheus's raw samples, at their scrape times
         as the pulls store them (a step of ``query_range`` would hold the sample before
-        it, which a pull may have stored at its own time). From one step before the
-        chunk, for a scrape appended after the last pull; the last chunk up to now, as a
-        pull would read, for a scrape since the tick. A sample met twice has the same
-        key, and the ingest skips it."""
+        it, which a pull may have stored at its own time). From the step before the
+        chunk's first, which the last pull may have read past; the last chunk up to now,
+        as a pull would read, for a scrape since the tick. :func:`one_per_step` then
+        keeps what pulls at each tick would have stored."""
         after = start - timedelta(seconds=self.interval_s)
         upto = max(end, self._now()) if end >= _naive(ts) else end
         return self.fetch_raw(after, upto)
@@ -529,16 +577,20 @@ class PrometheusSource:
             return []
         start, end = win
         counts: Counter = Counter()
-        live = end - start < timedelta(seconds=self.interval_s)
+        # a gap's last step is read back too: a pull would miss the samples before it
+        live = end - start < timedelta(seconds=self.interval_s) and self.caught_up
         federated = live and self.pull == "federate" and self._federate(end, counts)
         if federated:
             samples, instances = federated
         else:
-            answers = (self._fetch_gap(start, end, ts) if self.pull == "federate"
-                       else self.fetch(start, end))
+            raw = self.pull == "federate"
+            answers = self._fetch_gap(start, end, ts) if raw else self.fetch(start, end)
             samples, instances = read_results(
                 answers, interval_s=self.interval_s,
                 node_label=self.node_label, names=self.names, counts=counts)
+            if raw:
+                samples, instances = one_per_step(samples, instances, self.interval_s,
+                                                  self.seen)
         self.dropped.add(counts)
         now = self._now()
         samples, _ = sanitize_samples(samples, now, counter=self.dropped,
@@ -546,6 +598,8 @@ class PrometheusSource:
         instances, _ = sanitize_samples(instances, now, counter=self.dropped,
                                         max_age_s=self.max_catchup_s + 3600)
         events = self._xid_events(samples)
+        if self.pull == "federate" and samples.num_rows:
+            self.seen = newest_seen(self.seen, samples)
         self.cursor = end
         self.caught_up = end >= _naive(ts)
         return [("samples", samples), ("mig_samples", instances), ("events", events)]

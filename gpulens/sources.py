@@ -80,6 +80,7 @@ def _prometheus(config: Config, warehouse: Warehouse, now: datetime):
         client, interval_s=config["collect.interval_s"], selector=p["selector"],
         node_label=p["node_label"], names=_node_names(config),
         resume_from=meta.latest_sample_ts(warehouse.reader()),
+        seen=meta.latest_per_gpu(warehouse.reader()) if p["pull"] == "federate" else None,
         max_catchup_s=p["max_catchup_h"] * 3600, chunk_s=p["chunk_min"] * 60,
         pull=p["pull"], federate_workers=p["federate_workers"],
         federate_gzip=p["federate_gzip"],

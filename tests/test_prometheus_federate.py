@@ -247,34 +247,35 @@ class QueryClient:
 
 
 class HeldSamples:
-    """Prometheus over the raw samples of one GPU, scraped 0.321 s past each 15 s: a
-    range selector asked at a time answers the raw samples in its window, a range query
-    each step's latest sample at or before it (5-minute lookback), ``/federate`` the newest
-    sample at ``now``. Sample k has temperature 20 + k and, from k = 20 on, XID 79."""
+    """Prometheus over the raw samples of one GPU, scraped 0.321 s past each ``scrape_s``
+    seconds: a range selector asked at a time answers the raw samples in its window, a
+    range query each step's latest sample at or before it (5-minute lookback),
+    ``/federate`` the newest sample at ``now``. Sample k has temperature 20 + k % 80 and
+    XID 31, then 79 from sample ``xid_from`` on."""
 
     OFFSET_S = 0.321
 
-    def __init__(self):
+    def __init__(self, scrape_s: float = 15.0, xid_from: int = 20):
         self.now = T0
         self.calls: list[str] = []
+        self.scrape_s, self.xid_from = scrape_s, xid_from
 
     def times(self, upto: float) -> list[tuple[int, float]]:
         """(k, Unix seconds) of the samples scraped by ``upto`` (and by now)."""
         out, k = [], 0
         upto = min(upto, self.now.replace(tzinfo=UTC).timestamp())
-        while (t := MS0 / 1000 + 15 * k + self.OFFSET_S) <= upto:
+        while (t := MS0 / 1000 + self.scrape_s * k + self.OFFSET_S) <= upto:
             out.append((k, t))
             k += 1
         return out
 
     def when(self, k: int) -> datetime:
-        return T0 + timedelta(seconds=15 * k + self.OFFSET_S)
+        return T0 + timedelta(seconds=self.scrape_s * k + self.OFFSET_S)
 
-    @staticmethod
-    def value(query: str, k: int) -> int | None:
+    def value(self, query: str, k: int) -> int | None:
         if "GPU_TEMP" in query:
-            return 20 + k
-        return (79 if k >= 20 else 0) if "XID_ERRORS" in query else None
+            return 20 + k % 80
+        return (79 if k >= self.xid_from else 31) if "XID_ERRORS" in query else None
 
     def _series(self, query, points):
         name = "DCGM_FI_DEV_GPU_TEMP" if "GPU_TEMP" in query else "DCGM_FI_DEV_XID_ERRORS"
@@ -350,6 +351,52 @@ def test_source_pulls_federate_live_and_catches_up_with_the_raw_samples():
     assert cycles == 2 and "range" not in held.calls and "raw" in held.calls
     # the XID the gauge took at sample 20 is one event, at that sample's time
     assert [(e["ts"], e["code"]) for e in events] == [(held.when(20), 79)]
+
+
+def _run(held: HeldSamples, src: PrometheusSource, ticks: list[datetime], late_s: float = 0.5):
+    """Collect at each tick (``late_s`` after it by the wall clock; a tick named twice is
+    read until caught up): the samples stored by (ts, node, gpu) and the events."""
+    stored, events = {}, []
+    for tick in ticks:
+        while True:
+            held.now = tick + timedelta(seconds=late_s)
+            batch = dict(src.collect(tick))
+            for r in batch["samples"].to_pylist():
+                stored.setdefault((r["ts"], r["node"], r["gpu_index"]), r)
+            events += [(e["ts"], e["code"]) for e in batch["events"].to_pylist()]
+            if src.caught_up:
+                break
+    return stored, events
+
+
+def test_a_gap_scraped_more_often_than_pulled_keeps_one_sample_per_step():
+    """Prometheus scrapes every 15 s, gpulens pulls every 60 s (docs/scaling.md): each
+    row stands for 60 s in the rollups, so a gap read back keeps per GPU the newest raw
+    sample of each minute, as a pull at each tick would have; every raw sample (four a
+    minute) counted the gap's minutes four times over."""
+    held = HeldSamples(scrape_s=15)
+    src = PrometheusSource(held, interval_s=60, resume_from=T0 + timedelta(minutes=1),
+                           federate=held.federate, now=lambda: held.now, chunk_s=300)
+    ticks = [T0 + timedelta(minutes=m) for m in (2, 3, 4, 20, 21, 22)]  # a gap at 20
+    stored, _ = _run(held, src, ticks)
+    minutes = Counter(-(-(ts - T0) // timedelta(minutes=1)) for ts, _, _ in stored)
+    assert sorted(minutes) == list(range(3, 24)) and set(minutes.values()) == {1}
+    raw = {held.when(k) for k in range(0, 23 * 4)}
+    assert {ts for ts, _, _ in stored} <= raw  # each a sample, at its scrape time
+    assert "raw" in held.calls
+
+
+def test_a_gap_after_a_late_pull_does_not_report_an_old_xid_again():
+    """A pull 40 s late (a first cycle, a slow one) stores the sample scraped 30 s past
+    its tick; the gap after it read back from the tick the older samples too, and their
+    gauge walked the XID back (79 to 31) and forward again: two more events."""
+    held = HeldSamples(scrape_s=15, xid_from=13)  # XID 79 from T0 + 3:15
+    src = PrometheusSource(held, interval_s=60, resume_from=T0 + timedelta(minutes=1),
+                           federate=held.federate, now=lambda: held.now, chunk_s=900)
+    _, before = _run(held, src, [T0 + timedelta(minutes=2)])
+    _, late = _run(held, src, [T0 + timedelta(minutes=3)], late_s=40.5)
+    _, gap = _run(held, src, [T0 + timedelta(minutes=10)])
+    assert before + late + gap == [(held.when(14), 79)]  # the sample the late pull read
 
 
 def test_a_gap_under_queries_is_read_with_range_queries_on_the_step_grid():
@@ -444,6 +491,36 @@ def test_serve_wires_the_pull_setting(tmp_path, setting, pull):
         wh.close()
     assert source.pull == pull and source.federate_workers == 2
     assert (source.federate is not None) == (pull == "federate")
+
+
+def test_a_restarted_service_reads_a_gap_back_after_each_gpus_newest_sample(tmp_path):
+    """After a restart the source knows each GPU's newest stored sample (``gpu_latest``),
+    so the step it fell in is not stored a second time from the raw samples."""
+    from gpulens.config import load
+    from gpulens.sources import build_sources
+    from warehouse import Warehouse
+
+    cfg = tmp_path / "gpulens.toml"
+    cfg.write_text('[collect]\nsource = "prometheus"\ninterval_s = 60\n'
+                   '[prometheus]\nurl = "http://127.0.0.1:1"\n')
+    held = HeldSamples(scrape_s=15)
+    first = PrometheusSource(held, interval_s=60, resume_from=T0 + timedelta(minutes=1),
+                             federate=held.federate, now=lambda: held.now)
+    wh = Warehouse(":memory:")
+    try:
+        held.now = T0 + timedelta(minutes=2, seconds=0.5)
+        for kind, table in first.collect(T0 + timedelta(minutes=2)):
+            wh.ingest(kind, table).result()  # sample 2:00.321
+        (source,) = build_sources(load(cfg, env={}), wh, now=T0)
+    finally:
+        wh.close()
+    assert source.seen.to_pylist() == [{"node": "gpu001", "gpu_index": 0,
+                                        "ts": held.when(8)}]
+    source.client, source.federate, source._now = held, held.federate, lambda: held.now
+    stored, _ = _run(held, source, [T0 + timedelta(minutes=6)])
+    # 3:45, 4:45, 5:45 and 6:00: the minute to 3:00 had its row, 2:00.321, not also 2:45
+    assert sorted(ts for ts, _, _ in stored) == [held.when(4 * m - 1) for m in range(4, 7)] + [
+        held.when(24)]
 
 
 @pytest.mark.parametrize("gzip", [False, True])

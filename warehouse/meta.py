@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import duckdb
+import pyarrow as pa
 
 #: the simulator profile a simulated warehouse was made with (issue 16): written by
 #: ``gpulens simulate`` and by the simulated source's first start
@@ -29,6 +30,16 @@ def latest_sample_ts(cur: duckdb.DuckDBPyConnection):
     than ``retention.raw_days`` still resumes where it stopped (issue 17)."""
     return cur.execute("SELECT greatest((SELECT max(ts) FROM gpu_samples), "
                        "(SELECT max(ts) FROM gpu_latest))").fetchone()[0]
+
+
+def latest_per_gpu(cur: duckdb.DuckDBPyConnection):
+    """Each GPU's newest stored sample time, an Arrow table (``node``, ``gpu_index``,
+    ``ts``) from ``gpu_latest``: where a Prometheus source's catch-up starts per GPU after
+    a restart (collector/prometheus.py:one_per_step)."""
+    got = cur.execute("SELECT node, gpu_index, ts FROM gpu_latest").fetchnumpy()
+    return pa.table({"node": pa.array(got["node"], pa.string()),
+                     "gpu_index": pa.array(got["gpu_index"], pa.int16()),
+                     "ts": pa.array(got["ts"], pa.timestamp("us"))})
 
 
 def memory_limit(cur: duckdb.DuckDBPyConnection) -> str:
