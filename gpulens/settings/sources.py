@@ -69,7 +69,9 @@ SETTINGS: tuple[Setting, ...] = (
             "How each cycle reads the newest samples: federate (GET /federate, the "
             "exposition text; Prometheus and VictoriaMetrics) or query (one instant query "
             "per field; Thanos and Mimir have no /federate, and a 404 there switches to "
-            "query by itself). Catch-up after a gap always uses range queries.",
+            "query by itself). Catch-up after a gap reads Prometheus's raw samples at "
+            "their scrape times under federate (as the pulls store them) and range "
+            "queries on the step grid under query.",
             lambda v: v in ("federate", "query"), "federate or query"),
     Setting("prometheus.federate_workers", int, 4,
             "Concurrent /federate requests (one per DCGM field), each parsed as it "
