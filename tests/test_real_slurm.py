@@ -39,7 +39,8 @@ def state_of(cluster: LocalSlurm, job_id: str) -> str:
     return cluster.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).strip()
 
 
-def wait_for(cond, timeout: float, what: str, poll=None):
+def wait_for(cond, timeout: float, what: str, poll=None, detail=None):
+    """Poll until ``cond()``; on timeout the message adds ``detail()`` (what was seen)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if poll:
@@ -47,7 +48,8 @@ def wait_for(cond, timeout: float, what: str, poll=None):
         if cond():
             return
         time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+    seen = f"\n{detail()}" if detail else ""
+    raise AssertionError(f"timed out waiting for {what} ({timeout:g} s){seen}")
 
 
 def test_collector_sees_every_run(slurm, tmp_path):
@@ -155,7 +157,7 @@ def test_squeue_json_is_read_as_22_05(slurm):
     slurm.run("scancel", job)
 
 
-def test_failed_steps_cancellations_and_names_that_are_not_utf8(slurm):
+def test_failed_steps_cancellations_and_names_that_are_not_utf8(slurm, tmp_path):
     """A clean batch script whose srun step failed, a job cancelled while running, and a
     job name with bytes that are not UTF-8 (Slurm passes them through)."""
     wh = Warehouse(":memory:")
@@ -168,15 +170,16 @@ def test_failed_steps_cancellations_and_names_that_are_not_utf8(slurm):
     jobs = {
         "step": submit(slurm, "--gres=gpu:1", "-J", "step-fails",
                        "--wrap", "srun --gres=gpu:1 false; exit 0"),
-        "cancel": submit(slurm, "--gres=gpu:1", "-J", "cancel-me", "--wrap", "sleep 300"),
+        "cancel": submit(slurm, "--gres=gpu:1", "-J", "cancel-me",
+                         "--wrap", f"touch {tmp_path}/running; sleep 300"),
         "bytes": submit(slurm, "--gres=gpu:2", "-J", os.fsdecode(b"caf\xe9-\xff"),
                         "--wrap", "sleep 3"),
     }
     wait_for(lambda: state_of(slurm, jobs["cancel"]) == "RUNNING", 30, "cancel-me to run",
              poll=poll)
-    # Cancel once the batch step runs (cancelled before, no step holds a signal).
-    wait_for(lambda: f"{jobs['cancel']}.batch" in slurm.run(
-        "sacct", "-n", "-j", jobs["cancel"], "-o", "JobID", check=False), 30, "batch step")
+    # Cancel once the script runs: cancelled before, no step holds a signal (sacct's
+    # ``.batch`` record alone is not enough: it exists before the script has started).
+    wait_for(lambda: (tmp_path / "running").exists(), 60, "the script of cancel-me")
     slurm.run("scancel", jobs["cancel"])
     wait_for(lambda: all(state_of(slurm, j) == "" for j in jobs.values()), 60,
              "every job to end", poll=poll)
@@ -188,7 +191,16 @@ def test_failed_steps_cancellations_and_names_that_are_not_utf8(slurm):
                            "AND reason LIKE 'step %'", [jobs["cancel"], jobs["step"]]).fetchall()
         return all(n for (n,) in rows)
 
-    wait_for(accounted, 30, "the steps in sacct", poll=poll)
+    def seen():
+        ids = ",".join(jobs.values())
+        rows = cur.execute("SELECT job_id, state, exit_code, signal, reason FROM job_runs "
+                           "ORDER BY job_id").fetchall()
+        return f"job_runs: {rows}\n" + slurm.run(
+            "sacct", "-a", "-j", ids, "-o", "JobID,State,ExitCode,DerivedExitCode,End",
+            check=False)
+
+    # Under load slurmdbd stores the steps well after the jobs leave the queue.
+    wait_for(accounted, 90, "the steps in sacct", poll=poll, detail=seen)
     runs = {r[0]: r[1:] for r in cur.execute(
         "SELECT r.job_id, r.state, r.exit_code, r.signal, r.reason, j.name, r.gpus "
         "FROM job_runs r JOIN jobs j USING (job_id)").fetchall()}
