@@ -126,7 +126,9 @@ def test_collector_sees_every_run(slurm, tmp_path):
         return cur.execute("SELECT signal FROM job_runs WHERE job_id = ?",
                            [jobs["timeout"]]).fetchone()[0]
 
-    wait_for(lambda: signal() is not None, 40, "the timed-out run's signal", poll=poll)
+    wait_for(lambda: signal() is not None, 90, "the timed-out run's signal", poll=poll,
+             detail=lambda: slurm.run("sacct", "-a", "-j", jobs["timeout"], "-o",
+                                      "JobID,State,ExitCode,End", check=False))
     assert signal() == 15
     assert runs[(jobs["requeue"], 0)][0] == "REQUEUED"
     assert runs[(jobs["requeue"], 1)][0] == "COMPLETED"
