@@ -201,7 +201,7 @@ def parse_federate(
     (:data:`NO_NODE`), a time that is no Unix time (:data:`BAD_TIME`) or more than
     ``max_skew_s`` seconds after ``pulled`` (:data:`AHEAD`); blank and impossible values
     are NULL (counted as on the exporter path). Node names as
-    :func:`collector.prometheus.read_results` gives them.
+    :func:`collector.promjson.read_results` gives them.
     """
     counts = Counter() if counts is None else counts
     names = names or NodeNames()

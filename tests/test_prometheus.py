@@ -331,7 +331,7 @@ def _read_both_ways(results, **kw):
 
     fast = Counter(), Counter()
     got = read_results(results, counts=fast[0], **kw), fast[0]
-    with mock.patch("collector.prometheus._read_well_formed", lambda *a: False):
+    with mock.patch("collector.promjson._read_well_formed", lambda *a: False):
         slow = read_results(results, counts=fast[1], **kw), fast[1]
     return got, slow
 
@@ -348,7 +348,7 @@ def test_property_bulk_checks_read_as_series_by_series_checks(results, node_labe
 
 
 def test_a_well_formed_answer_takes_the_bulk_path():
-    from collector import prometheus
+    from collector import promjson as prometheus
 
     clean = [{"metric": labels("DCGM_FI_DEV_GPU_TEMP", gpu=str(g)), "value": [E0, "40"]}
              for g in range(8)] + [{"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP"},

@@ -35,7 +35,7 @@ def latest_sample_ts(cur: duckdb.DuckDBPyConnection):
 def latest_per_gpu(cur: duckdb.DuckDBPyConnection):
     """Each GPU's newest stored sample time, an Arrow table (``node``, ``gpu_index``,
     ``ts``) from ``gpu_latest``: where a Prometheus source's catch-up starts per GPU after
-    a restart (collector/prometheus.py:one_per_step)."""
+    a restart (collector/catchup.py:one_per_step)."""
     got = cur.execute("SELECT node, gpu_index, ts FROM gpu_latest").fetchnumpy()
     return pa.table({"node": pa.array(got["node"], pa.string()),
                      "gpu_index": pa.array(got["gpu_index"], pa.int16()),
