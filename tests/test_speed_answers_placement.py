@@ -282,6 +282,41 @@ def test_job_spans_counted_per_node_as_per_allocation(seed):
         w.close()
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_reports_runs_without_names_are_the_pages_runs(seed):
+    """The weekly report reads multi-node runs without their racks' names and job names
+    (detail=False, issue 17): the same runs, spans, scores and GPU-hours as the Placement
+    page's, and so the same summary, in every partition and size filter."""
+    from warehouse import Warehouse
+
+    w = Warehouse(":memory:")
+    try:
+        _seed_fleet(w, np.random.default_rng(seed))
+        multi = pd.DataFrame([{"job_id": f"m{k}", "run_index": k % 2, "node": f"n{n:02d}",
+                               "gpu_index": g, "start_ts": T0 + k * H,
+                               "end_ts": None if k == 5 else T0 + (k + 3) * H}
+                              for k in range(6) for n in (k, k + 1 + seed, k + 6)
+                              for g in range(2)])
+        w.ingest("allocations", multi).result()
+        named = ["name", "user_name", "job_type", "rack_names"]
+        for partition, min_gpus in ((None, 1), ("a", 1), ("", 1), (None, 6)):
+            params = {"start": T0 + 2 * H, "end": T0 + 20 * H, "now": T0 + 18 * H,
+                      "partition": partition, "min_gpus": min_gpus, "min_nodes": 2}
+            key = ["job_id", "run_index"]
+            page = pl.job_placement(w.reader(), **params)
+            report = pl.job_placement(w.reader(), detail=False, **params)
+            assert not set(named) & set(report.columns)
+            pd.testing.assert_frame_equal(
+                report.sort_values(key, ignore_index=True),
+                page.drop(columns=named).sort_values(key, ignore_index=True),
+                check_dtype=False)
+            assert pl.placement_summary(report) == pl.placement_summary(page)
+            if (partition, min_gpus) == (None, 1):  # the case holds runs to compare
+                assert len(page) >= 5 and page["misplaced"].any()
+    finally:
+        w.close()
+
+
 #: The usual multi-node job size as warehouse/placement.py counted it before issue 17's
 #: single-node filter: every run's nodes counted.
 _USUAL_EVERY_RUN = pl._TREE.join(["WITH", """,

@@ -81,7 +81,9 @@ window_rows AS (
 #: 24,576-GPU week of multi-node runs). The run's partition is the one holding most of
 #: its GPUs; of those holding as many, a named one before nodes without a partition,
 #: then the first by name (a run split evenly between two partitions got either).
-#: ``{only}``: nothing, or :data:`_MULTI_ONLY`.
+#: ``{only}``: nothing, or :data:`_MULTI_ONLY`; ``{rack_list}``, ``{names}``,
+#: ``{rack_names}`` and ``{jobs}``: the run's racks and job's names (:data:`_DETAIL`), or
+#: nothing where only the figures are wanted (:data:`_FIGURES`).
 _JOBS_SQL = "WITH " + _TREE + "," + _CAPACITY + "," + _WINDOW + """,
 node_rows AS (
     SELECT job_id, run_index, node, count(*) AS gpus, min(start_ts) AS start_ts,
@@ -102,19 +104,16 @@ part AS (
 runs AS (
     SELECT job_id, run_index, CAST(sum(gpus) AS BIGINT) AS gpus, count(*) AS nodes,
            count(DISTINCT rack) AS racks, count(DISTINCT zone) AS zones,
-           list(DISTINCT rack ORDER BY rack) AS rack_list, min(start_ts) AS start_ts,
-           max(end_ts) AS end_ts
+           {rack_list}min(start_ts) AS start_ts, max(end_ts) AS end_ts
     FROM per_node GROUP BY job_id, run_index
 )
-SELECT r.job_id, r.run_index, j.name, j.user_name, j.job_type, part.partition, r.gpus,
-       r.nodes, r.racks, r.zones,
+SELECT r.job_id, r.run_index, {names}part.partition, r.gpus, r.nodes, r.racks, r.zones,
        CAST(ceil(r.gpus / c.rack_gpus) AS INTEGER) AS min_racks,
        CAST(ceil(r.gpus / c.zone_gpus) AS INTEGER) AS min_zones,
-       array_to_string(r.rack_list, ' ') AS rack_names, r.start_ts, r.end_ts,
+       {rack_names}r.start_ts, r.end_ts,
        r.gpus * greatest(epoch_us(least(r.end_ts, $end)) - epoch_us(greatest(r.start_ts, $start)),
                          0) / 3.6e9 AS gpu_hours
-FROM runs r JOIN part USING (job_id, run_index) JOIN cap c USING (partition)
-LEFT JOIN jobs j USING (job_id)
+FROM runs r JOIN part USING (job_id, run_index) JOIN cap c USING (partition){jobs}
 WHERE r.end_ts > r.start_ts
   AND ($partition::VARCHAR IS NULL OR part.partition = $partition)
   AND r.gpus >= $min_gpus AND r.nodes >= $min_nodes
@@ -127,8 +126,17 @@ WHERE r.end_ts > r.start_ts
 _MULTI_ONLY = """ SEMI JOIN (
         SELECT job_id, run_index FROM node_rows GROUP BY ALL HAVING count(*) > 1
     ) m USING (job_id, run_index)"""
-_JOBS = fill(_JOBS_SQL, only="")
-_JOBS_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY)
+#: The columns that name a run's racks and its job (the Placement page's table and hover).
+_DETAIL = {"rack_list": "list(DISTINCT rack ORDER BY rack) AS rack_list, ",
+           "names": "j.name, j.user_name, j.job_type, ",
+           "rack_names": "array_to_string(r.rack_list, ' ') AS rack_names, ",
+           "jobs": "\nLEFT JOIN jobs j USING (job_id)"}
+#: None of them: the runs' figures alone, for :func:`placement_summary` (issue 17: the
+#: racks' lists and the names cost ~1 s of a 24,576-GPU week's 3.1 s in the report).
+_FIGURES = dict.fromkeys(_DETAIL, "")
+_JOBS = fill(_JOBS_SQL, only="", **_DETAIL)
+_JOBS_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_DETAIL)
+_FIGURES_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_FIGURES)
 
 #: The instants ``$ticks`` and per instant and node the GPUs allocations held (``used``).
 #: The allocations are first cut to those held at some instant and counted per node and
@@ -222,7 +230,7 @@ ORDER BY j.submit_ts
 
 def job_placement(cur, *, start: datetime, end: datetime, now: datetime,
                   partition: str | None = None, min_gpus: int = 1,
-                  min_nodes: int = 1) -> pd.DataFrame:
+                  min_nodes: int = 1, detail: bool = True) -> pd.DataFrame:
     """Each run active in ``[start, end)`` with its span and placement score; only runs
     of at least ``min_gpus`` GPUs on at least ``min_nodes`` nodes (2 or more: single-node
     runs are left before they are grouped, :data:`_MULTI_ONLY`).
@@ -230,8 +238,11 @@ def job_placement(cur, *, start: datetime, end: datetime, now: datetime,
     Columns: job_id, run_index, name, user_name, job_type, partition, gpus, nodes, racks,
     zones, min_racks, min_zones, rack_names (space-separated), start_ts, end_ts,
     gpu_hours (GPU-hours within the window), score (0..1), misplaced (bool),
-    extra_racks, extra_zones; worst placed first."""
-    df = cur.execute(_JOBS_MULTI if min_nodes >= 2 else _JOBS, {
+    extra_racks, extra_zones; worst placed first. ``detail=False`` (with ``min_nodes``
+    2 or more) leaves out name, user_name, job_type and rack_names: the figures of
+    :func:`placement_summary` from the same runs, without naming them."""
+    sql = (_JOBS if min_nodes < 2 else _JOBS_MULTI if detail else _FIGURES_MULTI)
+    df = cur.execute(sql, {
         "start": start, "end": end, "now": now, "partition": partition,
         "min_gpus": int(min_gpus), "min_nodes": int(min_nodes)}).df()
     return score(df)

@@ -260,7 +260,8 @@ def placement_figures(reader: Callable, *, start: datetime, end: datetime, now: 
     racks or zones than needed, the mean stranded GPUs (hourly), and the large jobs (at
     least ``min_gpus`` GPUs) that waited while enough GPUs were free but scattered."""
     w = {"start": start, "end": end, "now": now}
-    s = placement.placement_summary(placement.job_placement(reader(), min_nodes=2, **w))
+    s = placement.placement_summary(placement.job_placement(reader(), min_nodes=2,
+                                                            detail=False, **w))
     frag = placement.fleet_fragmentation(reader(), **w)
     waits = placement.waits_summary(placement.waits_while_scattered(
         reader(), min_gpus=min_gpus, frag=frag, **w))
