@@ -266,8 +266,9 @@ def parse_results(
     names: NodeNames | None = None,
     counts: Counter | None = None,
 ) -> pa.Table:
-    """Samples rows from the ``data.result`` lists of the queries of :func:`field_queries`;
-    :func:`read_results` tells what it does and refuses."""
+    """Samples rows from the ``data.result`` lists of the queries of
+    :func:`collector.prometheus.field_queries`; :func:`read_results` tells what it does
+    and refuses."""
     return read_results(results, interval_s=interval_s, node_label=node_label, names=names,
                         counts=counts)[0]
 
@@ -281,7 +282,7 @@ def read_results(
     counts: Counter | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Samples rows, and MIG instance rows (``mig_samples``), from the ``data.result``
-    lists of the queries of :func:`field_queries`.
+    lists of the queries of :func:`collector.prometheus.field_queries`.
 
     ``results[j]`` answers field ``FIELDS[j]``: an instant vector (``value: [t, "v"]``)
     or a range matrix (``values: [[t, "v"], ...]``); ``t`` is Unix seconds and becomes

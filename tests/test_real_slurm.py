@@ -48,7 +48,12 @@ def wait_for(cond, timeout: float, what: str, poll=None, detail=None):
         if cond():
             return
         time.sleep(0.5)
-    seen = f"\n{detail()}" if detail else ""
+    seen = ""
+    if detail:
+        try:
+            seen = f"\n{detail()}"
+        except Exception as exc:  # noqa: BLE001 - the timeout is the failure to report
+            seen = f"\n(what was seen could not be read: {exc})"
     raise AssertionError(f"timed out waiting for {what} ({timeout:g} s){seen}")
 
 

@@ -286,7 +286,8 @@ def test_job_spans_counted_per_node_as_per_allocation(seed):
 def test_the_reports_runs_without_names_are_the_pages_runs(seed):
     """The weekly report reads multi-node runs without their racks' names and job names
     (detail=False, issue 17): the same runs, spans, scores and GPU-hours as the Placement
-    page's, and so the same summary, in every partition and size filter."""
+    page's, and so the same summary, in each partition, with and without a size or node
+    filter."""
     from warehouse import Warehouse
 
     w = Warehouse(":memory:")
@@ -295,13 +296,14 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
         multi = pd.DataFrame([{"job_id": f"m{k}", "run_index": k % 2, "node": f"n{n:02d}",
                                "gpu_index": g, "start_ts": T0 + k * H,
                                "end_ts": None if k == 5 else T0 + (k + 3) * H}
-                              for k in range(6) for n in (k, k + 1 + seed, k + 6)
-                              for g in range(2)])
+                              for k in range(6) for n in (k, k + 12, k + 1 + seed)
+                              for g in range(2)])  # two nodes of each run in one rack
         w.ingest("allocations", multi).result()
         named = ["name", "user_name", "job_type", "rack_names"]
-        for partition, min_gpus in ((None, 1), ("a", 1), ("", 1), (None, 6)):
+        for partition, min_gpus, min_nodes in ((None, 1, 2), ("a", 1, 2), ("b", 1, 2),
+                                               ("", 1, 2), (None, 6, 2), (None, 1, 3)):
             params = {"start": T0 + 2 * H, "end": T0 + 20 * H, "now": T0 + 18 * H,
-                      "partition": partition, "min_gpus": min_gpus, "min_nodes": 2}
+                      "partition": partition, "min_gpus": min_gpus, "min_nodes": min_nodes}
             key = ["job_id", "run_index"]
             page = pl.job_placement(w.reader(), **params)
             report = pl.job_placement(w.reader(), detail=False, **params)
@@ -311,8 +313,9 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
                 page.drop(columns=named).sort_values(key, ignore_index=True),
                 check_dtype=False)
             assert pl.placement_summary(report) == pl.placement_summary(page)
-            if (partition, min_gpus) == (None, 1):  # the case holds runs to compare
+            if (partition, min_gpus, min_nodes) == (None, 1, 2):  # runs to compare
                 assert len(page) >= 5 and page["misplaced"].any()
+                assert (page["racks"] < page["nodes"]).all()  # racks counted once
     finally:
         w.close()
 
