@@ -6,7 +6,7 @@
 1. exporter text: 3,072 dcgm-exporter texts (collector.wire.render_dcgm) -> the bulk
    parser -> sanitize -> Warehouse.ingest, committed;
 2. Prometheus: one query answer (JSON bytes, as Prometheus sends them) per DCGM field
-   for the whole fleet -> json.loads -> collector.prometheus.parse_results -> sanitize
+   for the whole fleet -> json.loads -> collector.promjson.parse_results -> sanitize
    -> ingest, committed;
 3. direct scrape with HTTP: ``--endpoints`` local HTTP endpoints served from one process
    (8 GPUs each) scraped concurrently by collector.scrape, parsed and ingested; the
@@ -50,12 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import print_targets  # noqa: E402
 from collector.dcgm import FIELDS, DcgmCollector  # noqa: E402
 from collector.federate_text import LabelMemo  # noqa: E402
-from collector.prometheus import (  # noqa: E402
-    PrometheusSource,
-    connect,
-    field_queries,
-    parse_results,  # noqa: E402
-)
+from collector.prometheus import PrometheusSource, connect, field_queries  # noqa: E402
+from collector.promjson import parse_results  # noqa: E402
 from collector.sanitize import sanitize_samples  # noqa: E402
 from collector.scrape import DcgmScrapeSource  # noqa: E402
 from collector.wire import render_dcgm  # noqa: E402

@@ -51,7 +51,7 @@ from collector.federate import (
 from collector.federate import federate_via as _federate_via
 from collector.federate import pull as _federate_pull
 from collector.nodenames import NodeNames
-from collector.promjson import PrometheusResultError, parse_results, read_results
+from collector.promjson import read_results
 from collector.sanitize import DropCounter, sanitize_samples
 from gpulens.settings import default
 from warehouse.clock import naive_utc as _naive
@@ -59,8 +59,7 @@ from warehouse.schema import SCHEMAS
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PrometheusResultError", "PrometheusSource", "field_queries", "parse_results",
-           "read_results"]
+__all__ = ["PrometheusSource", "field_queries"]
 
 
 def field_queries(selector: str = "") -> list[str]:

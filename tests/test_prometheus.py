@@ -11,13 +11,8 @@ from hypothesis import strategies as st
 
 from collector.dcgm import FIELDS
 from collector.nodenames import NodeNames
-from collector.prometheus import (
-    PrometheusResultError,
-    PrometheusSource,
-    field_queries,
-    parse_results,
-    read_results,
-)
+from collector.prometheus import PrometheusSource, field_queries
+from collector.promjson import PrometheusResultError, parse_results, read_results
 from warehouse.schema import SCHEMAS
 
 T0 = datetime(2026, 11, 2, 12, 0)

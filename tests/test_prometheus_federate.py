@@ -27,7 +27,8 @@ from collector.federate import (
     pull,
 )
 from collector.nodenames import NodeNames
-from collector.prometheus import PrometheusSource, field_queries, read_results
+from collector.prometheus import PrometheusSource, field_queries
+from collector.promjson import read_results
 from collector.promtext import label_values, parse_labels, parse_texts
 from collector.wire import render_dcgm
 from tests.support.held_samples import MS0, T0, HeldSamples, QueryClient
