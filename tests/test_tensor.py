@@ -7,6 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.runs import H, M, T, add_job
+from warehouse import fleet_hours
+from warehouse.analytics import Options
+from warehouse.clock import ceil_hour, floor_hour
 from warehouse.queries import tensor
 
 
@@ -70,6 +73,8 @@ def test_the_page_table_follows_the_filters(wh):
     assert len(tensor.tensor_activity(cur, start=T, end=T + H, partition="eval")) == 0
 
 
+_KEYS = {"job": "a.job_id", "user": "coalesce(j.user_name, '(unknown)')"}
+
 #: The query before issue 17 (every allocation of a GPU joined with every hour row of it,
 #: the overlapping pairs kept): the reference the hour-cut join must agree with.
 _EVERY_PAIR_SQL = """
@@ -109,17 +114,19 @@ GROUP BY key
        lo=st.integers(-60, 200), span=st.integers(1, 400), by=st.sampled_from(["job", "user"]),
        scope=st.sampled_from([(None, None), ("p0", None), ("p1", None), (None, "r1"),
                               ("p0", "r1")]),
-       gaps=st.sets(st.integers(0, 15), max_size=6))
-def test_hours_cut_join_answers_as_every_pair(wh, allocs, lo, span, by, scope, gaps):
-    """Issue 17: the allocations are cut into hours before they meet the hour rows; every
-    figure is the one the join of every allocation with every hour of its GPU gave, for
-    windows and allocations on and off the hour, open, empty and reversed ones, hours
-    without rows, a node outside the topology, and partition and rack filters."""
+       gaps=st.sets(st.integers(0, 15), max_size=6), kept=st.booleans())
+def test_hours_cut_join_answers_as_every_pair(wh, allocs, lo, span, by, scope, gaps, kept):
+    """Issue 17: the allocations are cut into hours before they meet the hour rows, and
+    (``kept``) the analytics refresh keeps each whole hour's sums per job; every figure is
+    the one the join of every allocation with every hour of its GPU gave, for windows and
+    allocations on and off the hour, open, empty and reversed ones, hours without rows, a
+    node outside the topology, and partition and rack filters."""
     from warehouse.db import fill
 
     wh.write(lambda con: con.execute(
         "DELETE FROM allocations; DELETE FROM jobs; DELETE FROM gpu_samples_1h;"
-        " DELETE FROM nodes")).result()
+        " DELETE FROM nodes; DELETE FROM meta WHERE key LIKE 'fleet_hours%'; "
+        + "".join(f"DELETE FROM {t};" for t in fleet_hours.KEPT_TABLES))).result()
     wh.ingest("nodes", pd.DataFrame({"node": ["n0", "n1"], "rack": ["r0", "r1"],
                                      "partition": ["p0", "p1"], "gpus": 2})).result()
     hours = pd.date_range(T - 3 * H, T + 12 * H, freq="1h")
@@ -137,16 +144,112 @@ def test_hours_cut_join_answers_as_every_pair(wh, allocs, lo, span, by, scope, g
         {"job_id": f"J{j}", "run_index": i, "node": f"n{node}", "gpu_index": g,
          "start_ts": T + start * M, "end_ts": None if dur is None else T + (start + dur) * M}
         for i, (j, node, g, start, dur) in enumerate(allocs)])).result()
+    if kept:
+        _refresh(wh, T + 13 * H)
     start, end = T + lo * M, T + (lo + span) * M
     partition, rack = scope
     params = {"start": start, "end": end, "partition": partition, "rack": rack}
     col = "job_id" if by == "job" else "user_name"
-    want = wh.reader().execute(fill(_EVERY_PAIR_SQL, key=tensor.GROUPS[by], by=col),
+    want = wh.reader().execute(fill(_EVERY_PAIR_SQL, key=_KEYS[by], by=col),
                                params).df()
     got = tensor.tensor_activity(wh.reader(), start=start, end=end, by=by,
                                  partition=partition, rack=rack, limit=100)
     if by == "job":  # a job's name (a user's is any of their jobs', before as now)
         assert (got["name"] == "train").all()
-    pd.testing.assert_frame_equal(
+    cur = wh.reader()
+    whole = ceil_hour(start) < floor_hour(end)
+    if kept and whole and fleet_hours.held_span(cur, ceil_hour(start), floor_hour(end)):
+        assert tensor.kept_span(cur, start, end) is not None  # the kept hours are read
+    pd.testing.assert_frame_equal(  # the kept means are REAL, as the tier's
         got.drop(columns="name").sort_values(col, ignore_index=True),
-        want.sort_values(col, ignore_index=True), check_dtype=False)
+        want.sort_values(col, ignore_index=True), check_dtype=False, rtol=1e-6)
+
+
+def _refresh(wh, now):
+    """The analytics refresh's kept hours (warehouse/fleet_hours.py) up to ``now``."""
+    while wh.write(lambda con: fleet_hours.refresh_fleet_hours(
+            con, now, recheck_days=1, idle_pct=Options().idle_util_pct)).result()[
+            "fleet_pending"]:
+        pass
+
+
+def _kept_week(wh):
+    """Two jobs over six hours of two GPUs, kept by the refresh: A with every field,
+    B without the profiling ones."""
+    _samples(wh, 0, range(360), lambda i: 40.0 + i // 60, 30.0)
+    wh.ingest("samples", pd.DataFrame({"ts": [T + i * M for i in range(360)], "node": "n0",
+                                       "gpu_index": 1, "interval_s": 60.0,
+                                       "util_pct": 50.0})).result()
+    wh.rollup().result()
+    add_job(wh, "A", [{"start": T + 10 * M, "end": T + 5 * H, "state": "COMPLETED",
+                       "nodes": ["n0"], "gpu_indices": [0]}], gpus=1, user="ann")
+    add_job(wh, "B", [{"start": T, "end": T + 6 * H, "state": "COMPLETED",
+                       "nodes": ["n0"], "gpu_indices": [1]}], gpus=1, user="bob")
+    _refresh(wh, T + 7 * H)
+
+
+def _live(wh, **kw):
+    """The answer with the kept hours left unread (a rack filter that holds every GPU
+    takes the live path)."""
+    return tensor.tensor_activity(wh.reader(), rack="r0", **kw).set_index("job_id")
+
+
+def test_whole_hours_are_read_from_the_kept_table_and_the_ends_live(wh):
+    _kept_week(wh)
+    window = {"start": T + 25 * M, "end": T + 5 * H + 50 * M}  # ragged at both ends
+    assert tensor.kept_span(wh.reader(), **window) == (T + H, T + 5 * H)
+    got = tensor.tensor_activity(wh.reader(), **window).set_index("job_id")
+    want = _live(wh, **window)
+    pd.testing.assert_frame_equal(got, want, rtol=1e-6)
+    assert got.loc["A", "gpu_h"] == pytest.approx(5 - 25 / 60)
+    assert got.loc["A", "tensor_active_pct"] == pytest.approx(  # 40 % + 1 an hour
+        (35 / 60 * 40 + 41 + 42 + 43 + 44) / (5 - 25 / 60))
+    assert pd.isna(got.loc["B", "tensor_active_pct"]) and got.loc["B", "tensor_gpu_h"] == 0
+    # the kept rows are what is read: a changed one shows
+    wh.write(lambda con: con.execute("UPDATE tensor_hours_1h SET util_pct = 0 "
+                                     "WHERE job_id = 'B' AND ts = $ts",
+                                     {"ts": T + 2 * H})).result()
+    assert tensor.tensor_activity(wh.reader(), **window).set_index("job_id").loc[
+        "B", "util_pct"] == pytest.approx(50 * (5 + 50 / 60 - 25 / 60 - 1) / (5 + 25 / 60))
+
+
+def test_a_changed_allocation_or_an_old_row_is_read_live(wh):
+    _kept_week(wh)
+    window = {"start": T, "end": T + 6 * H}
+    wh.write(lambda con: con.execute("UPDATE tensor_hours_1h SET tensor_active_pct = 99"
+                                     )).result()  # marks what the kept rows would say
+    assert tensor.tensor_activity(wh.reader(), **window).set_index("job_id").loc[
+        "A", "tensor_active_pct"] == pytest.approx(99)
+    # A's end learnt later: its hours' allocations are not those the rows were kept from
+    wh.write(lambda con: con.execute("UPDATE allocations SET end_ts = $e WHERE job_id = 'A'",
+                                     {"e": T + 4 * H})).result()
+    assert tensor.kept_span(wh.reader(), **window) is None
+    got = tensor.tensor_activity(wh.reader(), **window).set_index("job_id")
+    assert got.loc["A", "gpu_h"] == pytest.approx(4 - 10 / 60)
+    assert got.loc["A", "tensor_active_pct"] == pytest.approx(
+        (50 / 60 * 40 + 41 + 42 + 43) / (4 - 10 / 60))
+    # the refresh keeps them again; a row kept before migration 25 (no tensor_kept) is
+    # not read, and is due
+    _refresh(wh, T + 7 * H)
+    assert tensor.kept_span(wh.reader(), **window) == (T, T + 6 * H)
+    wh.write(lambda con: con.execute("UPDATE fleet_hours_1h SET tensor_kept = NULL "
+                                     "WHERE ts = $ts", {"ts": T + 3 * H})).result()
+    assert tensor.kept_span(wh.reader(), **window) is None
+    due = wh.write(lambda con: fleet_hours.due_hours(
+        con, T + 7 * H, recheck_days=0, idle_pct=Options().idle_util_pct)).result()
+    assert due == [T + 3 * H]
+    _refresh(wh, T + 7 * H)
+    assert tensor.kept_span(wh.reader(), **window) == (T, T + 6 * H)
+
+
+def test_a_filtered_range_is_read_live(wh):
+    _kept_week(wh)
+    wh.write(lambda con: con.execute("UPDATE tensor_hours_1h SET tensor_active_pct = 99"
+                                     )).result()
+    window = {"start": T, "end": T + 6 * H}
+    assert tensor.tensor_activity(wh.reader(), **window).set_index("job_id").loc[
+        "A", "tensor_active_pct"] == pytest.approx(99)
+    for scope in ({"rack": "r0"}, {"partition": "train"}):
+        got = tensor.tensor_activity(wh.reader(), **window, **scope).set_index("job_id")
+        assert got.loc["A", "tensor_active_pct"] == pytest.approx(
+            (50 / 60 * 40 + 41 + 42 + 43 + 44) / (5 - 10 / 60))

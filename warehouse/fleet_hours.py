@@ -30,7 +30,10 @@ derived from tables that are, and a lake's reader computes the sums live.
 Each row also keeps the Energy page's method card's seconds of its hour (``held_s``,
 ``counter_s`` and what they came from, ``energy_sig``: warehouse/queries/energy_method.py,
 migration 20); an hour whose ``gpu_energy_1h`` rows changed is recomputed like one whose
-samples did.
+samples did. With each hour the refresh keeps its tensor activity per job
+(``tensor_hours_1h``, warehouse/queries/tensor.py, migration 25; ``tensor_kept`` says so:
+an hour whose row lacks it is due again). The three tables (:data:`KEPT_TABLES`) are
+computed, dropped and deleted together, so this table's read check is theirs.
 
 Units: seconds in the table, GPU-hours from :func:`fleet_hours`; naive UTC, ``[start, end)``.
 """
@@ -51,6 +54,9 @@ from warehouse.writer import yield_to_urgent
 #: Hours one refresh computes at most (the newest first): a first backfill of the 1-hour
 #: tier's two years takes many refreshes instead of holding the writer.
 MAX_HOURS = 168
+#: The tables the refresh computes per hour together (this module's, warehouse/hour_usage.py's
+#: and warehouse/queries/tensor.py's): deleted, kept and dropped together.
+KEPT_TABLES = ("fleet_hours_1h", "gpu_usage_from_1h", "tensor_hours_1h")
 SLICE = timedelta(hours=24)  # hours computed per transaction
 
 #: Per hour of [$start, $end) with rows in the 1-hour tier: the four sums, in seconds.
@@ -73,7 +79,7 @@ h AS (
 SELECT ts, sum(cov) AS reporting_s, sum(af * cov) AS allocated_s,
        sum(af * cov * util / 100) AS utilised_s, sum(thr) AS throttled_s
 FROM h GROUP BY ts
-""", cut=fill(allocation_hours.CUT, columns="node, gpu_index", where=""))
+""", cut=allocation_hours.cut("node, gpu_index"))
 
 _SUMS = """
 SELECT coalesce(sum(reporting_s), 0) / 3600 AS reporting_gpu_h,
@@ -190,7 +196,8 @@ FROM gpu_energy_1h WHERE ts >= {lo} AND ts < {hi} GROUP BY ts
 _HOUR_MOMENTS = fill("SELECT ts, {moments} FROM sig_clipped GROUP BY ts",
                      moments=fill(MOMENTS, s="s", e="e", share_ppm=SHARE_PPM))
 
-#: The hours of [$first, $hi) to compute: no row; no energy rows with $idle_pct where
+#: The hours of [$first, $hi) to compute: no row, or one kept before migration 25 (no
+#: tensor activity rows, ``tensor_kept`` NULL); no energy rows with $idle_pct where
 #: ``gpu_usage_1h`` does not hold the hour; within [$lo, $hi) other samples, other
 #: clipped allocations (``sig``) or other energy rows than the row was computed from;
 #: in [$heal_lo, $heal_hi) (before $lo), every hour of a day whose rows' allocation
@@ -230,7 +237,7 @@ stale_days AS (
 SELECT h.ts FROM hours h
 LEFT JOIN fleet_hours_1h t USING (ts) LEFT JOIN sig s USING (ts)
 LEFT JOIN gpu_usage_hours u USING (ts) LEFT JOIN esig e USING (ts)
-WHERE t.ts IS NULL
+WHERE t.ts IS NULL OR t.tensor_kept IS NULL
    OR u.ts IS NULL AND t.energy_idle_pct IS DISTINCT FROM $idle_pct
    OR h.ts >= $lo AND (t.samples IS DISTINCT FROM s.samples
                        OR t.alloc_sig IS DISTINCT FROM s.alloc_sig
@@ -246,13 +253,13 @@ ORDER BY h.ts
 _INSERT_SQL = fill("""
 INSERT INTO fleet_hours_1h (ts, reporting_s, allocated_s, utilised_s, throttled_s, samples,
                             alloc_sig, alloc_us, energy_idle_pct, computed_at, alloc_share_us,
-                            alloc_m2, alloc_gpu_us, alloc_key_us)
+                            alloc_m2, alloc_gpu_us, alloc_key_us, tensor_kept)
 WITH {signatures}, f AS ({hourly}), m AS ({moments})
 SELECT sig.ts, coalesce(f.reporting_s, 0), coalesce(f.allocated_s, 0),
        coalesce(f.utilised_s, 0), coalesce(f.throttled_s, 0), sig.samples, sig.alloc_sig,
        sig.alloc_us, CASE WHEN u.ts IS NULL THEN $idle_pct END, $now,
        coalesce(m.share_us, 0), coalesce(m.m2, 0), coalesce(m.gpu_us, 0),
-       coalesce(m.key_us, 0)
+       coalesce(m.key_us, 0), TRUE
 FROM sig LEFT JOIN f USING (ts) LEFT JOIN gpu_usage_hours u USING (ts)
 LEFT JOIN m USING (ts)
 """, signatures=SIGNATURES, hourly=_HOURLY_SQL, moments=_HOUR_MOMENTS)
@@ -354,7 +361,7 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
                                                 "m2": m2, "gpu_us": gpu_us,
                                                 "key_us": key_us})
                         continue
-                    for table in ("fleet_hours_1h", "gpu_usage_from_1h"):
+                    for table in KEPT_TABLES:
                         con.execute(fill("DELETE FROM {table} WHERE ts = $ts", table=table),
                                     {"ts": ts})
                 kept = [r[0] for r in rows if r[6]]
@@ -371,11 +378,12 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
 def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
               heal: tuple[datetime, datetime] | None = None) -> list[datetime]:
     """The complete hours (``ts + 1h <= now``) from the 1-hour tier's first that have no
-    row, whose energy rows (:mod:`warehouse.hour_usage`, where ``gpu_usage_1h`` does not
-    hold the hour) were computed with another ``idle_pct``, within ``recheck_days`` whose
-    samples, clipped allocations or energy rows changed, and in ``heal`` (``[lo, hi)``
-    before the recheck window; None: all of it) those of a day whose allocations'
-    moments changed (not its samples or energy rows: the read check computes such hours
+    row or one without tensor activity rows (kept before migration 25), whose energy
+    rows (:mod:`warehouse.hour_usage`, where ``gpu_usage_1h`` does not hold the hour)
+    were computed with another ``idle_pct``, within ``recheck_days`` whose samples,
+    clipped allocations or energy rows changed, and in ``heal`` (``[lo, hi)`` before
+    the recheck window; None: all of it) those of a day whose allocations' moments
+    changed (not its samples or energy rows: the read check computes such hours
     live)."""
     return due_from(con, _DUE_SQL, _first(con), now, recheck_days=recheck_days,
                     idle_pct=idle_pct, heal=heal)
@@ -407,10 +415,12 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
     ``max_hours`` of them, a slice of at most :data:`SLICE` per transaction, on the
     writer's connection, after deleting the rows of hours before the 1-hour tier's first
     (its retention is the table's). With each hour, its rows of ``gpu_usage_from_1h``
-    where ``gpu_usage_1h`` does not hold it (warehouse/hour_usage.py, ``idle_pct``).
+    where ``gpu_usage_1h`` does not hold it (warehouse/hour_usage.py, ``idle_pct``), the
+    energy method card's seconds and its tensor activity per job (``tensor_hours_1h``).
     First it fills the rows kept without a column (:func:`fill_rows`: ``fleet_filled``,
     ``fleet_dropped``). Returns ``fleet_hours`` (hours computed), ``fleet_pending`` (due
     hours left for the next refresh), those two and ``fleet_s`` (seconds)."""
+    from warehouse.queries import tensor
     from warehouse.queries.energy import _HOUR_CTES  # it imports the analytics: lazily
     from warehouse.queries.energy_method import KEEP_SQL
 
@@ -418,7 +428,7 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
 
     insert_energy = hour_usage.insert_sql(_HOUR_CTES)
     with transaction(con):  # retention: the hours the 1-hour tier no longer holds go too
-        for table in ("fleet_hours_1h", "gpu_usage_from_1h"):
+        for table in KEPT_TABLES:
             con.execute(fill("DELETE FROM {table} WHERE ts < coalesce((SELECT date_trunc("
                              "'hour', min(ts)) FROM gpu_samples_1h), 'infinity'::TIMESTAMP)",
                              table=table))
@@ -431,12 +441,13 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
         params = {"lo": lo, "hi": hi, "start": lo, "end": hi, "now": now,
                   "idle_pct": float(idle_pct)}
         with transaction(con):
-            for table in ("fleet_hours_1h", "gpu_usage_from_1h"):
+            for table in KEPT_TABLES:
                 con.execute(fill("DELETE FROM {table} WHERE ts >= $lo AND ts < $hi",
                                  table=table), {"lo": lo, "hi": hi})
             con.execute(*bind(_INSERT_SQL, **params))
             con.execute(*bind(insert_energy, **params))
             con.execute(*bind(KEEP_SQL, **params))  # the energy method's seconds
+            con.execute(*bind(tensor.KEEP_SQL, **params))  # tensor activity per job
 
     for lo, hi in merge_ranges([(t, t) for t in todo], HOUR):
         # live collection waits one slice, not the whole refresh

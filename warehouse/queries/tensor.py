@@ -11,6 +11,14 @@ where the exporter lacks profiling.
 From the hour tier: each allocation's GPU-hours within each hour of ``[start, end)`` weight
 that GPU's hourly means; a mean skips hours without that field (``tensor_gpu_h`` says
 how many GPU-hours had it). Percent, GPU-hours.
+
+Kept per hour and job (issue 17, migration 25): the analytics refresh keeps each whole
+hour's sums per job in ``tensor_hours_1h`` with the fleet's hours (warehouse/fleet_hours.py:
+:func:`~warehouse.fleet_hours.refresh_fleet_hours` runs :data:`KEEP_SQL`). A query without
+a partition or rack filter reads its whole hours from there where every one is kept and
+``fleet_hours_1h``'s read check holds (the hours' samples and allocations as they were),
+and computes the ragged ends live; otherwise the whole range live. The kept means are
+REAL (float32, as the tier's): the answers are the live ones within ~1e-7 relative.
 """
 
 from __future__ import annotations
@@ -19,47 +27,118 @@ from datetime import datetime
 
 import pandas as pd
 
-from warehouse import allocation_hours
+from warehouse import allocation_hours, fleet_hours
+from warehouse.clock import HOUR, ceil_hour, floor_hour
 from warehouse.db import fill
 
-GROUPS = {"job": "a.job_id", "user": "coalesce(j.user_name, '(unknown)')"}
+GROUPS = ("job", "user")
 
-#: Each allocation is cut into the hours of ``[start, end)`` it touches
-#: (warehouse/allocation_hours.py) and meets the hour rows on (node, GPU, hour) (issue 17:
-#: the join of every allocation with every hour row of its GPU took 45 s of CPU over a
-#: 24,576-GPU week, this 15 s; 6.4 -> 2.1 s over 24 hours). Job names are joined once per
-#: row, not spread over each job's rows with a window.
-_SQL = fill("""
-WITH held AS (
-{cut}
-),
-parts AS (
-    SELECT a.job_id,
-           (epoch_us(least(a.ts + INTERVAL 1 HOUR, a.hi)) - epoch_us(greatest(a.ts, a.lo)))
-               / 3.6e9 AS w,
-           h.util_pct_avg AS util, h.sm_active_pct_avg AS sm,
-           h.tensor_active_pct_avg AS tensor, h.dram_active_pct_avg AS dram
-    FROM held a
-    JOIN gpu_samples_1h h ON h.node = a.node AND h.gpu_index = a.gpu_index AND h.ts = a.ts
-    WHERE h.ts >= date_trunc('hour', $start::TIMESTAMP) AND h.ts < $end
-)
-SELECT {key} AS {by}, any_value(j.name) AS name, sum(w) AS gpu_h,
-       sum(w * util) / nullif(sum(w) FILTER (WHERE util IS NOT NULL), 0) AS util_pct,
-       sum(w * sm) / nullif(sum(w) FILTER (WHERE sm IS NOT NULL), 0) AS sm_active_pct,
-       sum(w * tensor) / nullif(sum(w) FILTER (WHERE tensor IS NOT NULL), 0)
-           AS tensor_active_pct,
-       sum(w * dram) / nullif(sum(w) FILTER (WHERE dram IS NOT NULL), 0) AS dram_active_pct,
-       coalesce(sum(w) FILTER (WHERE tensor IS NOT NULL), 0) AS tensor_gpu_h
-FROM parts a LEFT JOIN jobs j ON j.job_id = a.job_id
-WHERE w > 0
-GROUP BY {key}
-ORDER BY gpu_h DESC
-LIMIT $limit
-""", cut=fill(allocation_hours.CUT, columns="job_id, node, gpu_index", where="""
+_FIELDS = {"util": "util_pct", "sm": "sm_active_pct", "tensor": "tensor_active_pct",
+           "dram": "dram_active_pct"}
+
+_SCOPE = """
       AND ($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL
            OR node IN (SELECT node FROM nodes
                        WHERE ($partition::VARCHAR IS NULL OR partition = $partition)
-                         AND ($rack::VARCHAR IS NULL OR rack = $rack)))"""))
+                         AND ($rack::VARCHAR IS NULL OR rack = $rack)))"""
+
+#: CTEs ``{name}_cut`` and ``{name}``: the allocations of [{start}, {end}) (parameters)
+#: cut into the hours they touch (warehouse/allocation_hours.py) meet the hour rows on
+#: (node, GPU, hour) (issue 17: the join of every allocation with every hour row of its
+#: GPU took 45 s of CPU over a 24,576-GPU week, this 15 s): per part its hour ``ts``,
+#: ``job_id``, GPU-microseconds ``w`` and the GPU-hour's four means (NULL: no field).
+_PARTS = """
+{name}_cut AS (
+{cut}
+),
+{name} AS (
+    SELECT a.ts, a.job_id,
+           epoch_us(least(a.ts + INTERVAL 1 HOUR, a.hi)) - epoch_us(greatest(a.ts, a.lo)) AS w,
+           h.util_pct_avg AS util, h.sm_active_pct_avg AS sm,
+           h.tensor_active_pct_avg AS tensor, h.dram_active_pct_avg AS dram
+    FROM {name}_cut a
+    JOIN gpu_samples_1h h ON h.node = a.node AND h.gpu_index = a.gpu_index AND h.ts = a.ts
+    WHERE h.ts >= date_trunc('hour', {start}::TIMESTAMP) AND h.ts < {end}
+)"""
+
+
+def _parts(name: str, start: str, end: str, where: str = "") -> str:
+    return fill(_PARTS, name=name, start=start, end=end,
+                cut=allocation_hours.cut("job_id, node, gpu_index", where,
+                                         start=start, end=end))
+
+
+def _each(template: str) -> str:
+    """``template`` once per field, ``{f}`` its short name, ``{col}`` its column."""
+    return ", ".join(fill(template, **{k: v for k, v in (("f", f), ("col", col))
+                                       if "{" + k + "}" in template})
+                     for f, col in _FIELDS.items())
+
+
+#: The refresh's rows of the whole hours of [$start, $end): per hour and job, the
+#: GPU-microseconds, those without each field and each field's weighted mean.
+KEEP_SQL = fill("""
+INSERT INTO tensor_hours_1h (ts, job_id, gpu_us, {gaps}, {means})
+WITH {parts}
+SELECT ts, job_id, sum(w), {gap_sums}, {mean_sums}
+FROM p GROUP BY ts, job_id ORDER BY ts, job_id
+""", parts=_parts("p", "$start", "$end"), gaps=_each("{f}_gap_us"), means=_each("{col}"),
+    gap_sums=_each("coalesce(sum(w) FILTER (WHERE {f} IS NULL), 0)"),
+    mean_sums=_each("sum(w::DOUBLE * {f}) / nullif(sum(w) FILTER (WHERE {f} IS NOT NULL), 0)"))
+
+#: Per job: GPU-microseconds ``w``, those with each field (``{f}_w``) and their products
+#: with it (``{f}_x``), summed over its pieces: live over [$start, $lo) and [$hi, $end),
+#: kept over [$lo, $hi) (empty where $lo = $hi). Then ``{pick}``.
+_SQL = fill("""
+WITH {head}, {tail},
+pieces AS (
+    SELECT job_id, w::DOUBLE AS w, {live} FROM head
+    UNION ALL
+    SELECT job_id, w::DOUBLE, {live} FROM tail
+    UNION ALL
+    SELECT job_id, gpu_us::DOUBLE, {kept}
+    FROM tensor_hours_1h WHERE ts >= $lo AND ts < $hi
+),
+per_job AS (SELECT job_id, sum(w) AS w, {sums} FROM pieces GROUP BY job_id)
+{pick}
+""", head=_parts("head", "$start", "$lo", _SCOPE), tail=_parts("tail", "$hi", "$end", _SCOPE),
+    live=_each("CASE WHEN {f} IS NULL THEN 0.0 ELSE w::DOUBLE END AS {f}_w, "
+               "w::DOUBLE * {f} AS {f}_x"),
+    kept=_each("(gpu_us - {f}_gap_us)::DOUBLE AS {f}_w, "
+               "(gpu_us - {f}_gap_us)::DOUBLE * {col} AS {f}_x"),
+    sums=_each("sum({f}_w) AS {f}_w, sum({f}_x) AS {f}_x"))
+
+#: The rows per grouping: the jobs with the most GPU-hours, named after the cut (issue
+#: 17: joining ~590,000 jobs' names for a 24,576-GPU week, to show 100); per user, every
+#: job's user first.
+_PICK = {
+    "job": fill("""
+SELECT a.job_id, j.name, w / 3.6e9 AS gpu_h, {means}, tensor_w / 3.6e9 AS tensor_gpu_h
+FROM (SELECT * FROM per_job ORDER BY w DESC LIMIT $limit) a
+LEFT JOIN jobs j ON j.job_id = a.job_id
+ORDER BY gpu_h DESC""", means=_each("{f}_x / nullif({f}_w, 0) AS {col}")),
+    "user": fill("""
+SELECT coalesce(j.user_name, '(unknown)') AS user_name, any_value(j.name) AS name,
+       sum(w) / 3.6e9 AS gpu_h, {means}, sum(tensor_w) / 3.6e9 AS tensor_gpu_h
+FROM per_job a LEFT JOIN jobs j ON j.job_id = a.job_id
+GROUP BY 1 ORDER BY gpu_h DESC LIMIT $limit
+""", means=_each("sum({f}_x) / nullif(sum({f}_w), 0) AS {col}")),
+}
+
+#: The hours of [$start, $end) whose tensor_hours_1h rows are kept.
+_KEPT_SQL = "SELECT count(*) FROM fleet_hours_1h WHERE ts >= $start AND ts < $end AND tensor_kept"
+
+
+def kept_span(cur, start: datetime, end: datetime) -> tuple[datetime, datetime] | None:
+    """The whole hours of ``[start, end)`` to read from ``tensor_hours_1h``: from the
+    1-hour tier's first row in them to its last (fleet_hours.held_span), where every
+    one is kept and ``fleet_hours_1h``'s read check holds for them; else None."""
+    lo, hi = ceil_hour(start), floor_hour(end)
+    span = fleet_hours.held_span(cur, lo, hi) if lo < hi else None
+    if span is None or not fleet_hours._table_serves(cur, *span):  # also: tables exist
+        return None
+    kept = cur.execute(_KEPT_SQL, {"start": span[0], "end": span[1]}).fetchall()[0][0]
+    return span if kept == int((span[1] - span[0]) / HOUR) else None
 
 
 def tensor_activity(cur, *, start: datetime, end: datetime, by: str = "job",
@@ -68,9 +147,13 @@ def tensor_activity(cur, *, start: datetime, end: datetime, by: str = "job",
     """Per job (``by="job"``: job_id, name) or user (user_name) in ``[start, end)``, on
     the GPUs of ``partition`` and ``rack`` (None: all):
     gpu_h, util_pct, sm_active_pct, tensor_active_pct, dram_active_pct (GPU-hour weighted
-    means, percent; NULL without data), tensor_gpu_h; most GPU-hours first."""
+    means, percent; NULL without data), tensor_gpu_h; most GPU-hours first. Without a
+    filter the whole hours the refresh keeps are read from ``tensor_hours_1h``
+    (:func:`kept_span`), the rest live."""
     if by not in GROUPS:
         raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
-    sql = fill(_SQL, key=GROUPS[by], by="job_id" if by == "job" else "user_name")
-    return cur.execute(sql, {"start": start, "end": end, "partition": partition,
-                             "rack": rack, "limit": int(limit)}).df()
+    span = kept_span(cur, start, end) if partition is None and rack is None else None
+    lo, hi = span if span else (end, end)
+    return cur.execute(fill(_SQL, pick=_PICK[by]), {"start": start, "end": end, "lo": lo, "hi": hi,
+                             "partition": partition, "rack": rack,
+                             "limit": int(limit)}).df()
