@@ -35,6 +35,17 @@ def _text(component) -> str:
     return "" if children is None else _text(children)
 
 
+def _rows(component) -> list[dict]:
+    """The rows of the DataTable under a Dash component."""
+    if hasattr(component, "data") and isinstance(component.data, list):
+        return component.data
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list | tuple) else [children]:
+        if child is not None and not isinstance(child, str) and (rows := _rows(child)):
+            return rows
+    return []
+
+
 def test_callbacks_on_the_hand_built_cluster(page):
     wh, p = page
     context.set_context(wh, lambda: NOW, refresh_s=5, options=Options(large_job_gpus=10))
@@ -44,6 +55,8 @@ def test_callbacks_on_the_hand_built_cluster(page):
     scores, table, cards = p.update_jobs(data)
     assert "0.83" in _text(cards) and "16 GPU·h" in _text(cards)
     assert [list(t.text) for t in scores.data] == [["J1"], ["J2"]]  # tight, then spread
+    (row,) = _rows(table)  # the misplaced run, named (only the table's rows are)
+    assert (row["name"], row["user_name"]) == ("job-J2", "ann") and "r2" in row["rack_names"]
     assert "1 of 1 large jobs" in _text(p.update_waits(data))
 
 

@@ -299,6 +299,9 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
                               for k in range(6) for n in (k, k + 12, k + 1 + seed)
                               for g in range(2)])  # two nodes of each run in one rack
         w.ingest("allocations", multi).result()
+        w.ingest("jobs", pd.DataFrame({"job_id": [f"m{k}" for k in range(5)],  # m5: none
+                                       "name": [f"train-{k}" for k in range(5)],
+                                       "user_name": "ann", "job_type": "pretrain"})).result()
         named = ["name", "user_name", "job_type", "rack_names"]
         for partition, min_gpus, min_nodes in ((None, 1, 2), ("a", 1, 2), ("b", 1, 2),
                                                ("", 1, 2), (None, 6, 2), (None, 1, 3)):
@@ -313,6 +316,17 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
                 page.drop(columns=named).sort_values(key, ignore_index=True),
                 check_dtype=False)
             assert pl.placement_summary(report) == pl.placement_summary(page)
+            # the Placement page names only its table's rows: as the detailed query does
+            picked = report.iloc[::2]
+            got = pl.name_runs(w.reader(), picked, start=params["start"],
+                               end=params["end"], now=params["now"])
+            assert list(got["job_id"]) == list(picked["job_id"])  # in their order
+            want = picked[key].merge(page[key + named], on=key, how="left")
+            def plain(df):  # None and NaN alike: one frame's strings may be Arrow's
+                return df.astype(object).where(df.notna(), None)
+            pd.testing.assert_frame_equal(plain(got[key + named]), plain(want))
+            if (partition, min_gpus, min_nodes) == (None, 1, 2):
+                assert got["name"].notna().any() and got["rack_names"].notna().all()
             if (partition, min_gpus, min_nodes) == (None, 1, 2):  # runs to compare
                 assert len(page) >= 5 and page["misplaced"].any()
                 assert (page["racks"] < page["nodes"]).all()  # racks counted once

@@ -248,6 +248,36 @@ def job_placement(cur, *, start: datetime, end: datetime, now: datetime,
     return score(df)
 
 
+#: The racks (space-separated, by name) and the job's names of the runs
+#: ($jobs[i], $runs[i]), from their allocations in the window as :data:`_JOBS_SQL` reads
+#: them (nodes outside the tree left out).
+_NAMES = "WITH " + _TREE + "," + _WINDOW + """,
+picked AS (SELECT unnest($jobs::VARCHAR[]) AS job_id, unnest($runs::INTEGER[]) AS run_index),
+racks AS (
+    SELECT a.job_id, a.run_index,
+           array_to_string(list(DISTINCT t.rack ORDER BY t.rack), ' ') AS rack_names
+    FROM window_rows a SEMI JOIN picked USING (job_id, run_index) JOIN tree t USING (node)
+    GROUP BY ALL
+)
+SELECT p.job_id, p.run_index, j.name, j.user_name, j.job_type, r.rack_names
+FROM picked p LEFT JOIN racks r USING (job_id, run_index) LEFT JOIN jobs j USING (job_id)
+"""
+
+
+def name_runs(cur, runs: pd.DataFrame, *, start: datetime, end: datetime,
+              now: datetime) -> pd.DataFrame:
+    """``runs`` (rows of :func:`job_placement` with ``detail=False``, the same window)
+    with the columns ``detail=True`` adds: name, user_name, job_type, rack_names; in
+    their order. For a page that shows a few hundred of a week's runs (issue 17: naming
+    all of a 24,576-GPU week's ~515,000 multi-node runs took ~1 s of the Placement
+    page's 4.2 s)."""
+    names = cur.execute(_NAMES, {
+        "start": start, "end": end, "now": now,
+        "jobs": [str(j) for j in runs["job_id"]],
+        "runs": [int(r) for r in runs["run_index"]]}).df()
+    return runs.merge(names, on=["job_id", "run_index"], how="left", validate="one_to_one")
+
+
 def score(df: pd.DataFrame) -> pd.DataFrame:
     """Add score, misplaced, extra_racks and extra_zones to a frame with racks, zones,
     min_racks and min_zones (pure); sorted worst score, then most GPU-hours, first."""

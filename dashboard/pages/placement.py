@@ -122,17 +122,19 @@ def update_jobs(data, _n=None):
     f = from_query(data)
     now = context.now()
     start, end = f.window(now)
-    jobs = placement.job_placement(context.reader(), start=start, end=end, now=now,
-                                   partition=f.partition)
-    multi = jobs[jobs["nodes"] >= 2]
+    # the multi-node runs without names; only the table's rows are named (issue 17)
+    multi = placement.job_placement(context.reader(), start=start, end=end, now=now,
+                                    partition=f.partition, min_nodes=2, detail=False)
     frag = placement.fleet_fragmentation(context.reader(), start=min(now, end), end=end,
                                          now=now, partition=f.partition)
-    table = components.table(multi[multi["misplaced"]], JOB_COLUMNS,
-                             table_id=ids.PLACEMENT_JOBS + "-table",
+    shown = placement.name_runs(context.reader(),
+                                multi[multi["misplaced"]].head(components.MAX_TABLE_ROWS),
+                                start=start, end=end, now=now)
+    table = components.table(shown, JOB_COLUMNS, table_id=ids.PLACEMENT_JOBS + "-table",
                              empty_message="Every multi-node run in this range was placed "
                              "as tightly as its size allowed.")
     return (fig.placement_scores(multi), table,
-            frag_cards(frag, placement.placement_summary(jobs)))
+            frag_cards(frag, placement.placement_summary(multi)))
 
 
 @callback(Output(ids.PLACEMENT_WAITS, "children"), Input(ids.FILTERS, "data"),
