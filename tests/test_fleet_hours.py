@@ -60,7 +60,7 @@ def _rows(wh) -> int:
 
 
 def _served(wh, start, end) -> bool:
-    return fh._table_serves(wh.reader(), fh.ceil_hour(start), fh.floor_hour(end))
+    return fh.table_serves(wh.reader(), fh.ceil_hour(start), fh.floor_hour(end))
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_the_table_gives_the_former_live_answers(seeded, start, end):
         assert want["utilised_gpu_h"] > 0
     assert {k: got[k] for k in KEYS} == pytest.approx(want, rel=1e-12, abs=1e-12)
     if end - start > 2 * H and end > NOW - 48 * H:
-        assert fh._table_serves(seeded.reader(), *fh.held_span(
+        assert fh.table_serves(seeded.reader(), *fh.held_span(
             seeded.reader(), fh.ceil_hour(start), fh.floor_hour(end)))
 
 

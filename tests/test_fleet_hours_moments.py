@@ -39,7 +39,7 @@ def _live_card(cur, start, end):
 
 
 def _served(cur, start, end) -> bool:
-    return fh._table_serves(cur, start, end)
+    return fh.table_serves(cur, start, end)
 
 
 def _counter_then_power(w, *, counter_gpus=(0, 1)):

@@ -169,7 +169,7 @@ def _former_serves(cur, start, end, idle_pct) -> bool:
     from warehouse import fleet_hours
     from warehouse.db import fill
 
-    if not fleet_hours._table_serves(cur, start, end):
+    if not fleet_hours.table_serves(cur, start, end):
         return False
     n, table_q, live_q = cur.execute(
         fill(_FORMER_SERVES_SQL, share_ppm=fleet_hours.SHARE_PPM),

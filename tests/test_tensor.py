@@ -131,8 +131,9 @@ def test_hours_cut_join_answers_as_every_pair(wh, allocs, lo, span, by, scope, g
                                      "partition": ["p0", "p1"], "gpus": 2})).result()
     hours = pd.date_range(T - 3 * H, T + 12 * H, freq="1h")
     rows = pd.DataFrame([
-        {"ts": h, "node": n, "gpu_index": g, "samples": 60, "util_pct_avg": 10.0 * k + g,
-         "tensor_active_pct_avg": None if k % 3 == 0 else 5.0 * k}
+        {"ts": h, "node": n, "gpu_index": g, "samples": 60,
+         "util_pct_avg": None if (k + g) % 4 == 0 else 10.0 * k + g,  # a job's GPUs may
+         "tensor_active_pct_avg": None if (k + g) % 3 == 0 else 5.0 * k}  # differ
         for k, h in enumerate(hours) if k not in gaps for n in ("n0", "n1", "n2")
         for g in (0, 1)])
     wh.write(lambda con: con.register("hour_rows", rows).execute(
@@ -163,6 +164,10 @@ def test_hours_cut_join_answers_as_every_pair(wh, allocs, lo, span, by, scope, g
     pd.testing.assert_frame_equal(  # the kept means are REAL, as the tier's
         got.drop(columns="name").sort_values(col, ignore_index=True),
         want.sort_values(col, ignore_index=True), check_dtype=False, rtol=1e-6)
+    top = tensor.tensor_activity(cur, start=start, end=end, by=by, partition=partition,
+                                 rack=rack, limit=2)  # the most GPU-hours, most first
+    assert list(top["gpu_h"]) == pytest.approx(
+        list(want["gpu_h"].sort_values(ascending=False).head(2)), rel=1e-9)
 
 
 def _refresh(wh, now):
@@ -205,6 +210,9 @@ def test_whole_hours_are_read_from_the_kept_table_and_the_ends_live(wh):
     assert got.loc["A", "tensor_active_pct"] == pytest.approx(  # 40 % + 1 an hour
         (35 / 60 * 40 + 41 + 42 + 43 + 44) / (5 - 25 / 60))
     assert pd.isna(got.loc["B", "tensor_active_pct"]) and got.loc["B", "tensor_gpu_h"] == 0
+    for by, key, most in (("job", "job_id", "B"), ("user", "user_name", "bob")):
+        assert list(tensor.tensor_activity(wh.reader(), by=by, limit=1, **window)[key]
+                    ) == [most]  # the most GPU-hours (B: 5.4 h against A's 4.6 h)
     # the kept rows are what is read: a changed one shows
     wh.write(lambda con: con.execute("UPDATE tensor_hours_1h SET util_pct = 0 "
                                      "WHERE job_id = 'B' AND ts = $ts",
@@ -229,12 +237,15 @@ def test_a_changed_allocation_or_an_old_row_is_read_live(wh):
     assert got.loc["A", "tensor_active_pct"] == pytest.approx(
         (50 / 60 * 40 + 41 + 42 + 43) / (4 - 10 / 60))
     # the refresh keeps them again; a row kept before migration 25 (no tensor_kept) is
-    # not read, and is due
+    # not read (the hours from it are read live), and is due
     _refresh(wh, T + 7 * H)
     assert tensor.kept_span(wh.reader(), **window) == (T, T + 6 * H)
     wh.write(lambda con: con.execute("UPDATE fleet_hours_1h SET tensor_kept = NULL "
                                      "WHERE ts = $ts", {"ts": T + 3 * H})).result()
-    assert tensor.kept_span(wh.reader(), **window) is None
+    assert tensor.kept_span(wh.reader(), **window) == (T, T + 3 * H)
+    pd.testing.assert_series_equal(  # (the kept means still carry the marks above)
+        tensor.tensor_activity(wh.reader(), **window).set_index("job_id")["gpu_h"],
+        _live(wh, **window)["gpu_h"])
     due = wh.write(lambda con: fleet_hours.due_hours(
         con, T + 7 * H, recheck_days=0, idle_pct=Options().idle_util_pct)).result()
     assert due == [T + 3 * H]
@@ -253,3 +264,67 @@ def test_a_filtered_range_is_read_live(wh):
         got = tensor.tensor_activity(wh.reader(), **window, **scope).set_index("job_id")
         assert got.loc["A", "tensor_active_pct"] == pytest.approx(
             (50 / 60 * 40 + 41 + 42 + 43 + 44) / (5 - 10 / 60))
+
+
+def test_a_job_on_gpus_with_and_without_the_profiling_fields(wh):
+    """One job's hour on a GPU with every field and one without the profiling fields
+    (another exporter): the kept means weigh only the GPU-hours that have each field."""
+    _samples(wh, 2, range(120), lambda i: 40.0, 30.0)  # util 100, SM 80
+    wh.ingest("samples", pd.DataFrame({"ts": [T + i * M for i in range(120)], "node": "n0",
+                                       "gpu_index": 3, "interval_s": 60.0,
+                                       "util_pct": 50.0})).result()
+    wh.rollup().result()
+    add_job(wh, "C", [{"start": T, "end": T + 2 * H, "state": "COMPLETED", "nodes": ["n0"],
+                       "gpu_indices": [2, 3]}], gpus=2)
+    _refresh(wh, T + 3 * H)
+    window = {"start": T, "end": T + 2 * H}
+    assert tensor.kept_span(wh.reader(), **window) == (window["start"], window["end"])
+    (row,) = tensor.tensor_activity(wh.reader(), **window).to_dict("records")
+    assert row["gpu_h"] == pytest.approx(4.0) and row["tensor_gpu_h"] == pytest.approx(2.0)
+    assert row["util_pct"] == pytest.approx(75.0)
+    assert row["tensor_active_pct"] == pytest.approx(40.0)
+    assert row["sm_active_pct"] == pytest.approx(80.0)
+    assert row["dram_active_pct"] == pytest.approx(30.0)
+
+
+def test_the_newest_hours_not_kept_yet_are_read_live(wh):
+    """The refresh keeps an hour once it is complete, every few minutes, and samples are
+    rolled up into an hour after it was kept: the range's whole hours are read from the
+    table up to the first such hour, the rest live (not the whole range)."""
+    _kept_week(wh)  # kept up to T + 6 h, and the hour to T + 7 h without samples
+    wh.write(lambda con: con.execute("UPDATE tensor_hours_1h SET tensor_active_pct = 99"
+                                     )).result()  # marks what the kept rows say
+    _samples(wh, 0, range(360, 430), lambda i: 60.0, 30.0)  # that hour's, and 10 minutes
+    wh.rollup().result()
+    add_job(wh, "D", [{"start": T + 6 * H, "end": T + 8 * H, "state": "COMPLETED",
+                       "nodes": ["n0"], "gpu_indices": [0]}], gpus=1)
+    window = {"start": T + 3 * H, "end": T + 7 * H + 5 * M}
+    assert tensor.kept_span(wh.reader(), **window) == (T + 3 * H, T + 6 * H)
+    got = tensor.tensor_activity(wh.reader(), **window).set_index("job_id")
+    assert got.loc["A", "tensor_active_pct"] == pytest.approx(99)  # hours 3 and 4, kept
+    assert got.loc["D", "gpu_h"] == pytest.approx(65 / 60)  # live: the hour and 5 minutes
+    assert got.loc["D", "tensor_active_pct"] == pytest.approx(60)
+    # a kept hour changed in the middle of the range: all of it is read live
+    wh.write(lambda con: con.execute("UPDATE allocations SET end_ts = $e WHERE job_id = 'A'",
+                                     {"e": T + 4 * H})).result()
+    assert tensor.kept_span(wh.reader(), **window) is None
+
+
+def test_a_job_given_the_gpu_time_of_another_is_seen_after_a_duckdb_upgrade(wh):
+    """After another DuckDB the kept rows are signed again where the allocations'
+    moments other than the key (which another DuckDB hashes otherwise) are unchanged:
+    GPU time given to another job at the same node, GPU and times keeps those equal,
+    so the hour's tensor rows per job are kept again rather than served."""
+    _kept_week(wh)
+    wh.write(lambda con: con.execute("UPDATE allocations SET job_id = 'Z' "
+                                     "WHERE job_id = 'A'")).result()
+    window = {"start": T, "end": T + 6 * H}
+    assert tensor.kept_span(wh.reader(), **window) is None
+    wh.write(lambda con: con.execute("UPDATE meta SET value = 'another' "
+                                     "WHERE key = $k", {"k": fleet_hours.HASH_KEY})).result()
+    _refresh(wh, T + 7 * H)
+    assert tensor.kept_span(wh.reader(), **window) == (T, T + 6 * H)
+    got = tensor.tensor_activity(wh.reader(), **window)
+    pd.testing.assert_frame_equal(got.set_index("job_id").drop(columns="name"),
+                                  _live(wh, **window).drop(columns="name"), rtol=1e-6)
+    assert sorted(got["job_id"]) == ["B", "Z"]

@@ -139,12 +139,51 @@ def _live(cur, start: datetime, end: datetime) -> list[float]:
     return list(cur.execute(_LIVE_SQL, {"start": start, "end": end}).fetchall()[0])
 
 
-def _table_serves(cur, start: datetime, end: datetime, *, shares: bool = False) -> bool:
+#: Per kept hour of [$start, $end), in order: whether its row holds the 1-hour tier's
+#: samples now and its moments (as :data:`_CHECK_SQL` asks of every hour) and ``{flag}``.
+_FRESH_SQL = """
+SELECT t.ts, t.samples = coalesce(l.samples, 0) AND t.alloc_key_us IS NOT NULL
+             AND coalesce({flag}, FALSE) AS fresh
+FROM fleet_hours_1h t
+LEFT JOIN (SELECT ts, sum(samples) AS samples FROM gpu_samples_1h
+           WHERE ts >= $start AND ts < $end GROUP BY ts) l USING (ts)
+WHERE t.ts >= $start AND t.ts < $end
+ORDER BY t.ts
+"""
+
+
+def fresh_until(cur, start: datetime, end: datetime, *, tensor: bool = False
+                ) -> datetime | None:
+    """The end of the hours from ``start`` (whole hours, up to ``end``) whose rows are
+    kept one after another with the 1-hour tier's samples as they are now (and, with
+    ``tensor``, their tensor activity rows): the span :func:`table_serves` may then
+    serve. The newest hours of a range are often not kept yet or have samples rolled up
+    since (the refresh runs every few minutes): a range up to now reads the hours before
+    them from the table and only those live. None: the first hour is not such."""
+    if not has_table(cur):
+        return None
+    flag = "t.tensor_kept" if tensor else "TRUE"
+    rows = cur.execute(fill(_FRESH_SQL, flag=flag), {"start": start, "end": end}).fetchall()
+    until = start
+    for ts, fresh in rows:
+        if ts != until or not fresh:
+            break
+        until = ts + HOUR
+    return until if until > start else None
+
+
+def has_table(cur) -> bool:
+    """Whether the warehouse of ``cur`` has the kept tables (not a lake's reader or a
+    copy made before migration 16)."""
+    return bool(cur.execute(_EXISTS_SQL).fetchall()[0][0])
+
+
+def table_serves(cur, start: datetime, end: datetime, *, shares: bool = False) -> bool:
     """Whether the rows of [start, end) (whole hours) were computed from what the 1-hour
     tier and the allocations hold now (:data:`_CHECK_SQL`); ``shares``: their shares'
     microseconds too (warehouse/hour_usage.py:serves; the same pass over the allocations,
-    not a second one, issue 17)."""
-    if not cur.execute(_EXISTS_SQL).fetchall()[0][0]:
+    not a second one, issue 17). The kept tables' read check (:data:`KEPT_TABLES`)."""
+    if not has_table(cur):
         return False  # a lake or an older copy without the table
     fresh, *sums = cur.execute(_CHECK_SQL, {"start": start, "end": end}).fetchall()[0]
     table, live = sums[:5], sums[5:]
@@ -171,7 +210,7 @@ def fleet_hours(cur, *, start: datetime, end: datetime) -> dict:
     rest live."""
     lo, hi = ceil_hour(start), floor_hour(end)
     span = held_span(cur, lo, hi) if lo < hi else None
-    if span and _table_serves(cur, *span):
+    if span and table_serves(cur, *span):
         parts = [cur.execute(_TABLE_SQL, {"start": span[0], "end": span[1]}).fetchall()[0]]
         parts += [_live(cur, a, b) for a, b in ((start, lo), (hi, end)) if a < b]
         sums = [sum(col) for col in zip(*parts, strict=True)]
@@ -299,7 +338,8 @@ SELECT t.ts, c.alloc_sig, c.share_us, c.m2, c.gpu_us, c.key_us,
                      ELSE t.alloc_sig = c.alloc_sig AND t.alloc_us = c.us
                           AND coalesce(t.alloc_share_us = c.share_us, TRUE) END,
                 FALSE) AS same,
-       t.energy_sig IS NULL AS unsigned
+       t.energy_sig IS NULL AS unsigned,
+       t.alloc_key_us IS NULL AND coalesce(t.tensor_kept, FALSE) AS rekey
 FROM fleet_hours_1h t JOIN now_sig c USING (ts)
 WHERE t.ts >= $lo AND t.ts < $hi AND list_contains($hours, t.ts)
 """, signatures=SIGNATURES, moments=_HOUR_MOMENTS)
@@ -342,9 +382,14 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
     hashes another DuckDB made), the newest ``max_hours``: where the hour's allocations
     are those its row was computed from, their moments, ``alloc_sig`` and the method
     card's seconds (``held_s``, ``counter_s``, ``energy_sig`` from the energy rows now);
-    else the row goes (with its ``gpu_usage_from_1h`` rows) and the hour is due again.
-    Returns ``fleet_filled`` and ``fleet_dropped`` (hours)."""
-    from warehouse.queries.energy_method import KEEP_SQL  # it imports this: lazily
+    else the row goes (with its ``gpu_usage_from_1h`` and ``tensor_hours_1h`` rows) and
+    the hour is due again. A row signed without its allocation key moment cannot show
+    GPU time given to another job at the same node, GPU and times: its tensor activity
+    per job is kept again from the allocations now (the ``gpu_usage_from_1h`` rows are
+    not: their per-run energy keeps that gap). Returns ``fleet_filled`` and
+    ``fleet_dropped`` (hours)."""
+    from warehouse.queries import tensor  # both import this: lazily
+    from warehouse.queries.energy_method import KEEP_SQL
 
     resign_after_upgrade(con)
     hours = [r[0] for r in con.execute(_TO_FILL_SQL, {"n": max(0, max_hours)}).fetchall()]
@@ -355,7 +400,7 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
             params = {"lo": lo, "hi": step, "hours": hours}
             with transaction(con):
                 rows = con.execute(*bind(_FILL_SQL, **params)).fetchall()
-                for ts, sig, share_us, m2, gpu_us, key_us, same, _ in rows:
+                for ts, sig, share_us, m2, gpu_us, key_us, same, _, _ in rows:
                     if same:
                         con.execute(_SIGN_SQL, {"ts": ts, "sig": sig, "share_us": share_us,
                                                 "m2": m2, "gpu_us": gpu_us,
@@ -368,6 +413,11 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
                 unsigned = [r[0] for r in rows if r[6] and r[7]]  # the method card's
                 for a, b in merge_ranges([(t, t) for t in unsigned], HOUR):  # seconds too
                     con.execute(*bind(KEEP_SQL, start=a, end=b))
+                rekey = [r[0] for r in rows if r[6] and r[8]]
+                for a, b in merge_ranges([(t, t) for t in rekey], HOUR):
+                    con.execute("DELETE FROM tensor_hours_1h WHERE ts >= $a AND ts < $b",
+                                {"a": a, "b": b})
+                    con.execute(*bind(tensor.KEEP_SQL, start=a, end=b))
                 filled += len(kept)
                 dropped += len(rows) - len(kept)
             lo = step

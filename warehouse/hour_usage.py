@@ -121,7 +121,7 @@ FROM parts GROUP BY 1 ORDER BY 1
 
 
 #: The hours of [$start, $end) kept with $idle_pct (the shares' microseconds, kept and
-#: now, are compared by fleet_hours._table_serves: a changed share, same microseconds).
+#: now, are compared by fleet_hours.table_serves: a changed share, same microseconds).
 _SERVES_SQL = """
 SELECT count(alloc_share_us) FROM fleet_hours_1h
 WHERE ts >= $start AND ts < $end AND energy_idle_pct = $idle_pct
@@ -137,7 +137,7 @@ def serves(cur, start: datetime, end: datetime, idle_pct: float | None) -> bool:
     (their energy rows aside)."""
     from warehouse import fleet_hours  # the ledger's checks (fleet_hours imports this)
 
-    if not fleet_hours._table_serves(cur, start, end, shares=True):  # also: the tables
+    if not fleet_hours.table_serves(cur, start, end, shares=True):  # also: the tables
         return False                                                   # exist here
     if idle_pct is None:
         return True

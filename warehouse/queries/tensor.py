@@ -15,10 +15,11 @@ how many GPU-hours had it). Percent, GPU-hours.
 Kept per hour and job (issue 17, migration 25): the analytics refresh keeps each whole
 hour's sums per job in ``tensor_hours_1h`` with the fleet's hours (warehouse/fleet_hours.py:
 :func:`~warehouse.fleet_hours.refresh_fleet_hours` runs :data:`KEEP_SQL`). A query without
-a partition or rack filter reads its whole hours from there where every one is kept and
-``fleet_hours_1h``'s read check holds (the hours' samples and allocations as they were),
-and computes the ragged ends live; otherwise the whole range live. The kept means are
-REAL (float32, as the tier's): the answers are the live ones within ~1e-7 relative.
+a partition or rack filter reads its whole hours from there, up to the newest ones not
+kept yet (:func:`kept_span`), where ``fleet_hours_1h``'s read check holds for them (the
+hours' samples and allocations as they were), and computes the rest live; otherwise the
+whole range live. The kept means are REAL (float32, as the tier's): the answers are the
+live ones within ~1e-7 relative.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from datetime import datetime
 import pandas as pd
 
 from warehouse import allocation_hours, fleet_hours
-from warehouse.clock import HOUR, ceil_hour, floor_hour
+from warehouse.clock import ceil_hour, floor_hour
 from warehouse.db import fill
 
 GROUPS = ("job", "user")
@@ -88,57 +89,58 @@ FROM p GROUP BY ts, job_id ORDER BY ts, job_id
 
 #: Per job: GPU-microseconds ``w``, those with each field (``{f}_w``) and their products
 #: with it (``{f}_x``), summed over its pieces: live over [$start, $lo) and [$hi, $end),
-#: kept over [$lo, $hi) (empty where $lo = $hi). Then ``{pick}``.
+#: and ``{kept}`` (nothing, or :data:`_KEPT_PIECE`, [$lo, $hi) from the table). Then
+#: ``{pick}``.
 _SQL = fill("""
 WITH {head}, {tail},
 pieces AS (
     SELECT job_id, w::DOUBLE AS w, {live} FROM head
     UNION ALL
-    SELECT job_id, w::DOUBLE, {live} FROM tail
-    UNION ALL
-    SELECT job_id, gpu_us::DOUBLE, {kept}
-    FROM tensor_hours_1h WHERE ts >= $lo AND ts < $hi
+    SELECT job_id, w::DOUBLE, {live} FROM tail{kept}
 ),
 per_job AS (SELECT job_id, sum(w) AS w, {sums} FROM pieces GROUP BY job_id)
 {pick}
 """, head=_parts("head", "$start", "$lo", _SCOPE), tail=_parts("tail", "$hi", "$end", _SCOPE),
     live=_each("CASE WHEN {f} IS NULL THEN 0.0 ELSE w::DOUBLE END AS {f}_w, "
                "w::DOUBLE * {f} AS {f}_x"),
-    kept=_each("(gpu_us - {f}_gap_us)::DOUBLE AS {f}_w, "
-               "(gpu_us - {f}_gap_us)::DOUBLE * {col} AS {f}_x"),
     sums=_each("sum({f}_w) AS {f}_w, sum({f}_x) AS {f}_x"))
+
+_KEPT_PIECE = fill("""
+    UNION ALL
+    SELECT job_id, gpu_us::DOUBLE, {kept}
+    FROM tensor_hours_1h WHERE ts >= $lo AND ts < $hi""",
+    kept=_each("(gpu_us - {f}_gap_us)::DOUBLE AS {f}_w, "
+               "(gpu_us - {f}_gap_us)::DOUBLE * {col} AS {f}_x"))
 
 #: The rows per grouping: the jobs with the most GPU-hours, named after the cut (issue
 #: 17: joining ~590,000 jobs' names for a 24,576-GPU week, to show 100); per user, every
-#: job's user first.
+#: job's user first. Ties by id or name.
 _PICK = {
     "job": fill("""
 SELECT a.job_id, j.name, w / 3.6e9 AS gpu_h, {means}, tensor_w / 3.6e9 AS tensor_gpu_h
-FROM (SELECT * FROM per_job ORDER BY w DESC LIMIT $limit) a
+FROM (SELECT * FROM per_job ORDER BY w DESC, job_id LIMIT $limit) a
 LEFT JOIN jobs j ON j.job_id = a.job_id
-ORDER BY gpu_h DESC""", means=_each("{f}_x / nullif({f}_w, 0) AS {col}")),
+ORDER BY gpu_h DESC, a.job_id""", means=_each("{f}_x / nullif({f}_w, 0) AS {col}")),
     "user": fill("""
 SELECT coalesce(j.user_name, '(unknown)') AS user_name, any_value(j.name) AS name,
        sum(w) / 3.6e9 AS gpu_h, {means}, sum(tensor_w) / 3.6e9 AS tensor_gpu_h
 FROM per_job a LEFT JOIN jobs j ON j.job_id = a.job_id
-GROUP BY 1 ORDER BY gpu_h DESC LIMIT $limit
+GROUP BY 1 ORDER BY gpu_h DESC, 1 LIMIT $limit
 """, means=_each("sum({f}_x) / nullif(sum({f}_w), 0) AS {col}")),
 }
 
-#: The hours of [$start, $end) whose tensor_hours_1h rows are kept.
-_KEPT_SQL = "SELECT count(*) FROM fleet_hours_1h WHERE ts >= $start AND ts < $end AND tensor_kept"
-
-
 def kept_span(cur, start: datetime, end: datetime) -> tuple[datetime, datetime] | None:
     """The whole hours of ``[start, end)`` to read from ``tensor_hours_1h``: from the
-    1-hour tier's first row in them to its last (fleet_hours.held_span), where every
-    one is kept and ``fleet_hours_1h``'s read check holds for them; else None."""
+    1-hour tier's first row in them (fleet_hours.held_span) while each is kept with its
+    samples as they are now (fleet_hours.fresh_until: the newest hours, not kept yet or
+    rolled up since, are left to the live tail), where ``fleet_hours_1h``'s read check
+    holds for them; else None."""
     lo, hi = ceil_hour(start), floor_hour(end)
     span = fleet_hours.held_span(cur, lo, hi) if lo < hi else None
-    if span is None or not fleet_hours._table_serves(cur, *span):  # also: tables exist
+    until = fleet_hours.fresh_until(cur, *span, tensor=True) if span else None
+    if until is None or not fleet_hours.table_serves(cur, span[0], until):
         return None
-    kept = cur.execute(_KEPT_SQL, {"start": span[0], "end": span[1]}).fetchall()[0][0]
-    return span if kept == int((span[1] - span[0]) / HOUR) else None
+    return span[0], until
 
 
 def tensor_activity(cur, *, start: datetime, end: datetime, by: str = "job",
@@ -147,13 +149,15 @@ def tensor_activity(cur, *, start: datetime, end: datetime, by: str = "job",
     """Per job (``by="job"``: job_id, name) or user (user_name) in ``[start, end)``, on
     the GPUs of ``partition`` and ``rack`` (None: all):
     gpu_h, util_pct, sm_active_pct, tensor_active_pct, dram_active_pct (GPU-hour weighted
-    means, percent; NULL without data), tensor_gpu_h; most GPU-hours first. Without a
-    filter the whole hours the refresh keeps are read from ``tensor_hours_1h``
-    (:func:`kept_span`), the rest live."""
+    means, percent; NULL without data), tensor_gpu_h; most GPU-hours first (ties by job
+    id or user name), at most ``limit`` rows. Without a filter the whole hours the
+    refresh keeps are read from ``tensor_hours_1h`` (:func:`kept_span`), the rest
+    live."""
     if by not in GROUPS:
         raise ValueError(f"by must be one of {sorted(GROUPS)}, not {by!r}")
     span = kept_span(cur, start, end) if partition is None and rack is None else None
     lo, hi = span if span else (end, end)
-    return cur.execute(fill(_SQL, pick=_PICK[by]), {"start": start, "end": end, "lo": lo, "hi": hi,
+    sql = fill(_SQL, pick=_PICK[by], kept=_KEPT_PIECE if span else "")
+    return cur.execute(sql, {"start": start, "end": end, "lo": lo, "hi": hi,
                              "partition": partition, "rack": rack,
                              "limit": int(limit)}).df()
