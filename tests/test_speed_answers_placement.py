@@ -299,6 +299,9 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
                               for k in range(6) for n in (k, k + 12, k + 1 + seed)
                               for g in range(2)])  # two nodes of each run in one rack
         w.ingest("allocations", multi).result()
+        w.ingest("allocations", pd.DataFrame([  # m4's node in r0 ends before the window
+            {"job_id": "m4", "run_index": 0, "node": "n24", "gpu_index": 0,
+             "start_ts": T0, "end_ts": T0 + H}])).result()
         w.ingest("jobs", pd.DataFrame({"job_id": [f"m{k}" for k in range(5)],  # m5: none
                                        "name": [f"train-{k}" for k in range(5)],
                                        "user_name": "ann", "job_type": "pretrain"})).result()
@@ -316,8 +319,9 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
                 page.drop(columns=named).sort_values(key, ignore_index=True),
                 check_dtype=False)
             assert pl.placement_summary(report) == pl.placement_summary(page)
-            # the Placement page names only its table's rows: as the detailed query does
-            picked = report.iloc[::2]
+            # the Placement page names only its table's rows: as the detailed query does,
+            # in the order given
+            picked = pd.concat([report.iloc[1::2], report.iloc[::2]])
             got = pl.name_runs(w.reader(), picked, start=params["start"],
                                end=params["end"], now=params["now"])
             assert list(got["job_id"]) == list(picked["job_id"])  # in their order
@@ -327,6 +331,7 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
             pd.testing.assert_frame_equal(plain(got[key + named]), plain(want))
             if (partition, min_gpus, min_nodes) == (None, 1, 2):
                 assert got["name"].notna().any() and got["rack_names"].notna().all()
+                assert "r0" not in got.set_index("job_id").loc["m4", "rack_names"]
             if (partition, min_gpus, min_nodes) == (None, 1, 2):  # runs to compare
                 assert len(page) >= 5 and page["misplaced"].any()
                 assert (page["racks"] < page["nodes"]).all()  # racks counted once

@@ -304,7 +304,12 @@ def test_the_newest_hours_not_kept_yet_are_read_live(wh):
     assert got.loc["A", "tensor_active_pct"] == pytest.approx(99)  # hours 3 and 4, kept
     assert got.loc["D", "gpu_h"] == pytest.approx(65 / 60)  # live: the hour and 5 minutes
     assert got.loc["D", "tensor_active_pct"] == pytest.approx(60)
-    # a kept hour changed in the middle of the range: all of it is read live
+    # a kept hour's row gone (dropped by fill_rows, computed again later): the hours
+    # before it are read from the table
+    wh.write(lambda con: con.execute("DELETE FROM fleet_hours_1h WHERE ts = $ts",
+                                     {"ts": T + 5 * H})).result()
+    assert tensor.kept_span(wh.reader(), **window) == (T + 3 * H, T + 5 * H)
+    # a kept hour's allocations changed in the middle of the range: all of it is live
     wh.write(lambda con: con.execute("UPDATE allocations SET end_ts = $e WHERE job_id = 'A'",
                                      {"e": T + 4 * H})).result()
     assert tensor.kept_span(wh.reader(), **window) is None
@@ -328,3 +333,23 @@ def test_a_job_given_the_gpu_time_of_another_is_seen_after_a_duckdb_upgrade(wh):
     pd.testing.assert_frame_equal(got.set_index("job_id").drop(columns="name"),
                                   _live(wh, **window).drop(columns="name"), rtol=1e-6)
     assert sorted(got["job_id"]) == ["B", "Z"]
+
+
+def test_ties_are_ordered_by_job_and_user(wh):
+    """Jobs with the same GPU-hours: the first by id make the cut (the table shows the
+    same ones on every call), kept or live; users likewise by name."""
+    _samples(wh, 0, range(120), lambda i: 40.0, 30.0)
+    wh.rollup().result()
+    for k, job in enumerate(["J5", "J2", "J9", "J1", "J7", "J3"]):
+        add_job(wh, job, [{"start": T + k * M, "end": T + k * M + 50 * M,
+                           "state": "COMPLETED", "nodes": ["n0"], "gpu_indices": [0]}],
+                gpus=1, user=f"u{9 - k}")
+    for kept in (False, True):
+        if kept:
+            _refresh(wh, T + 3 * H)
+        window = {"start": T, "end": T + 2 * H}
+        assert (tensor.kept_span(wh.reader(), **window) is not None) == kept
+        assert list(tensor.tensor_activity(wh.reader(), limit=3, **window)["job_id"]) == [
+            "J1", "J2", "J3"]
+        assert list(tensor.tensor_activity(wh.reader(), by="user", limit=2, **window)[
+            "user_name"]) == ["u4", "u5"]

@@ -140,10 +140,11 @@ def _live(cur, start: datetime, end: datetime) -> list[float]:
 
 
 #: Per kept hour of [$start, $end), in order: whether its row holds the 1-hour tier's
-#: samples now and its moments (as :data:`_CHECK_SQL` asks of every hour) and ``{flag}``.
+#: samples now and its moments (as :data:`_CHECK_SQL` asks of every hour) and its tensor
+#: activity rows are kept.
 _FRESH_SQL = """
 SELECT t.ts, t.samples = coalesce(l.samples, 0) AND t.alloc_key_us IS NOT NULL
-             AND coalesce({flag}, FALSE) AS fresh
+             AND coalesce(t.tensor_kept, FALSE) AS fresh
 FROM fleet_hours_1h t
 LEFT JOIN (SELECT ts, sum(samples) AS samples FROM gpu_samples_1h
            WHERE ts >= $start AND ts < $end GROUP BY ts) l USING (ts)
@@ -152,18 +153,16 @@ ORDER BY t.ts
 """
 
 
-def fresh_until(cur, start: datetime, end: datetime, *, tensor: bool = False
-                ) -> datetime | None:
+def fresh_until(cur, start: datetime, end: datetime) -> datetime | None:
     """The end of the hours from ``start`` (whole hours, up to ``end``) whose rows are
-    kept one after another with the 1-hour tier's samples as they are now (and, with
-    ``tensor``, their tensor activity rows): the span :func:`table_serves` may then
-    serve. The newest hours of a range are often not kept yet or have samples rolled up
+    kept one after another with the 1-hour tier's samples as they are now, and their
+    tensor activity rows (warehouse/queries/tensor.py): the span :func:`table_serves`
+    may then serve. The newest hours of a range are often not kept yet or have samples rolled up
     since (the refresh runs every few minutes): a range up to now reads the hours before
     them from the table and only those live. None: the first hour is not such."""
     if not has_table(cur):
         return None
-    flag = "t.tensor_kept" if tensor else "TRUE"
-    rows = cur.execute(fill(_FRESH_SQL, flag=flag), {"start": start, "end": end}).fetchall()
+    rows = cur.execute(_FRESH_SQL, {"start": start, "end": end}).fetchall()
     until = start
     for ts, fresh in rows:
         if ts != until or not fresh:
@@ -344,6 +343,9 @@ FROM fleet_hours_1h t JOIN now_sig c USING (ts)
 WHERE t.ts >= $lo AND t.ts < $hi AND list_contains($hours, t.ts)
 """, signatures=SIGNATURES, moments=_HOUR_MOMENTS)
 
+#: A kept table's rows of the hours [$lo, $hi) (``{table}``: one of :data:`KEPT_TABLES`).
+_DELETE_RANGE_SQL = "DELETE FROM {table} WHERE ts >= $lo AND ts < $hi"
+
 _SIGN_SQL = """
 UPDATE fleet_hours_1h SET alloc_sig = $sig, alloc_share_us = $share_us, alloc_m2 = $m2,
                           alloc_gpu_us = $gpu_us, alloc_key_us = $key_us
@@ -383,11 +385,12 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
     are those its row was computed from, their moments, ``alloc_sig`` and the method
     card's seconds (``held_s``, ``counter_s``, ``energy_sig`` from the energy rows now);
     else the row goes (with its ``gpu_usage_from_1h`` and ``tensor_hours_1h`` rows) and
-    the hour is due again. A row signed without its allocation key moment cannot show
-    GPU time given to another job at the same node, GPU and times: its tensor activity
-    per job is kept again from the allocations now (the ``gpu_usage_from_1h`` rows are
-    not: their per-run energy keeps that gap). Returns ``fleet_filled`` and
-    ``fleet_dropped`` (hours)."""
+    the hour is due again. A row signed without its allocation key moment (another
+    DuckDB) cannot show GPU time given to another job at the same node, GPU and times:
+    its tensor activity per job is kept again from the allocations now (~0.7 s a day at
+    24,576 GPUs; the ``gpu_usage_from_1h`` rows are not: their per-run energy keeps that
+    gap, rather than computing the whole history again after each DuckDB upgrade).
+    Returns ``fleet_filled`` and ``fleet_dropped`` (hours)."""
     from warehouse.queries import tensor  # both import this: lazily
     from warehouse.queries.energy_method import KEEP_SQL
 
@@ -413,10 +416,10 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
                 unsigned = [r[0] for r in rows if r[6] and r[7]]  # the method card's
                 for a, b in merge_ranges([(t, t) for t in unsigned], HOUR):  # seconds too
                     con.execute(*bind(KEEP_SQL, start=a, end=b))
-                rekey = [r[0] for r in rows if r[6] and r[8]]
+                rekey = [r[0] for r in rows if r[6] and r[8]]  # per-job rows: again
                 for a, b in merge_ranges([(t, t) for t in rekey], HOUR):
-                    con.execute("DELETE FROM tensor_hours_1h WHERE ts >= $a AND ts < $b",
-                                {"a": a, "b": b})
+                    con.execute(fill(_DELETE_RANGE_SQL, table="tensor_hours_1h"),
+                                {"lo": a, "hi": b})
                     con.execute(*bind(tensor.KEEP_SQL, start=a, end=b))
                 filled += len(kept)
                 dropped += len(rows) - len(kept)
@@ -492,8 +495,7 @@ def refresh_fleet_hours(con, now: datetime, *, recheck_days: float, idle_pct: fl
                   "idle_pct": float(idle_pct)}
         with transaction(con):
             for table in KEPT_TABLES:
-                con.execute(fill("DELETE FROM {table} WHERE ts >= $lo AND ts < $hi",
-                                 table=table), {"lo": lo, "hi": hi})
+                con.execute(fill(_DELETE_RANGE_SQL, table=table), {"lo": lo, "hi": hi})
             con.execute(*bind(_INSERT_SQL, **params))
             con.execute(*bind(insert_energy, **params))
             con.execute(*bind(KEEP_SQL, **params))  # the energy method's seconds

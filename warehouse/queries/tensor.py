@@ -137,7 +137,7 @@ def kept_span(cur, start: datetime, end: datetime) -> tuple[datetime, datetime] 
     holds for them; else None."""
     lo, hi = ceil_hour(start), floor_hour(end)
     span = fleet_hours.held_span(cur, lo, hi) if lo < hi else None
-    until = fleet_hours.fresh_until(cur, *span, tensor=True) if span else None
+    until = fleet_hours.fresh_until(cur, *span) if span else None
     if until is None or not fleet_hours.table_serves(cur, span[0], until):
         return None
     return span[0], until
