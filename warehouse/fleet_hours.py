@@ -157,9 +157,10 @@ def fresh_until(cur, start: datetime, end: datetime) -> datetime | None:
     """The end of the hours from ``start`` (whole hours, up to ``end``) whose rows are
     kept one after another with the 1-hour tier's samples as they are now, and their
     tensor activity rows (warehouse/queries/tensor.py): the span :func:`table_serves`
-    may then serve. The newest hours of a range are often not kept yet or have samples rolled up
-    since (the refresh runs every few minutes): a range up to now reads the hours before
-    them from the table and only those live. None: the first hour is not such."""
+    may then serve. The newest hours of a range are often not kept yet, or have had
+    samples rolled up since (the refresh runs every few minutes): a range up to now
+    reads the hours before them from the table and only those live. None: the first
+    hour is not such."""
     if not has_table(cur):
         return None
     rows = cur.execute(_FRESH_SQL, {"start": start, "end": end}).fetchall()

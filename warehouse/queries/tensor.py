@@ -105,6 +105,7 @@ per_job AS (SELECT job_id, sum(w) AS w, {sums} FROM pieces GROUP BY job_id)
                "w::DOUBLE * {f} AS {f}_x"),
     sums=_each("sum({f}_w) AS {f}_w, sum({f}_x) AS {f}_x"))
 
+#: The pieces of [$lo, $hi) from the table (the kept means back into products).
 _KEPT_PIECE = fill("""
     UNION ALL
     SELECT job_id, gpu_us::DOUBLE, {kept}
@@ -128,6 +129,7 @@ FROM per_job a LEFT JOIN jobs j ON j.job_id = a.job_id
 GROUP BY 1 ORDER BY gpu_h DESC, 1 LIMIT $limit
 """, means=_each("sum({f}_x) / nullif(sum({f}_w), 0) AS {col}")),
 }
+
 
 def kept_span(cur, start: datetime, end: datetime) -> tuple[datetime, datetime] | None:
     """The whole hours of ``[start, end)`` to read from ``tensor_hours_1h``: from the
