@@ -319,6 +319,10 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
                 page.drop(columns=named).sort_values(key, ignore_index=True),
                 check_dtype=False)
             assert pl.placement_summary(report) == pl.placement_summary(page)
+            for frame in (page, report):  # ties by job and run: the same rows every call
+                pd.testing.assert_frame_equal(frame, frame.sort_values(
+                    ["score", "gpu_hours", "job_id", "run_index"],
+                    ascending=[True, False, True, True], ignore_index=True))
             # the Placement page names only its table's rows: as the detailed query does,
             # in the order given
             picked = pd.concat([report.iloc[1::2], report.iloc[::2]])

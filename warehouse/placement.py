@@ -117,6 +117,7 @@ FROM runs r JOIN part USING (job_id, run_index) JOIN cap c USING (partition){job
 WHERE r.end_ts > r.start_ts
   AND ($partition::VARCHAR IS NULL OR part.partition = $partition)
   AND r.gpus >= $min_gpus AND r.nodes >= $min_nodes
+ORDER BY r.job_id, r.run_index  -- score() keeps this order among ties
 """
 
 #: Only the runs on more than one node (a superset of the runs with more than one node in
@@ -238,7 +239,8 @@ def job_placement(cur, *, start: datetime, end: datetime, now: datetime,
     Columns: job_id, run_index, name, user_name, job_type, partition, gpus, nodes, racks,
     zones, min_racks, min_zones, rack_names (space-separated), start_ts, end_ts,
     gpu_hours (GPU-hours within the window), score (0..1), misplaced (bool),
-    extra_racks, extra_zones; worst placed first. ``detail=False`` (with ``min_nodes``
+    extra_racks, extra_zones; worst placed first, then most GPU-hours, then by job and
+    run. ``detail=False`` (with ``min_nodes``
     2 or more) leaves out name, user_name, job_type and rack_names: the figures of
     :func:`placement_summary` from the same runs, without naming them."""
     sql = (_JOBS if min_nodes < 2 else _JOBS_MULTI if detail else _FIGURES_MULTI)
@@ -280,18 +282,19 @@ def name_runs(cur, runs: pd.DataFrame, *, start: datetime, end: datetime,
 
 def score(df: pd.DataFrame) -> pd.DataFrame:
     """Add score, misplaced, extra_racks and extra_zones to a frame with racks, zones,
-    min_racks and min_zones (pure); sorted worst score, then most GPU-hours, first, then
-    by job and run (a page shows the first 500: the same ones on every call)."""
+    min_racks and min_zones (pure); sorted worst score, then most GPU-hours, first, ties
+    kept in the frame's order (:func:`job_placement`'s: by job and run, so a page that
+    shows the first 500 shows the same ones on every call; sorting on the two more keys
+    here took 0.3-0.4 s more for a 24,576-GPU week's runs, the SQL's ORDER BY ~0)."""
     df = df.copy()
     df["extra_racks"] = (df["racks"] - df["min_racks"]).clip(lower=0).astype(int)
     df["extra_zones"] = (df["zones"] - df["min_zones"]).clip(lower=0).astype(int)
     df["score"] = ((df["min_racks"] + df["min_zones"])
                    / (df["racks"] + df["zones"]).clip(lower=1)).clip(upper=1.0)
     df["misplaced"] = (df["extra_racks"] > 0) | (df["extra_zones"] > 0)
-    sort = [(c, up) for c, up in (("score", True), ("gpu_hours", False), ("job_id", True),
-                                  ("run_index", True)) if c in df]
-    return df.sort_values([c for c, _ in sort], ascending=[up for _, up in sort],
-                          kind="stable", ignore_index=True)
+    sort = ["score", "gpu_hours"] if "gpu_hours" in df else ["score"]
+    return df.sort_values(sort, ascending=[True, False][: len(sort)], kind="stable",
+                          ignore_index=True)
 
 
 def placement_summary(jobs: pd.DataFrame, *, min_nodes: int = 2) -> dict:
