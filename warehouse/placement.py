@@ -128,9 +128,11 @@ _MULTI_ONLY = """ SEMI JOIN (
         SELECT job_id, run_index FROM node_rows GROUP BY ALL HAVING count(*) > 1
     ) m USING (job_id, run_index)"""
 #: The columns that name a run's racks and its job (the Placement page's table and hover).
-_DETAIL = {"rack_list": "list(DISTINCT rack ORDER BY rack) AS rack_list, ",
+#: A run's racks, by name, space-separated, from its rows' ``{rack}`` (an aggregate).
+_RACK_NAMES = "array_to_string(list(DISTINCT {rack} ORDER BY {rack}), ' ')"
+_DETAIL = {"rack_list": fill(_RACK_NAMES, rack="rack") + " AS rack_names, ",
            "names": "j.name, j.user_name, j.job_type, ",
-           "rack_names": "array_to_string(r.rack_list, ' ') AS rack_names, ",
+           "rack_names": "r.rack_names, ",
            "jobs": "\nLEFT JOIN jobs j USING (job_id)"}
 #: None of them: the runs' figures alone, for :func:`placement_summary` (issue 17: the
 #: racks' lists and the names cost ~1 s of a 24,576-GPU week's 3.1 s in the report).
@@ -240,9 +242,9 @@ def job_placement(cur, *, start: datetime, end: datetime, now: datetime,
     zones, min_racks, min_zones, rack_names (space-separated), start_ts, end_ts,
     gpu_hours (GPU-hours within the window), score (0..1), misplaced (bool),
     extra_racks, extra_zones; worst placed first, then most GPU-hours, then by job and
-    run. ``detail=False`` (with ``min_nodes``
-    2 or more) leaves out name, user_name, job_type and rack_names: the figures of
-    :func:`placement_summary` from the same runs, without naming them."""
+    run. ``detail=False`` (with ``min_nodes`` 2 or more) leaves out name, user_name,
+    job_type and rack_names: the figures of :func:`placement_summary` from the same runs,
+    without naming them (:func:`name_runs` names a few of them)."""
     sql = (_JOBS if min_nodes < 2 else _JOBS_MULTI if detail else _FIGURES_MULTI)
     df = cur.execute(sql, {
         "start": start, "end": end, "now": now, "partition": partition,
@@ -257,13 +259,14 @@ _NAMES = "WITH " + _TREE + "," + _WINDOW + """,
 picked AS (SELECT unnest($jobs::VARCHAR[]) AS job_id, unnest($runs::INTEGER[]) AS run_index),
 racks AS (
     SELECT a.job_id, a.run_index,
-           array_to_string(list(DISTINCT t.rack ORDER BY t.rack), ' ') AS rack_names
+           {rack_names} AS rack_names
     FROM window_rows a SEMI JOIN picked USING (job_id, run_index) JOIN tree t USING (node)
     GROUP BY ALL
 )
 SELECT p.job_id, p.run_index, j.name, j.user_name, j.job_type, r.rack_names
 FROM picked p LEFT JOIN racks r USING (job_id, run_index) LEFT JOIN jobs j USING (job_id)
 """
+_NAMES = fill(_NAMES, rack_names=fill(_RACK_NAMES, rack="t.rack"))
 
 
 def name_runs(cur, runs: pd.DataFrame, *, start: datetime, end: datetime,
