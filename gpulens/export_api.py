@@ -26,6 +26,7 @@ without ``since`` while the history backfill of a fresh start runs answers 409
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,8 +70,9 @@ def parse_request(body: Any, now: datetime, lake: Path) -> ExportRequest:
     if not isinstance(body, dict):
         raise ValueError("body: expected a JSON object")
     unknown = sorted(set(body) - {"since", "until", "out", "tables"}, key=str)
-    if unknown:
-        raise ValueError(f"{unknown[0]}: unknown field; expected since, until, out, tables")
+    if unknown:  # a name that is not a plain word in JSON's quotes: "" or ":" stays legible
+        name = unknown[0] if str(unknown[0]).isidentifier() else json.dumps(unknown[0])
+        raise ValueError(f"{name}: unknown field; expected since, until, out, tables")
     if body.get("since") is None:
         given = sorted(k for k in ("until", "out", "tables") if body.get(k) is not None)
         if given:
