@@ -35,6 +35,7 @@ from warehouse.analytics import Options, refresh
 from warehouse.queries import energy as qe
 from warehouse.queries import failures as qf
 from warehouse.queries import goodput as qg
+from warehouse.schema import derived_columns
 
 T0 = datetime(2026, 11, 2)
 GPN = 8
@@ -45,7 +46,7 @@ REASONS = ["RuntimeError: CUDA error: unspecified launch failure", "KeyError: 'i
 
 def _append(con, table: str, arrow: pa.Table) -> None:
     con.register("_b", arrow)
-    con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _b")
+    con.execute(f"INSERT INTO {table} BY NAME SELECT *{derived_columns(table)} FROM _b")
     con.unregister("_b")
 
 

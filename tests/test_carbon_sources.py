@@ -7,10 +7,11 @@ import duckdb
 import pandas as pd
 import pytest
 
+from tests.support.migrations import migrated_before
 from tests.support.runs import H, M, T, ingest, run_refresh, samples
 from warehouse import carbon
 from warehouse.analytics import Options
-from warehouse.migrate import available, current_version, migrate
+from warehouse.migrate import migrate
 from warehouse.queries import energy as qe
 
 OPTS = Options(node_overhead_w=0.0, pue=1.0, region="DE", fallback_g_per_kwh=999.0)
@@ -85,13 +86,7 @@ def test_a_providers_revised_reading_replaces_its_own_only(wh):
 
 def test_migration_keeps_the_imported_series():
     con = duckdb.connect()
-    grid = next(m for m in available() if m.name == "grid_sources")
-    current_version(con)  # creates schema_migrations
-    for m in available():
-        if m.version < grid.version:
-            con.execute(m.sql)
-            con.execute("INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)",
-                        [m.version, m.name])
+    migrated_before(con, "grid_sources")
     con.execute("INSERT INTO grid_intensity VALUES (?, 'DE', 300.0)", [T])
     migrate(con)
     assert con.execute("SELECT ts, region, g_co2_per_kwh, source, fetched_at "

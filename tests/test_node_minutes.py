@@ -20,10 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.frames import T0, samples
+from tests.support.migrations import migrated_before
 from warehouse import Retention, Warehouse, node_minutes
 from warehouse.db import fill
 from warehouse.migrate import available, migrate
 from warehouse.queries import jobs, thermal, utilisation
+from warehouse.schema import derived_columns
 from warehouse.usage import SCOPE
 
 # -- the queries these replaced (tree 07-a38bbff), the reference ------------------------
@@ -243,15 +245,8 @@ def test_migration_fills_it_from_an_existing_minute_tier(tmp_path):
     rollup would (an index beyond 63 leaves the mask NULL)."""
     import duckdb
 
-    mine = next(m for m in available() if m.name == "node_minutes")
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
-    con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR,"
-                " applied_at TIMESTAMP)")
-    for m in available():
-        if m.version < mine.version:
-            con.execute(m.sql)
-            con.execute("INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)",
-                        [m.version, m.name])
+    mine = migrated_before(con, "node_minutes")
     con.execute("""INSERT INTO gpu_samples_1m (ts, node, gpu_index, samples, covered_s,
                    util_pct_avg, power_w_avg, temp_c_avg, temp_c_max, throttle_thermal_s,
                    throttle_power_s) VALUES
@@ -259,7 +254,7 @@ def test_migration_fills_it_from_an_existing_minute_tier(tmp_path):
                    ('2026-11-02 00:00', 'a', 1, 3, 45, NULL, 200, 61, 72, 0, 30),
                    ('2026-11-02 00:00', 'b', 70, 4, 60, 10, NULL, NULL, NULL, 0, 0),
                    ('2026-11-02 00:01', 'a', 1, 4, 60, 20, 100, 50, 55, 0, 0)""")
-    assert migrate(con) == [m.version for m in available() if m.version >= mine.version]
+    assert migrate(con) == [m.version for m in available() if m.version >= mine]
     got, want = _kept(con), _sums(con)
     pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
     a = got[(got.node == "a") & (got.ts == datetime(2026, 11, 2))].iloc[0]
@@ -346,9 +341,11 @@ def test_job_telemetry_takes_no_allocation_without_a_start():
                            covered_s, util_pct_avg, power_w_avg) VALUES
                            ($t, 'n0', 0, 4, 60, 10, 100), ($t, 'n0', 1, 4, 60, 90, 300)""",
                         {"t": w0 + timedelta(minutes=5)})
-            con.execute("""INSERT INTO allocations (job_id, run_index, node, gpu_index,
-                           start_ts, end_ts) VALUES ('j', 0, 'n0', 0, $s, $e),
-                           ('j', 1, 'n0', 1, NULL, NULL)""",
+            con.execute(fill("""INSERT INTO allocations BY NAME
+                           SELECT *{key} FROM (VALUES ('j', 0, 'n0', 0::SMALLINT, $s, $e),
+                                                      ('j', 1, 'n0', 1, NULL, NULL))
+                           AS a(job_id, run_index, node, gpu_index, start_ts, end_ts)""",
+                             key=derived_columns("allocations")),
                         {"s": w0, "e": w0 + timedelta(minutes=10)})
             node_minutes.refresh(con, w0, w0 + timedelta(hours=1))
         w.write(load).result()
@@ -393,7 +390,7 @@ def _load(con, rows, allocs, racks):
     for table, frame in frames.items():
         if len(frame):
             con.register("f", frame)
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM f")
+            con.execute(f"INSERT INTO {table} BY NAME SELECT *{derived_columns(table)} FROM f")
             con.unregister("f")
     node_minutes.refresh(con, *ALL_TIME)
 

@@ -10,7 +10,9 @@ from tests.support.runs import H, M, T, add_job
 from warehouse import fleet_hours
 from warehouse.analytics import Options
 from warehouse.clock import ceil_hour, floor_hour
+from warehouse.db import fill
 from warehouse.queries import tensor
+from warehouse.schema import ALLOC_KEY_SQL
 
 
 def _samples(wh, gpu, minutes, tensor_pct, dram_pct):
@@ -121,7 +123,6 @@ def test_hours_cut_join_answers_as_every_pair(wh, allocs, lo, span, by, scope, g
     the one the join of every allocation with every hour of its GPU gave, for windows and
     allocations on and off the hour, open, empty and reversed ones, hours without rows, a
     node outside the topology, and partition and rack filters."""
-    from warehouse.db import fill
 
     wh.write(lambda con: con.execute(
         "DELETE FROM allocations; DELETE FROM jobs; DELETE FROM gpu_samples_1h;"
@@ -321,8 +322,12 @@ def test_a_job_given_the_gpu_time_of_another_is_seen_after_a_duckdb_upgrade(wh):
     GPU time given to another job at the same node, GPU and times keeps those equal,
     so the hour's tensor rows per job are kept again rather than served."""
     _kept_week(wh)
-    wh.write(lambda con: con.execute("UPDATE allocations SET job_id = 'Z' "
-                                     "WHERE job_id = 'A'")).result()
+
+    def give(con):  # a writer that changes a row's key derives its key again
+        con.execute("UPDATE allocations SET job_id = 'Z' WHERE job_id = 'A'")
+        con.execute(fill("UPDATE allocations SET alloc_key = {key} WHERE job_id = 'Z'",
+                         key=ALLOC_KEY_SQL))
+    wh.write(give).result()
     window = {"start": T, "end": T + 6 * H}
     assert tensor.kept_span(wh.reader(), **window) is None
     wh.write(lambda con: con.execute("UPDATE meta SET value = 'another' "

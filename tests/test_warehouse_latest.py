@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from bench import questions as bq
 from tests.support.dash_seed import NOW, seed_dashboard
 from tests.support.frames import T0, samples
+from tests.support.migrations import migrated_before
 from warehouse import Warehouse
-from warehouse.migrate import available, current_version, migrate
+from warehouse.migrate import migrate
 from warehouse.queries import fleet, overview, topology, utilisation
 
 COLUMNS = "SELECT column_name, data_type FROM information_schema.columns " \
@@ -131,12 +132,7 @@ def test_a_now_in_the_past_reads_the_raw_tier(wh):
 
 def test_the_migration_fills_the_table_from_an_older_warehouse():
     con = duckdb.connect()
-    current_version(con)
-    ours = next(m.version for m in available() if m.name == "gpu_latest")
-    for mig in available()[:ours - 1]:  # a warehouse written before gpu_latest existed
-        con.execute(mig.sql)
-        con.execute("INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)",
-                    [mig.version, mig.name])
+    ours = migrated_before(con, "gpu_latest")  # written before gpu_latest existed
     con.register("b", batch(T0, 5, seed=1))
     con.execute("INSERT INTO gpu_samples BY NAME SELECT * FROM b")
     assert ours in migrate(con)

@@ -55,6 +55,7 @@ import duckdb
 from gpulens.settings import default
 from gpulens.settings.core import cluster_name_ok
 from warehouse.db import fill
+from warehouse.schema import DERIVED
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +154,17 @@ def open_days(con: duckdb.DuckDBPyConnection, table: str, since: datetime) -> li
     return [r[0] for r in rows]
 
 
+def _columns(table: str) -> str:
+    """The columns of ``table`` a lake holds: all but those the writer derives
+    (warehouse/schema.py:DERIVED, e.g. the allocation key of the read checks)."""
+    derived = DERIVED.get(table)
+    return fill("* EXCLUDE ({names})", names=", ".join(derived)) if derived else "*"
+
+
 def _day_sql(table: str, col: str, path: Path) -> str:
-    return fill("COPY (SELECT * FROM {table} WHERE {col} >= $start AND {col} < $end "
+    return fill("COPY (SELECT {columns} FROM {table} WHERE {col} >= $start AND {col} < $end "
                 "ORDER BY {col}) TO {path} (FORMAT parquet, COMPRESSION zstd)",
-                col=col, table=table, path=_literal(path))
+                columns=_columns(table), col=col, table=table, path=_literal(path))
 
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
@@ -239,8 +247,8 @@ def _export_whole(con: duckdb.DuckDBPyConnection, out: Path, table: str, cluster
     target = out / table / f"cluster={cluster}" / f"{table}.parquet"
     tmp = out / f".{table}-{uuid.uuid4().hex[:8]}.parquet.tmp"
     try:
-        n = con.execute(fill("COPY (SELECT * FROM {table}) TO {path} "
-                             "(FORMAT parquet, COMPRESSION zstd)",
+        n = con.execute(fill("COPY (SELECT {columns} FROM {table}) TO {path} "
+                             "(FORMAT parquet, COMPRESSION zstd)", columns=_columns(table),
                              table=table, path=_literal(tmp))).fetchone()
         tmp.replace(target)
     finally:

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from warehouse.db import fill, transaction
-from warehouse.schema import APPEND_ONLY, KEYS, SCHEMAS, TABLES
+from warehouse.schema import APPEND_ONLY, DERIVED, KEYS, SCHEMAS, TABLES, derived_columns
 
 
 def _quote(name: str) -> str:
@@ -61,10 +61,13 @@ def upsert_sql(kind: str) -> str:
     changed = " OR ".join(fill("{value} IS DISTINCT FROM {table}.{col}", value=v,
                                table=table, col=_quote(c)) for c, v in new.items())
     conflict = ", ".join(_quote(k) for k in keys)
+    derived = DERIVED.get(table, {})  # of the key: set once, never changed by an update
     return fill(
-        "INSERT INTO {table} ({cols}) SELECT {cols} FROM batch "
+        "INSERT INTO {table} ({cols}{dcols}) SELECT {cols}{dvalues} FROM batch "
         "ON CONFLICT ({conflict}) DO UPDATE SET {updates} WHERE {changed}",
-        table=table, cols=cols, conflict=conflict, updates=updates, changed=changed)
+        table=table, cols=cols, dcols="".join(", " + _quote(c) for c in derived),
+        dvalues=derived_columns(table), conflict=conflict, updates=updates,
+        changed=changed)
 
 
 PENDING_SQL = "INSERT INTO rollup_pending VALUES ($1, $2)"

@@ -23,12 +23,15 @@ from warehouse.writer import yield_to_urgent
 
 log = logging.getLogger(__name__)
 
-#: A 32-bit key of an allocation for :data:`ALLOC_MOMENTS`' ``key_us``, from DuckDB's
-#: ``hash()`` (a stable digest such as md5 cost 20x more: ~1 s of CPU for 726,000
-#: allocations). Another DuckDB may hash otherwise: the kept keys are then set aside
+#: A 32-bit key of an allocation for :data:`ALLOC_MOMENTS`' ``key_us``: the column
+#: ``allocations.alloc_key`` (migration 26), which the writer sets from DuckDB's
+#: ``hash()`` of the row's primary key (warehouse/schema.py:ALLOC_KEY_SQL; a stable
+#: digest such as md5 cost 20x more: ~1 s of CPU for 726,000 allocations). Hashed on
+#: each read it was half of the read check (~90 of ~180 ms over a 24,576-GPU week).
+#: After a DuckDB upgrade the kept key moments are still set aside
 #: (warehouse/fleet_hours.py:resign_after_upgrade) and signed again where the other
-#: moments show the allocations unchanged. Migration 23.
-ALLOC_KEY = "(hash(job_id, run_index, node, gpu_index) >> 32)"
+#: moments show the allocations unchanged, with ``alloc_sig``. Migration 23.
+ALLOC_KEY = "alloc_key"
 
 #: Exact integers of the allocations clipped to [{s}, {e}) (timestamps), summed: the time
 #: moment sum(epoch_us(e)^2 - epoch_us(s)^2) (``m2``: an allocation moved in time, even
@@ -54,7 +57,7 @@ sig_samples AS (
     WHERE ts >= $lo AND ts < $hi GROUP BY ts
 ),
 sig_clipped AS (
-    SELECT ts, job_id, run_index, node, gpu_index, share, gpu_i_ids,
+    SELECT ts, job_id, run_index, node, gpu_index, share, gpu_i_ids, alloc_key,
            greatest(start_ts, ts) AS s,
            least(coalesce(end_ts, ts + INTERVAL 1 HOUR), ts + INTERVAL 1 HOUR) AS e
     FROM (SELECT *, unnest(range(greatest(date_trunc('hour', start_ts), $lo::TIMESTAMP),

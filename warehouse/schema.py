@@ -226,3 +226,26 @@ TABLES: dict[str, str] = {
 def empty(kind: str) -> pa.Table:
     """An empty table of the given kind's schema."""
     return SCHEMAS[kind].empty_table()
+
+
+#: A 32-bit key of an allocation (UINTEGER): DuckDB's ``hash()`` of its primary key,
+#: shifted. The kept hours' read checks weight each allocation's microseconds by it
+#: (warehouse/kept_hours.py:ALLOC_KEY); hashed on each read it cost ~90 ms of the ~180-ms
+#: check over a 24,576-GPU week, so it is kept (migration 26). Another DuckDB may hash
+#: otherwise: rows written before and after an upgrade keep the key they were written
+#: with, which is all the check needs (a stored value that never changes for a row).
+ALLOC_KEY_SQL = ("(hash(job_id::VARCHAR, run_index::INTEGER, node::VARCHAR, "
+                 "gpu_index::SMALLINT) >> 32)::UINTEGER")
+
+#: Columns of a warehouse table the writer derives from the row (not in the batch's
+#: schema): name -> SQL expression over the row's key columns (:data:`KEYS`), so an
+#: update never changes it. A writer that inserts rows by other means than
+#: :meth:`warehouse.Warehouse.ingest` selects them with :func:`derived_columns`; the
+#: Parquet export leaves them out.
+DERIVED: dict[str, dict[str, str]] = {"allocations": {"alloc_key": ALLOC_KEY_SQL}}
+
+
+def derived_columns(table: str) -> str:
+    """``, expr AS name`` for each derived column of ``table`` (:data:`DERIVED`), to
+    append to a SELECT list over the batch's columns; empty for a table without any."""
+    return "".join(f", {expr} AS {name}" for name, expr in DERIVED.get(table, {}).items())
