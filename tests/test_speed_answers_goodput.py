@@ -395,3 +395,55 @@ def test_advisor_curve_on_random_curves_as_before(rows, band):
     if not band:
         df = df.drop(columns=["expected_ettr_low", "expected_ettr_high"])
     assert _same_figure(fg.ettr_curve(df), _ettr_curve_before(df))
+
+
+def _lost_over_time_before(df):
+    """The Goodput page's chart before issue 17's eleventh round: every failed run's row
+    (``failures(evidence=False)``), floored to its day and pivoted in pandas."""
+    from dashboard.figures.base import TIME_AXIS, chart_layout, empty_figure, figure
+    from dashboard.figures.goodput import LOST_AXIS, lost_bars
+
+    if len(df) == 0:
+        return empty_figure("No GPU-hours lost to classified failures in this range.")
+    d = df.assign(day=pd.to_datetime(df["end_ts"]).dt.floor("D"))
+    pivot = d.pivot_table(index="day", columns="category", values="gpu_hours_lost",
+                          aggfunc="sum", fill_value=0)
+    fig = figure(lost_bars(pivot))
+    fig.update_layout(**chart_layout(uirevision="lost"), barmode="stack", xaxis=TIME_AXIS,
+                      yaxis=LOST_AXIS)
+    return fig
+
+
+@pytest.mark.parametrize("hours", [24, 48, 24 * 30])
+def test_lost_per_day_draws_the_chart_the_failed_runs_did(seeded_usage, hours):
+    """GPU-hours lost per day and category are summed in SQL: the Goodput page's and the
+    report's chart is the one every failed run's row gave, a run without its GPU-hours
+    lost (NULL) and a day without failures included."""
+    from dashboard.figures.goodput import lost_over_time
+    from warehouse.queries import failures as fq
+    from warehouse.queries import goodput as gq
+
+    wh, now = seeded_usage
+    cur = wh.reader()
+    start = now - timedelta(hours=hours)
+    rows = fq.failures(cur, start=start, end=now, evidence=False)
+    assert len(rows) > 1
+    got = gq.lost_per_day(cur, start=start, end=now)
+    assert got["gpu_hours_lost"].sum() == pytest.approx(rows["gpu_hours_lost"].sum())
+    assert lost_over_time(got).to_json() == _lost_over_time_before(rows).to_json()
+    # one run's loss unknown: it counts 0, its day and category stay
+    one = {"j": rows["job_id"].iloc[0], "r": int(rows["run_index"].iloc[0])}
+    was = float(rows["gpu_hours_lost"].iloc[0])
+    wh.write(lambda con: con.execute("UPDATE failures SET gpu_hours_lost = NULL "
+                                     "WHERE job_id = $j AND run_index = $r", one)).result()
+    try:
+        rows = fq.failures(cur, start=start, end=now, evidence=False)
+        got = gq.lost_per_day(cur, start=start, end=now)
+        assert lost_over_time(got).to_json() == _lost_over_time_before(rows).to_json()
+    finally:  # the fixture is shared: the value as it was
+        wh.write(lambda con: con.execute(
+            "UPDATE failures SET gpu_hours_lost = $v WHERE job_id = $j AND run_index = $r",
+            {**one, "v": was})).result()
+    empty = gq.lost_per_day(cur, start=now, end=now + H)
+    assert lost_over_time(empty).to_json() == _lost_over_time_before(
+        fq.failures(cur, start=now, end=now + H, evidence=False)).to_json()

@@ -23,12 +23,13 @@ from dashboard.figures.base import (
 
 
 def lost_over_time(df: pd.DataFrame | None) -> go.Figure:
-    """GPU-hours lost per day, stacked by failure category."""
+    """GPU-hours lost per day, stacked by failure category, from
+    :func:`warehouse.queries.goodput.lost_per_day`'s frame (day, category,
+    gpu_hours_lost)."""
     if df is None or len(df) == 0:
         return empty_figure("No GPU-hours lost to classified failures in this range.")
-    d = df.assign(day=pd.to_datetime(df["end_ts"]).dt.floor("D"))
-    pivot = d.pivot_table(index="day", columns="category", values="gpu_hours_lost",
-                          aggfunc="sum", fill_value=0)
+    pivot = df.pivot_table(index="day", columns="category", values="gpu_hours_lost",
+                           aggfunc="sum", fill_value=0)
     fig = figure(lost_bars(pivot))
     fig.update_layout(**chart_layout(uirevision="lost"), barmode="stack", xaxis=TIME_AXIS,
                       yaxis=LOST_AXIS)

@@ -75,7 +75,7 @@ def layout(**query) -> html.Div:
 def update_lost(data, _n=None):
     f = from_query(data)
     start, end = f.window(context.now())
-    df = fq.failures(context.reader(), start=start, end=end, evidence=False)
+    df = gq.lost_per_day(context.reader(), start=start, end=end)
     return fig.lost_over_time(df), f"{f.label} · {fmt_time(end)}"
 
 
