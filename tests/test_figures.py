@@ -175,9 +175,8 @@ def test_failure_heatmap_labels_periods_on_a_category_axis():
 
     from dashboard.figures.failures import failures_heatmap
 
-    df = pd.DataFrame({"job_id": ["1", "2", "3"], "category": ["script", "script", "framework"],
-                       "end_ts": pd.to_datetime(["2026-11-17 10:00", "2026-11-18 11:00",
-                                                 "2026-11-24 09:00"])})
+    df = pd.DataFrame({"row": ["script", "script", "framework"], "failures": [1, 1, 1],
+                       "day": pd.to_datetime(["2026-11-17", "2026-11-18", "2026-11-24"])})
     fig = failures_heatmap(df, rows="category", period="W")
     assert list(fig.data[0].x) == ["2026-W47", "2026-W48"]  # one column per ISO week
     assert fig.layout.xaxis.type == "category"

@@ -37,29 +37,32 @@ def _heatmap(pivot: pd.DataFrame, *, x_title: str, y_title: str, z_title: str,
 
 
 def failures_heatmap(df: pd.DataFrame | None, *, rows: str, period: str) -> go.Figure:
-    """Failed runs per ``rows`` (rack or category) x ``period`` ("D" day or "W" week)."""
+    """Failed runs per ``rows`` (rack or category) x ``period`` ("D" day or "W" week), from
+    a frame of runs per row and day (``row``, ``day``, ``failures``:
+    :func:`warehouse.queries.failures.breakdowns`' ``rack_day`` or ``category_day``)."""
     label = {"D": "Day (UTC)", "W": "ISO week (UTC)"}[period]
     if df is None or len(df) == 0:
         return empty_figure("No classified failures in this range.")
     # Periods as labels on a category axis: a date axis with one or two columns shows
     # sub-second ticks. ISO dates and "2026-W47" labels sort in time order.
     fmt = {"D": "%Y-%m-%d", "W": "%G-W%V"}[period]
-    days = pd.to_datetime(df["end_ts"]).dt.floor("D")  # formatted once per distinct day
-    labels = {day: day.strftime(fmt) for day in days.unique()}
-    d = df.assign(period=days.map(labels), row=df[rows].fillna("(unknown)"))
-    pivot = d.pivot_table(index="row", columns="period", values="job_id", aggfunc="count",
-                          fill_value=0).sort_index()
+    days = pd.to_datetime(df["day"])
+    labels = {day: day.strftime(fmt) for day in days.unique()}  # once per distinct day
+    pivot = df.assign(period=days.map(labels)).pivot_table(
+        index="row", columns="period", values="failures", aggfunc="sum",
+        fill_value=0).sort_index()
     return _heatmap(pivot, x_title=label, y_title=rows.title(), z_title="Failed runs",
                     uirevision=f"fail-{rows}-{period}")
 
 
 def failure_reasons(df: pd.DataFrame | None, *, top: int = 12) -> go.Figure:
-    """GPU-hours lost per reason, coloured by category; XIDs named in the reasons."""
+    """GPU-hours lost per reason, coloured by category; XIDs named in the reasons. ``df``:
+    failed runs and GPU-hours lost per category and reason, ordered by both
+    (:func:`warehouse.queries.failures.breakdowns`' ``reasons``)."""
     if df is None or len(df) == 0:
         return empty_figure("No classified failures in this range.")
-    g = (df.groupby(["category", "reason"], dropna=False)
-         .agg(failures=("job_id", "count"), lost=("gpu_hours_lost", "sum"))
-         .reset_index().sort_values("lost", ascending=False).head(top).iloc[::-1])
+    g = (df.rename(columns={"gpu_hours_lost": "lost"}).reset_index(drop=True)
+         .sort_values("lost", ascending=False).head(top).iloc[::-1])
     return figure(go.Bar(
         y=[html.escape(str(r))[:60] for r in g["reason"]], x=g["lost"], orientation="h",
         marker_color=[CATEGORY_COLOURS.get(c, PALETTE[7]) for c in g["category"]],
@@ -74,13 +77,11 @@ def failure_reasons(df: pd.DataFrame | None, *, top: int = 12) -> go.Figure:
 
 
 def xid_counts(df: pd.DataFrame | None) -> go.Figure:
-    """Failed runs per XID code seen on their GPUs."""
-    if df is None or len(df) == 0 or "xids" not in df:
+    """Failed runs per XID code seen on their GPUs, from a frame of runs per code (``xid``,
+    ``failures``: :func:`warehouse.queries.failures.breakdowns`' ``xids``)."""
+    if df is None or len(df) == 0:
         return empty_figure("No failure had an XID on its GPUs in this range.", height=260)
-    x = df[["job_id", "xids"]].explode("xids").dropna()
-    if x.empty:
-        return empty_figure("No failure had an XID on its GPUs in this range.", height=260)
-    c = x.groupby("xids")["job_id"].count().sort_values()
+    c = df.set_index("xid")["failures"].sort_values()
     return figure(go.Bar(y=[f"XID {int(k)}" for k in c.index], x=c.values,
                          orientation="h", marker_color=PALETTE[5],
                          hovertemplate="%{y}: %{x} failed runs<extra></extra>"),

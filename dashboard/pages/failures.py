@@ -94,15 +94,16 @@ def _scoped(df, f, categories=None):
     Input(ids.FAIL_CATEGORY, "value"),
 )
 def update_failures(data, _n=None, categories=None):
-    """One query (the failures in range), four pure figures."""
+    """The failures in range summed per breakdown (of the URL's partition and rack and
+    the chosen categories), four pure figures."""
     f = from_query(data)
     start, end = f.window(context.now())
-    df = _scoped(fq.failures(context.reader(), start=start, end=end, brief=True), f,
-                 categories)
-    return (fig.failures_heatmap(df, rows="rack", period="D"),
-            fig.failures_heatmap(df, rows="category", period="W"),
-            fig.failure_reasons(df), fig.xid_counts(df),
-            f"{f.label} · {len(df):,} failed runs · {fmt_time(end)}")
+    b = fq.breakdowns(context.reader(), start=start, end=end, categories=categories,
+                      partition=f.partition, rack=f.rack)
+    return (fig.failures_heatmap(b["rack_day"], rows="rack", period="D"),
+            fig.failures_heatmap(b["category_day"], rows="category", period="W"),
+            fig.failure_reasons(b["reasons"]), fig.xid_counts(b["xids"]),
+            f"{f.label} · {b['runs']:,} failed runs · {fmt_time(end)}")
 
 
 @callback(Output(ids.FAIL_TEMPERATURE, "figure"), Input(ids.FILTERS, "data"),

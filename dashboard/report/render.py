@@ -136,7 +136,7 @@ def figures(r: Report) -> dict[str, list]:
     return {
         "fleet": [utilization.utilisation_over_time(r.this["over_time"])],
         "reliability": [goodput.lost_over_time(x["lost_days"]),
-                        failures.failure_reasons(x["failures_frame"], top=8)],
+                        failures.failure_reasons(x["reasons_frame"], top=8)],
         "thermal": [thermal.rack_temperature_boxes(hot)],
         "energy": [energy.energy_over_time(e["by_day"], x="day")],
     }

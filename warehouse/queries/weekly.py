@@ -330,7 +330,9 @@ def _reliability_section(reader: Callable, opts: Options, *, start: datetime, en
         "by_rack": qf.failures_by(reader(), by="rack", **w).head(top),
         "nodes": lemons[lemons["infra_failures"] > 0].head(top),
         "lemons": int(lemons["lemon"].sum()),
-        "failures_frame": fails, "lost_days": qg.lost_per_day(reader(), **w), "rate": rate,
+        "failures_frame": fails, "lost_days": qg.lost_per_day(reader(), **w),
+        "reasons_frame": qf.breakdowns(reader(), parts=("reasons",), **w)["reasons"],
+        "rate": rate,
         "ettr_frame": large,
     }
 
