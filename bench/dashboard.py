@@ -256,7 +256,6 @@ def callbacks(app, job_id: str, node: str, rack: str) -> dict:
         ("goodput", "ETTR"): (fn(g, "update_ettr"), one),
         ("goodput", "slow GPUs"): (fn(g, "update_slow"), one),
         ("goodput", "rate + MTTF"): (fn(g, "update_rate"), one),
-        ("goodput", "advisor"): (fn(g, "update_advice"), lambda d: (d, 4096, 15, 2)),
         ("energy", "over time + PUE"): (fn(e, "update_over_time"), one),
         ("energy", "by rack"): (fn(e, "update_by"), lambda d: (d, "rack")),
         ("energy", "by user"): (fn(e, "update_by"), lambda d: (d, "user_name")),

@@ -96,6 +96,7 @@ GOODPUT_LOST = "goodput-lost"
 GOODPUT_ETTR = "goodput-ettr"
 GOODPUT_RATE = "goodput-rate"
 GOODPUT_MTTF = "goodput-mttf"
+GOODPUT_RATE_STORE = "goodput-rate-store"  # the rate behind the cards, for the advisor
 GOODPUT_ADV_GPUS = "goodput-advisor-gpus"
 GOODPUT_ADV_RESTART = "goodput-advisor-restart"
 GOODPUT_ADVICE = "goodput-advice"

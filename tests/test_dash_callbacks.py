@@ -225,9 +225,19 @@ def test_analytics_pages(pages):
     assert rack_day.data[0].type == "heatmap" and "r01" in rack_day.data[0].y
     assert xids.data[0].y == ("XID 79",) or list(xids.data[0].y) == ["XID 79"]
     assert pages["failures"].update_temperatures(data).data[0].type == "box"
-    cards, mttf = pages["goodput"].update_rate(data)
+    cards, mttf, stored = pages["goodput"].update_rate(data)
     assert mttf.layout.yaxis.type == "log"
-    text, curve = pages["goodput"].update_advice(data, 1024, 15, 2)
+    text, curve = pages["goodput"].update_advice(stored, 1024, 15, 2)
+    # the advisor reads the rate the cards show, stored once (issue 17), as JSON
+    rate = pages["goodput"]._rate(data)[0]
+    assert json.loads(json.dumps(stored)) == stored
+    assert (text, curve.to_json()) == (lambda t, c: (t, pages["goodput"].fig.ettr_curve(
+        c).to_json()))(*pages["goodput"].advice(rate, 1024.0, 15.0, 2.0))
+    assert "Loading" in pages["goodput"].update_advice(None, 1024, 15, 2)[0]
+    none = pages["goodput"].rate_for_advice({**rate, "failures": 0, "r_f_low": 0.0,
+                                              "r_f_per_1000_node_days": float("nan")})
+    assert none["r_f_per_1000_node_days"] is None and json.dumps(none, allow_nan=False)
+    assert "No infrastructure failure" in pages["goodput"].update_advice(none, 8, 15, 2)[0]
     assert "Checkpoint every" in text and curve.layout.xaxis.type == "log"
     # the advisor shows what r_f's interval does, not only the point estimate
     assert "across r_f's 95 % interval" in text
