@@ -8,7 +8,7 @@ from datetime import datetime
 import pandas as pd
 import pytest
 
-from tests.support.runs import H, T, add_job, ingest, run_refresh, samples
+from tests.support.runs import H, M, T, add_job, ingest, run_refresh, samples
 from warehouse.analytics import Options
 from warehouse.queries import goodput_carbon as gc
 
@@ -99,3 +99,37 @@ def test_energy_page_and_weekly_report_show_the_same_figure(seeded):
     assert e["g_per_productive_gpu_h"] == pytest.approx(1800 / 7)
     top = e["goodput_carbon_users"].set_index("user_name")["g_per_productive_gpu_h"]
     assert top.to_dict() == pytest.approx({"alice": 800 / 3, "bob": 200.0})
+
+
+@pytest.mark.parametrize("by", ["job_id", "user_name"])
+def test_the_sums_per_group_in_sql_are_those_of_every_run(by):
+    """The Energy page sums the runs per job or user in SQL (issue 17); the weekly report
+    groups the runs' frame it already has: the same rows, in the same order (carbon,
+    then the group: ties between jobs of the same energy, a job without a row)."""
+    from tests.support.dash_seed import NOW, seed_dashboard
+    from warehouse import Warehouse
+    from warehouse.queries import energy as qe
+
+    with Warehouse(":memory:") as w:
+        seed_dashboard(w)
+        add_job(w, "T1", [{"start": NOW - 3 * H, "end": NOW - 2 * H, "state": "COMPLETED",
+                           "nodes": ["n08"], "gpu_indices": [1]}], gpus=1, user="tie")
+        add_job(w, "T2", [{"start": NOW - 3 * H, "end": NOW - 2 * H, "state": "COMPLETED",
+                           "nodes": ["n08"], "gpu_indices": [2]}], gpus=1, user="tie")
+        w.ingest("runs", pd.DataFrame([{"job_id": "nojob", "run_index": 0, "gpus": 1,
+                                        "start_ts": NOW - 3 * H, "end_ts": NOW - H}])).result()
+        w.ingest("allocations", pd.DataFrame([{
+            "job_id": "nojob", "run_index": 0, "node": "n08", "gpu_index": 3,
+            "start_ts": NOW - 3 * H, "end_ts": NOW - H}])).result()
+        run_refresh(w, now=NOW)
+        cur = w.reader()
+        window = {"start": NOW - 30 * H, "end": NOW - 20 * M}
+        runs = qe.run_energy(cur, opts=OPTS, **window)
+        got = gc.carbon_per_productive_gpu_hour(cur, by=by, opts=OPTS, **window)
+        want = gc.carbon_per_productive_gpu_hour(cur, by=by, opts=OPTS, runs=runs, **window)
+        assert len(got) > 3 and got[by].isna().sum() == (by == "user_name")
+        pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-9)
+        held = gc.cluster_carbon_per_productive_gpu_hour(
+            cur, opts=OPTS, held_gpu_hours=float(got["gpu_hours"].sum()), **window)
+        assert held == pytest.approx(gc.cluster_carbon_per_productive_gpu_hour(
+            cur, opts=OPTS, runs=runs, **window))

@@ -165,11 +165,10 @@ def goodput_carbon_frame(data, key: str = "user_name"):
     _, start, end = _window(data)
     key = key if key in GOODPUT_BY else "user_name"
     cur, opts = context.reader(), context.options()
-    runs = eq.run_energy(cur, start=start, end=end, opts=opts)
-    cluster = gc.cluster_carbon_per_productive_gpu_hour(cur, start=start, end=end,
-                                                        opts=opts, runs=runs)
-    return cluster, gc.carbon_per_productive_gpu_hour(cur, start=start, end=end, by=key,
-                                                      opts=opts, runs=runs)
+    per = gc.carbon_per_productive_gpu_hour(cur, start=start, end=end, by=key, opts=opts)
+    cluster = gc.cluster_carbon_per_productive_gpu_hour(  # every run is in one group
+        cur, start=start, end=end, opts=opts, held_gpu_hours=float(per["gpu_hours"].sum()))
+    return cluster, per
 
 
 def goodput_cards(cluster: dict) -> list[tuple[str, str, str]]:

@@ -57,35 +57,45 @@ def carbon_per_productive_gpu_hour(cur, *, start: datetime, end: datetime,
                                    runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """The figure per job (``by="job_id"``, with the job's user) or per user
     (``"user_name"``): columns the group, :data:`COLUMNS`, sorted by carbon, largest
-    first. ``runs``: ``run_energy``'s frame of this window where the caller has it."""
+    first, ties by the group. ``runs``: ``run_energy``'s frame of this window where the
+    caller has it (the weekly report), else the sums per group come from
+    :func:`warehouse.queries.energy.job_energy` (the same runs' sums)."""
     if by not in BY:
         raise ValueError(f"by must be one of {sorted(BY)}, not {by!r}")
-    if runs is None:
-        runs = qe.run_energy(cur, start=start, end=end, opts=opts)
-    users = jobs.of_ids(cur, runs["job_id"], ("user_name",))
-    df = runs.merge(users, on="job_id", how="left")
     keys = ["job_id", "user_name"] if by == "job_id" else [by]
-    df = df.groupby(keys, dropna=False)[["gpu_hours", "carbon_kg"]].sum().reset_index()
+    if runs is None:  # summed per job or user in SQL (issue 17: not every run's row in
+        # pandas, 594,000 in a 24,576-GPU week), as the Energy page's table sums them
+        df = qe.job_energy(cur, start=start, end=end, by=by, opts=opts)[
+            keys + ["gpu_hours", "carbon_kg"]]
+    else:
+        users = jobs.of_ids(cur, runs["job_id"], ("user_name",))
+        df = runs.merge(users, on="job_id", how="left")
+        df = df.groupby(keys, dropna=False)[["gpu_hours", "carbon_kg"]].sum().reset_index()
     lost = gq.lost_by(cur, start=start, end=end, by=BY[by])[[BY[by], "gpu_hours_lost"]]
     df = df.merge(lost.rename(columns={BY[by]: by}), on=by, how="left")
     df = _productive(df)[keys + COLUMNS]
-    return df.sort_values("carbon_kg", ascending=False).reset_index(drop=True)
+    return df.sort_values(["carbon_kg", *keys], ascending=[False] + [True] * len(keys),
+                          kind="stable", na_position="last").reset_index(drop=True)
 
 
 def cluster_carbon_per_productive_gpu_hour(cur, *, start: datetime, end: datetime,
                                            opts: Options | None = None,
                                            runs: pd.DataFrame | None = None,
-                                           fleet_carbon_kg: float | None = None) -> dict:
+                                           fleet_carbon_kg: float | None = None,
+                                           held_gpu_hours: float | None = None) -> dict:
     """The figure of the whole cluster: the carbon of every GPU-hour of the fleet (held
     or not, with the rest of the nodes) over all jobs' productive GPU-hours. Keys:
     gpu_hours (held by jobs), gpu_hours_lost, productive_gpu_hours, carbon_kg,
-    g_per_productive_gpu_h. ``runs``, ``fleet_carbon_kg``: where the caller has them."""
-    if runs is None:
-        runs = qe.run_energy(cur, start=start, end=end, opts=opts)
+    g_per_productive_gpu_h. ``runs`` (or only their ``held_gpu_hours``, the sum of their
+    ``gpu_hours``), ``fleet_carbon_kg``: where the caller has them."""
+    if held_gpu_hours is None:
+        if runs is None:
+            runs = qe.run_energy(cur, start=start, end=end, opts=opts)
+        held_gpu_hours = float(runs["gpu_hours"].sum()) if len(runs) else 0.0
     if fleet_carbon_kg is None:
         fleet = qe.energy_by(cur, start=start, end=end, by="fleet", opts=opts)
         fleet_carbon_kg = float(fleet["carbon_kg"].sum()) if len(fleet) else 0.0
-    held = float(runs["gpu_hours"].sum()) if len(runs) else 0.0
+    held = float(held_gpu_hours)
     lost = gq.lost_total(cur, start=start, end=end)["gpu_hours_lost"]
     productive = max(held - lost, 0.0)
     return {"gpu_hours": held, "gpu_hours_lost": lost, "productive_gpu_hours": productive,
