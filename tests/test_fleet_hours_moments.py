@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.dash_seed import NOW, seed_dashboard
 from tests.support.frames import T0, samples
-from warehouse import Warehouse, kept_hours, usage
+from warehouse import Warehouse, kept_hours, meta, usage
 from warehouse import fleet_hours as fh
 from warehouse.analytics import refresh
 from warehouse.queries import energy_method as em
@@ -213,18 +213,49 @@ def test_a_duckdb_whose_hash_differs_re_signs_the_rows(refreshed):
     assert _recomputed(w) == []
     assert em.kept_hours(w.reader(), start, end) is not None
     _check(w, start, end)
-    # the allocation key moments (hashed too) were set aside and signed again, the usage
-    # ledger's by its own refresh, which recomputes no hour for it
+    # the allocation key moments stay: they weight the stored keys (migration 26), which
+    # no upgrade changes; the usage ledger's too, and its refresh recomputes no hour
     cur = w.reader()
     assert cur.execute("SELECT count(*) - count(alloc_key_us) FROM fleet_hours_1h"
                        ).fetchall()[0][0] == 0
     ledger = "SELECT count(alloc_key_us), count(*) FROM gpu_usage_hours"
     keyed, rows = cur.execute(ledger).fetchall()[0]
-    assert keyed == 0 < rows
+    assert keyed == rows > 0
     out = w.write(lambda con: usage.refresh_usage(con, NOW, recheck_days=1.0,
                                                   idle_pct=5.0)).result()
     assert out["usage_hours"] == 0
-    assert w.reader().execute(ledger).fetchall()[0] == (rows, rows)
+
+
+@pytest.mark.parametrize("migrated_on", ["v-signed", "v-other"])
+def test_key_moments_of_another_duckdb_than_the_migrations_are_signed_again(refreshed,
+                                                                           migrated_on):
+    """Key moments kept before migration 26 were summed with the keys the signing DuckDB
+    hashed; the migration stored the keys its own DuckDB hashed. The same DuckDB: they
+    stay. Another: both tables' key moments are set aside and signed again, no hour
+    computed again; either way the migration's mark goes."""
+    w = refreshed
+    ledger = "SELECT count(alloc_key_us), count(*) FROM gpu_usage_hours"
+    fleet = "SELECT count(alloc_key_us), count(*) FROM fleet_hours_1h"
+    rows = w.reader().execute(ledger).fetchall()[0][1]
+    w.write(lambda con: (meta.put(con, fh.HASH_KEY, "v-signed"),
+                         meta.put(con, fh.KEYS_KEY, migrated_on))).result()
+    assert w.write(fh.resign_after_upgrade).result()  # the version differs: signed again
+    cur = w.reader()
+    assert meta.get(cur, fh.KEYS_KEY) is None
+    again = migrated_on != "v-signed"
+    assert cur.execute(ledger).fetchall()[0][0] == (0 if again else rows)
+    assert (cur.execute(fleet).fetchall()[0][0] == 0) == again
+    out = w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=1.0,
+                                                      idle_pct=5.0)).result()
+    assert out["fleet_dropped"] == 0 and out["fleet_filled"] > 0 and out["fleet_hours"] == 0
+    assert _recomputed(w) == []
+    out = w.write(lambda con: usage.refresh_usage(con, NOW, recheck_days=1.0,
+                                                  idle_pct=5.0)).result()
+    assert out["usage_hours"] == 0
+    cur = w.reader()
+    assert cur.execute(ledger).fetchall()[0] == (rows, rows)
+    assert cur.execute(fleet).fetchall()[0][0] == cur.execute(fleet).fetchall()[0][1]
+    assert not w.write(fh.resign_after_upgrade).result()  # once only
 
 
 def test_days_long_before_the_window_are_compared_a_chunk_per_refresh(monkeypatch):

@@ -317,10 +317,10 @@ def test_the_newest_hours_not_kept_yet_are_read_live(wh):
 
 
 def test_a_job_given_the_gpu_time_of_another_is_seen_after_a_duckdb_upgrade(wh):
-    """After another DuckDB the kept rows are signed again where the allocations'
-    moments other than the key (which another DuckDB hashes otherwise) are unchanged:
-    GPU time given to another job at the same node, GPU and times keeps those equal,
-    so the hour's tensor rows per job are kept again rather than served."""
+    """After another DuckDB the kept rows are signed again where the allocations' exact
+    moments are unchanged: GPU time given to another job at the same node, GPU and times
+    keeps all but the key moment equal, and that one (over stored keys) outlives the
+    upgrade, so the hours are computed again: tensor rows and energy rows per run."""
     _kept_week(wh)
 
     def give(con):  # a writer that changes a row's key derives its key again
@@ -338,6 +338,12 @@ def test_a_job_given_the_gpu_time_of_another_is_seen_after_a_duckdb_upgrade(wh):
     pd.testing.assert_frame_equal(got.set_index("job_id").drop(columns="name"),
                                   _live(wh, **window).drop(columns="name"), rtol=1e-6)
     assert sorted(got["job_id"]) == ["B", "Z"]
+    # the hours' energy rows per run name the job too: the key moments outlive the
+    # upgrade (stored keys, migration 26), so the hours were computed again
+    runs = wh.reader().execute(
+        "SELECT DISTINCT job_id FROM gpu_usage_from_1h WHERE ts >= $start AND ts < $end "
+        "AND job_id IS NOT NULL ORDER BY 1", window).fetchall()
+    assert [r[0] for r in runs] == ["B", "Z"]
 
 
 def test_ties_are_ordered_by_job_and_user(wh):

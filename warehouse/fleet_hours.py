@@ -43,7 +43,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta
 
-from warehouse import allocation_hours, hour_usage, kept_hours
+from warehouse import allocation_hours, hour_usage, kept_hours, meta
 from warehouse.clock import HOUR, ceil_hour, floor_hour
 from warehouse.db import fill, transaction
 from warehouse.kept_hours import ALLOC_MOMENTS, SIGNATURES, due_from, recheck_start
@@ -358,26 +358,41 @@ WHERE ts = $ts
 #: look changed (the read check failing for good before the recheck window).
 HASH_KEY = "fleet_hours_hash_duckdb"
 
+#: meta's key for the DuckDB on which migration 26 stored the allocations' keys
+#: (``allocations.alloc_key``), until the first :func:`resign_after_upgrade` after it:
+#: the key moments kept before were summed with the keys the DuckDB of
+#: :data:`HASH_KEY` hashed, the same ones only where the two are the same DuckDB.
+KEYS_KEY = "alloc_key_duckdb"
+
 
 def resign_after_upgrade(con) -> bool:
     """When the DuckDB version differs from the one meta records for the rows' hashes,
-    mark every row's ``energy_sig`` and allocation key moment (``alloc_key_us``,
-    warehouse/kept_hours.py:ALLOC_KEY) missing (so :func:`fill_rows` signs them again, with
-    ``alloc_sig``, where the other exact moments show the allocations unchanged), and
-    the usage ledger's key moments too (a day of ``gpu_usage_hours`` with one missing
-    keeps the other moments' check until recomputed), and record the version. Run by
-    the analytics refresh before either table's refresh. Returns whether it did."""
+    mark every row's ``energy_sig`` missing (so :func:`fill_rows` signs it again, with
+    ``alloc_sig``, where the exact moments show the allocations unchanged), and record
+    the version. The allocation key moments (``alloc_key_us``) stay: they weight the
+    allocations by their stored key (migration 26), which no DuckDB upgrade changes, so
+    GPU time given to another job at the same node, GPU and times between an hour's
+    computing and an upgrade still drops the hour and computes it again, its energy
+    rows and tensor rows with it. Only key moments kept before migration 26 by another
+    DuckDB than the one the migration ran on (:data:`KEYS_KEY`) are marked missing, the
+    usage ledger's too, and signed again the same way (a day of ``gpu_usage_hours``
+    with one missing keeps the other moments' check until recomputed). Run by the
+    analytics refresh before either table's refresh. Returns whether the version
+    changed."""
     version = con.execute("SELECT library_version FROM pragma_version()").fetchall()[0][0]
-    rows = con.execute("SELECT value FROM meta WHERE key = $k", {"k": HASH_KEY}).fetchall()
-    if rows and rows[0][0] == version:
+    signed, keyed = meta.get(con, HASH_KEY), meta.get(con, KEYS_KEY)
+    if signed == version and keyed is None:
         return False
+    changed = signed is not None and signed != version  # None: no row signed yet
     with transaction(con):
-        if rows:  # none: the rows were signed by this DuckDB or there are none yet
-            con.execute("UPDATE fleet_hours_1h SET energy_sig = NULL, alloc_key_us = NULL")
+        if changed:
+            con.execute("UPDATE fleet_hours_1h SET energy_sig = NULL")
+        if keyed is not None and signed is not None and keyed != signed:
+            con.execute("UPDATE fleet_hours_1h SET alloc_key_us = NULL")
             con.execute("UPDATE gpu_usage_hours SET alloc_key_us = NULL")
-        con.execute("INSERT OR REPLACE INTO meta VALUES ($k, $v)",
-                    {"k": HASH_KEY, "v": version})
-    return bool(rows)
+        con.execute("DELETE FROM meta WHERE key = $k", {"k": KEYS_KEY})
+        meta.put(con, HASH_KEY, version)
+    return changed
 
 
 def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
@@ -387,11 +402,12 @@ def fill_rows(con, *, max_hours: int = MAX_FILL_HOURS) -> dict:
     card's seconds (``held_s``, ``counter_s``, ``energy_sig`` from the energy rows now);
     else the row goes (with its ``gpu_usage_from_1h`` and ``tensor_hours_1h`` rows) and
     the hour is due again. A row signed without its allocation key moment (another
-    DuckDB) cannot show GPU time given to another job at the same node, GPU and times:
-    its tensor activity per job is kept again from the allocations now (~0.7 s a day at
-    24,576 GPUs; the ``gpu_usage_from_1h`` rows are not: their per-run energy keeps that
-    gap, rather than computing the whole history again after each DuckDB upgrade).
-    Returns ``fleet_filled`` and ``fleet_dropped`` (hours)."""
+    DuckDB before migration 26, :func:`resign_after_upgrade`) cannot show GPU time given
+    to another job at the same node, GPU and times: its tensor activity per job is kept
+    again from the allocations now (~0.7 s a day at 24,576 GPUs; the
+    ``gpu_usage_from_1h`` rows are not: their per-run energy keeps that gap, rather than
+    computing the whole history again). Returns ``fleet_filled`` and ``fleet_dropped``
+    (hours)."""
     from warehouse.queries import tensor  # both import this: lazily
     from warehouse.queries.energy_method import KEEP_SQL
 

@@ -28,9 +28,8 @@ log = logging.getLogger(__name__)
 #: ``hash()`` of the row's primary key (warehouse/schema.py:ALLOC_KEY_SQL; a stable
 #: digest such as md5 cost 20x more: ~1 s of CPU for 726,000 allocations). Hashed on
 #: each read it was half of the read check (~90 of ~180 ms over a 24,576-GPU week).
-#: After a DuckDB upgrade the kept key moments are still set aside
-#: (warehouse/fleet_hours.py:resign_after_upgrade) and signed again where the other
-#: moments show the allocations unchanged, with ``alloc_sig``. Migration 23.
+#: Stored, the keys outlive a DuckDB upgrade, and so do the kept key moments
+#: (warehouse/fleet_hours.py:resign_after_upgrade). Migration 23.
 ALLOC_KEY = "alloc_key"
 
 #: Exact integers of the allocations clipped to [{s}, {e}) (timestamps), summed: the time

@@ -395,7 +395,8 @@ def combine(frames: list[pd.DataFrame], keys: list[str], cols: list[str]) -> pd.
 #: ~0.25 s of CPU per 2 days of a 24,576-GPU fleet's allocations, ~11 s per refresh over
 #: the minute tier's 90 days. A day with a ledger row kept before
 #: migration 22 (no moments) compares its microseconds only, and one with a row kept
-#: before migration 23 (or whose key another DuckDB hashed) no allocation key, until
+#: before migration 23 (or before migration 26 with keys another DuckDB hashed) no
+#: allocation key, until
 #: its hours are recomputed or leave the minute tier: the upgrade does not make the
 #: history due.
 _DUE_SQL = fill("""
@@ -477,7 +478,8 @@ def due_hours(con, now: datetime, *, recheck_days: float, idle_pct: float,
 HEAL_KEY = "usage_heal_until"  # meta: where the ledger's next chunk of days ends (ISO)
 
 #: Ledger rows without an allocation key moment (kept before migration 23, or set aside
-#: after a DuckDB upgrade) one refresh signs at most, the newest first (:func:`fill_keys`).
+#: by warehouse/fleet_hours.py:resign_after_upgrade) one refresh signs at most, the
+#: newest first (:func:`fill_keys`).
 MAX_KEY_HOURS = 336
 
 #: Only rows from $first (the minute tier's reach) on: the day check (:data:`_DUE_SQL`)

@@ -27,3 +27,9 @@ SELECT job_id, run_index, node, gpu_index, start_ts, end_ts, share, gpu_i_ids,
 FROM allocations;
 DROP TABLE allocations;
 ALTER TABLE allocations_keyed RENAME TO allocations;
+-- The DuckDB that hashed these keys: the key moments kept before were summed with the
+-- keys of the DuckDB that signed them (meta fleet_hours_hash_duckdb); where the two
+-- differ, the next analytics refresh signs them again (warehouse/fleet_hours.py:
+-- resign_after_upgrade, which removes this row).
+INSERT OR REPLACE INTO meta
+SELECT 'alloc_key_duckdb', library_version FROM pragma_version();
