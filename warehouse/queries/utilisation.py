@@ -247,7 +247,7 @@ def _usage_parts(cur, sqls: dict[str, str], keys: list[str], start: datetime,
     else:
         quoted = [f'"{k}"' for k in keys]  # "group" is a keyword
         df = cur.execute(fill(_TOP_SQL, keys=", ".join(quoted), parts=" UNION ALL ".join(
-            f"SELECT * FROM ({p})" for p in parts), order=", ".join(
+            fill("SELECT * FROM ({part})", part=p) for p in parts), order=", ".join(
             f"{k} ASC NULLS LAST" for k in quoted)), bound).df()
     df["util_pct"] = 100.0 * df["utilised_gpu_h"] / df["allocated_gpu_h"].where(
         df["allocated_gpu_h"] != 0)
