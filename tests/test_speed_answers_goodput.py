@@ -314,6 +314,8 @@ def _assert_breakdowns_as_from_every_row(cur, *, start, end):
         assert b["runs"] == len(rows)
         for g, want in zip(got, _figures_before(rows), strict=True):
             assert_same_figure(g, want)
+    one = fq.breakdowns(cur, start=start, end=end, categories="infrastructure")
+    assert one["runs"] == int((every["category"] == "infrastructure").sum())
 
 
 @pytest.mark.parametrize("hours", [24, 48, 24 * 30])

@@ -157,38 +157,46 @@ def test_job_utilisation_equals_the_minute_path(wh):
         1 - 30 / 3600)
 
 
-def _usage_parts_before(cur, sqls, keys, start, end, limit):
+def _usage_parts_before(cur, sqls, keys, start, end, limit, partition=None, rack=None):
     """warehouse/queries/utilisation.py's parts before issue 17's eleventh round: each
     part's every row to pandas, summed, sorted and cut there."""
-    params = qu.scope_params(start, end, None, None, runs=None, idle_pct=0.0)
+    params = qu.scope_params(start, end, partition, rack, runs=None, idle_pct=0.0)
     frames = [cur.execute(*usage.bind(sqls[p.path], **{**params, "start": p.start,
                                                         "end": p.end})).df()
               for p in usage.plan(cur, start, end)]
     df = usage.combine(frames, keys, ["allocated_gpu_h", "utilised_gpu_h"])
-    return df.sort_values(["allocated_gpu_h", *keys], ascending=[False, True],
-                          na_position="last", ignore_index=True).head(limit)
+    df = df.sort_values(["allocated_gpu_h", *keys], ascending=[False, True],
+                        na_position="last", ignore_index=True).head(limit)
+    df["util_pct"] = 100.0 * df["utilised_gpu_h"] / df["allocated_gpu_h"].where(
+        df["allocated_gpu_h"] != 0)
+    return df
 
 
 @pytest.mark.parametrize("limit", [1, 3, 2000])
-def test_the_largest_groups_are_cut_in_sql_as_pandas_cut_them(wh, limit):
+@pytest.mark.parametrize("scope", [(None, None), ("train", None), (None, "r02"),
+                                   ("train", "r01"), ("nope", None)])
+def test_the_largest_groups_are_cut_in_sql_as_pandas_cut_them(wh, limit, scope):
     """The parts are summed, sorted (ties by key) and cut in SQL: the rows, their order
     and sums are those every part's rows gave in pandas, over a range read from the
-    table between live minutes (three parts) and from live minutes alone."""
+    table between live minutes (three parts) and from live minutes alone, in every
+    scope (each part's parameters renamed apart)."""
     refresh(wh)
     cur = wh.reader()
+    part, rack = scope
     assert len(usage.plan(cur, DAY["start"], DAY["end"])) == 3
+    cols = ["allocated_gpu_h", "utilised_gpu_h", "util_pct"]
     for start, end in ((DAY["start"], DAY["end"]), (NOW - 20 * M - 5 * S, NOW - 5 * M)):
+        w = {"start": start, "end": end, "partition": part, "rack": rack, "limit": limit}
         for sqls, keys, got in (
-                (qu._JOBS, ["job_id"], qu.job_utilisation(cur, start=start, end=end,
-                                                          limit=limit)),
-                *((qu._BY[by], ["group"], qu.utilisation_by(cur, by=by, start=start,
-                                                           end=end, limit=limit))
+                (qu._JOBS, ["job_id"], qu.job_utilisation(cur, **w)),
+                *((qu._BY[by], ["group"], qu.utilisation_by(cur, by=by, **w))
                   for by in ("user", "rack", "job_type"))):
-            want = _usage_parts_before(cur, sqls, keys, start, end, limit)
-            assert len(want) == min(limit, len(want)) and len(want) > 0
+            want = _usage_parts_before(cur, sqls, keys, start, end, limit, part, rack)
+            assert len(got) == len(want) <= limit and (len(want) > 0) == (part != "nope")
             assert list(got[keys[0]]) == list(want[keys[0]])
-            np.testing.assert_allclose(got["allocated_gpu_h"].to_numpy(float),
-                                       want["allocated_gpu_h"].to_numpy(float), rtol=1e-12)
+            shown = [c for c in cols if c in got]  # a job's row: no utilised_gpu_h
+            np.testing.assert_allclose(got[shown].to_numpy(float),
+                                       want[shown].to_numpy(float), rtol=1e-12)
 
 
 def test_a_range_longer_than_the_minute_tier_stays_minute_exact(wh):

@@ -145,14 +145,16 @@ def breakdowns(cur, *, start: datetime, end: datetime, categories: list[str] | N
                partition: str | None = None, rack: str | None = None,
                parts: tuple[str, ...] = BREAKDOWNS) -> dict:
     """The Failures page's breakdowns of the classified failed runs that ended in
-    ``[start, end)``, of ``categories`` (None: all), ``partition`` and ``rack`` (None:
-    any): frames ``rack_day`` and ``category_day`` (``row``: the rack, ``(unknown)``
-    where none, or the category; ``day``: naive UTC midnight; ``failures``: runs),
+    ``[start, end)``, of ``categories`` (None: all; a text: that one), ``partition`` and
+    ``rack`` (None: any): frames ``rack_day`` and ``category_day`` (``row``: the rack,
+    ``(unknown)`` where none, or the category; ``day``: naive UTC midnight; ``failures``: runs),
     ``reasons`` (category, reason, failures, gpu_hours_lost in GPU-hours, by category
     and reason), ``xids`` (xid, failures: runs with that XID on their GPUs) and ``runs``
     (the failed runs counted). Issue 17: summed here, not from every failed run's row
     in pandas (201,000 runs in a 24,576-GPU week). ``parts``: only those of them (the
     weekly report draws the reasons)."""
+    if isinstance(categories, str):  # one category, not its letters
+        categories = [categories]
     p = {"start": start, "end": end, "partition": partition or None, "rack": rack or None,
          "categories": None if categories is None else list(categories)}
     out = {name: cur.execute(_BREAKDOWN_SQL[name], p).df() for name in parts
