@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from warehouse.db import fill
+
 TS = pa.timestamp("us")
 
 SCHEMAS: dict[str, pa.Schema] = {
@@ -248,4 +250,5 @@ DERIVED: dict[str, dict[str, str]] = {"allocations": {"alloc_key": ALLOC_KEY_SQL
 def derived_columns(table: str) -> str:
     """``, expr AS name`` for each derived column of ``table`` (:data:`DERIVED`), to
     append to a SELECT list over the batch's columns; empty for a table without any."""
-    return "".join(f", {expr} AS {name}" for name, expr in DERIVED.get(table, {}).items())
+    return "".join(fill(", {expr} AS {name}", expr=expr, name=name)
+                   for name, expr in DERIVED.get(table, {}).items())
