@@ -21,6 +21,7 @@ Prints one line per query: seconds measured, rows it read, and the extrapolation
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from datetime import datetime, timedelta
@@ -30,12 +31,16 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from warehouse import Warehouse
-from warehouse.analytics import Options, refresh
-from warehouse.queries import energy as qe
-from warehouse.queries import failures as qf
-from warehouse.queries import goodput as qg
-from warehouse.schema import derived_columns
+# the repository ahead of bench/: run as `python bench/analytics.py`, bench/alerts.py
+# stood in for the `alerts` package the settings import
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from warehouse import Warehouse  # noqa: E402
+from warehouse.analytics import Options, refresh  # noqa: E402
+from warehouse.queries import energy as qe  # noqa: E402
+from warehouse.queries import failures as qf  # noqa: E402
+from warehouse.queries import goodput as qg  # noqa: E402
+from warehouse.schema import derived_columns  # noqa: E402
 
 T0 = datetime(2026, 11, 2)
 GPN = 8

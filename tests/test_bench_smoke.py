@@ -203,3 +203,23 @@ def test_the_benches_time_every_data_callback_of_the_dashboard():
     assert ("dashboard.app", "highlight") in set(found) - data  # a URL's, not timed
     assert data - timed == set(), sorted(data - timed)
     assert timed - data == set(), sorted(timed - data)
+
+
+def test_every_bench_make_runs_starts_as_a_script():
+    """`make bench` runs each bench as `python bench/NAME.py`, where bench/ comes first
+    on the import path: bench/alerts.py stood in for the `alerts` package and
+    bench/analytics.py failed at its imports. Each starts (its --help) from the list."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    names = re.search(r"^BENCHES\s*:=\s*(.+)$", (root / "Makefile").read_text(),
+                      re.M).group(1).split()
+    assert "analytics" in names and len(names) > 10
+    for name in names:
+        run = subprocess.run([sys.executable, str(root / "bench" / f"{name}.py"), "--help"],
+                             cwd=root, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, (name, run.stderr[-500:])
+        assert "usage:" in run.stdout, name
