@@ -221,74 +221,36 @@ def test_ettr_on_random_jobs_as_before(empty_wh, seed, window, min_gpus, history
             "DELETE FROM gpu_samples_1h")).result()
 
 
-def _figures_before(df):
-    """The Failures page's four figures before issue 17's eleventh round: from every
-    failed run's row in pandas (the code of dashboard/figures/failures.py then)."""
-    import html
+def _breakdowns_before(df) -> dict:
+    """The Failures page's breakdowns as dashboard/figures/failures.py summed them before
+    issue 17's eleventh round: from every failed run's row, in pandas."""
+    days = pd.to_datetime(df["end_ts"]).dt.floor("D")
 
-    import plotly.graph_objects as go
+    def per_day(rows):
+        d = pd.DataFrame({"row": df[rows].fillna("(unknown)"), "day": days})
+        return d.groupby(["row", "day"]).size().rename("failures").reset_index()
 
-    from dashboard.figures.base import (
-        CATEGORY_COLOURS,
-        GRID,
-        PALETTE,
-        chart_layout,
-        empty_figure,
-        figure,
-    )
-    from dashboard.figures.failures import _heatmap
+    x = df[["job_id", "xids"]].explode("xids").dropna()
+    return {"rack_day": per_day("rack"), "category_day": per_day("category"),
+            "reasons": (df.groupby(["category", "reason"], dropna=False)
+                        .agg(failures=("job_id", "count"),
+                             gpu_hours_lost=("gpu_hours_lost", "sum")).reset_index()),
+            "xids": x.groupby("xids")["job_id"].count().rename("failures")
+                     .rename_axis("xid").reset_index(),
+            "runs": len(df)}
 
-    def heatmap(rows, period):
-        label = {"D": "Day (UTC)", "W": "ISO week (UTC)"}[period]
-        if len(df) == 0:
-            return empty_figure("No classified failures in this range.")
-        fmt = {"D": "%Y-%m-%d", "W": "%G-W%V"}[period]
-        days = pd.to_datetime(df["end_ts"]).dt.floor("D")
-        labels = {day: day.strftime(fmt) for day in days.unique()}
-        d = df.assign(period=days.map(labels), row=df[rows].fillna("(unknown)"))
-        pivot = d.pivot_table(index="row", columns="period", values="job_id",
-                              aggfunc="count", fill_value=0).sort_index()
-        return _heatmap(pivot, x_title=label, y_title=rows.title(), z_title="Failed runs",
-                        uirevision=f"fail-{rows}-{period}")
 
-    def reasons(top=12):
-        if len(df) == 0:
-            return empty_figure("No classified failures in this range.")
-        g = (df.groupby(["category", "reason"], dropna=False)
-             .agg(failures=("job_id", "count"), lost=("gpu_hours_lost", "sum"))
-             .reset_index().sort_values("lost", ascending=False).head(top).iloc[::-1])
-        return figure(go.Bar(
-            y=[html.escape(str(r))[:60] for r in g["reason"]], x=g["lost"], orientation="h",
-            marker_color=[CATEGORY_COLOURS.get(c, PALETTE[7]) for c in g["category"]],
-            customdata=list(zip(g["category"].astype(str), g["failures"], strict=True)),
-            hovertemplate="%{y}<br>%{customdata[0]} · %{customdata[1]} runs · "
-                          "%{x:,.1f} GPU·h<extra></extra>",
-        ), layout=dict(**chart_layout(max(260, 80 + 26 * len(g)), hovermode="closest",
-                                      uirevision="fail-reasons"),
-                       xaxis={**GRID, "title": {"text": "GPU-hours lost"}},
-                       yaxis={"title": {"text": "Reason"}, "automargin": True}))
+def _figures(b) -> list:
+    from dashboard.figures import failures as ff
 
-    def xids():
-        none = "No failure had an XID on its GPUs in this range."
-        x = df[["job_id", "xids"]].explode("xids").dropna() if len(df) else df
-        if len(x) == 0:
-            return empty_figure(none, height=260)
-        c = x.groupby("xids")["job_id"].count().sort_values()
-        return figure(go.Bar(y=[f"XID {int(k)}" for k in c.index], x=c.values,
-                             orientation="h", marker_color=PALETTE[5],
-                             hovertemplate="%{y}: %{x} failed runs<extra></extra>"),
-                      layout=dict(**chart_layout(max(220, 80 + 26 * len(c)),
-                                                 hovermode="closest", uirevision="xids"),
-                                  xaxis={**GRID, "title": {"text": "Failed runs"}},
-                                  yaxis={"title": {"text": "XID"}, "type": "category"}))
-
-    return [heatmap("rack", "D"), heatmap("category", "W"), reasons(), xids()]
+    return [ff.failures_heatmap(b["rack_day"], rows="rack", period="D"),
+            ff.failures_heatmap(b["category_day"], rows="category", period="W"),
+            ff.failure_reasons(b["reasons"]), ff.xid_counts(b["xids"])]
 
 
 def _assert_breakdowns_as_from_every_row(cur, *, start, end):
     """The Failures page's breakdowns summed in SQL draw the figures every failed run's
     row drew, per categories chosen, partition and rack (the page's scope)."""
-    from dashboard.figures import failures as ff
     from warehouse.queries import failures as fq
 
     every = fq.failures(cur, start=start, end=end, evidence=False)
@@ -308,11 +270,9 @@ def _assert_breakdowns_as_from_every_row(cur, *, start, end):
             rows = rows[rows["rack"] == rack]
         b = fq.breakdowns(cur, start=start, end=end, categories=cats, partition=part,
                           rack=rack)
-        got = [ff.failures_heatmap(b["rack_day"], rows="rack", period="D"),
-               ff.failures_heatmap(b["category_day"], rows="category", period="W"),
-               ff.failure_reasons(b["reasons"]), ff.xid_counts(b["xids"])]
-        assert b["runs"] == len(rows)
-        for g, want in zip(got, _figures_before(rows), strict=True):
+        before = _breakdowns_before(rows)
+        assert b["runs"] == before["runs"]
+        for g, want in zip(_figures(b), _figures(before), strict=True):
             assert_same_figure(g, want)
     one = fq.breakdowns(cur, start=start, end=end, categories="infrastructure")
     assert one["runs"] == int((every["category"] == "infrastructure").sum())
@@ -480,21 +440,11 @@ def test_advisor_curve_on_random_curves_as_before(rows, band):
     assert _same_figure(fg.ettr_curve(df), _ettr_curve_before(df))
 
 
-def _lost_over_time_before(df):
-    """The Goodput page's chart before issue 17's eleventh round: every failed run's row
-    (``failures(evidence=False)``), floored to its day and pivoted in pandas."""
-    from dashboard.figures.base import TIME_AXIS, chart_layout, empty_figure, figure
-    from dashboard.figures.goodput import LOST_AXIS, lost_bars
-
-    if len(df) == 0:
-        return empty_figure("No GPU-hours lost to classified failures in this range.")
+def _lost_per_day_before(df):
+    """GPU-hours lost per day and category as the Goodput chart summed them before issue
+    17's eleventh round: every failed run's row, floored to its day in pandas."""
     d = df.assign(day=pd.to_datetime(df["end_ts"]).dt.floor("D"))
-    pivot = d.pivot_table(index="day", columns="category", values="gpu_hours_lost",
-                          aggfunc="sum", fill_value=0)
-    fig = figure(lost_bars(pivot))
-    fig.update_layout(**chart_layout(uirevision="lost"), barmode="stack", xaxis=TIME_AXIS,
-                      yaxis=LOST_AXIS)
-    return fig
+    return d.groupby(["day", "category"])["gpu_hours_lost"].sum().reset_index()
 
 
 @pytest.mark.parametrize("hours", [24, 48, 24 * 30])
@@ -513,7 +463,7 @@ def test_lost_per_day_draws_the_chart_the_failed_runs_did(seeded_usage, hours):
     assert len(rows) > 1
     got = gq.lost_per_day(cur, start=start, end=now)
     assert got["gpu_hours_lost"].sum() == pytest.approx(rows["gpu_hours_lost"].sum())
-    assert lost_over_time(got).to_json() == _lost_over_time_before(rows).to_json()
+    assert_same_figure(lost_over_time(got), lost_over_time(_lost_per_day_before(rows)))
     # one run's loss unknown: it counts 0, its day and category stay
     one = {"j": rows["job_id"].iloc[0], "r": int(rows["run_index"].iloc[0])}
     was = float(rows["gpu_hours_lost"].iloc[0])
@@ -522,11 +472,11 @@ def test_lost_per_day_draws_the_chart_the_failed_runs_did(seeded_usage, hours):
     try:
         rows = fq.failures(cur, start=start, end=now, evidence=False)
         got = gq.lost_per_day(cur, start=start, end=now)
-        assert lost_over_time(got).to_json() == _lost_over_time_before(rows).to_json()
+        assert_same_figure(lost_over_time(got), lost_over_time(_lost_per_day_before(rows)))
     finally:  # the fixture is shared: the value as it was
         wh.write(lambda con: con.execute(
             "UPDATE failures SET gpu_hours_lost = $v WHERE job_id = $j AND run_index = $r",
             {**one, "v": was})).result()
     empty = gq.lost_per_day(cur, start=now, end=now + H)
-    assert lost_over_time(empty).to_json() == _lost_over_time_before(
-        fq.failures(cur, start=now, end=now + H, evidence=False)).to_json()
+    assert lost_over_time(empty).to_json() == lost_over_time(_lost_per_day_before(
+        fq.failures(cur, start=now, end=now + H, evidence=False))).to_json()
