@@ -177,6 +177,34 @@ def test_bad_records_are_counted_in_healthz():
                                                "squeue.node_count": 1}
 
 
+def test_a_cancelled_job_whose_batch_step_failed_keeps_no_invented_signal():
+    """Slurm 22.05 sometimes records a cancelled job's killed script as a FAILED batch
+    step, ExitCode 15:0 (seen in CI), which its sacct --json prints as SUCCESS/0 (shape
+    probed on 22.05.8): the run is CANCELLED with the job level's code, no signal and no
+    step note, and a sibling run's batch-step SIGTERM is still read."""
+    def job(jid, batch_state, batch_exit):
+        return {"job_id": jid, "state": {"current": "CANCELLED", "reason": "None"},
+                "time": {"start": 1762070400, "end": 1762074000},
+                "exit_code": {"status": "SUCCESS", "return_code": 0},
+                "derived_exit_code": {"status": "SUCCESS", "return_code": 0},
+                "steps": [{"step": {"id": "batch", "name": "batch"}, "state": batch_state,
+                           "exit_code": batch_exit}]}
+
+    sacct = {"jobs": [job(7, "FAILED", {"status": "SUCCESS", "return_code": 0}),
+                      job(3, "CANCELLED", {"status": "SIGNALED", "return_code": None,
+                                           "signal": {"signal_id": 15,
+                                                      "name": "Terminated"}})]}
+
+    def run(argv):
+        return json.dumps(sacct if argv[0] == "sacct" else {"jobs": []})
+
+    src = SlurmSource(run=run)
+    runs = {r["job_id"]: r for r in dict(src.collect(NOW)[:3])["runs"].to_pylist()}
+    assert [(runs[j]["state"], runs[j]["exit_code"], runs[j]["signal"], runs[j]["reason"])
+            for j in ("7", "3")] == [("CANCELLED", 0, None, None), ("CANCELLED", None, 15, None)]
+    assert _source_details(src)["dropped"] == {}
+
+
 def test_an_ended_run_comes_from_sacct_not_from_squeue():
     """squeue still lists a just-cancelled job (exit 0:0: no step info yet) and is written
     last; sacct's record of the same run has the batch step's SIGTERM."""
