@@ -119,7 +119,8 @@ NODE_EVENTS = "node-events"
 NODE_ALERTS = "node-alerts"
 
 # -- placement page (dashboard/pages/placement.py) -------------------------------------
-PLACEMENT_CARDS = "placement-cards"  # headline cards
+PLACEMENT_CARDS = "placement-cards"  # headline cards of the window's placement
+PLACEMENT_NOW_CARDS = "placement-now-cards"  # headline cards of fragmentation now
 PLACEMENT_FRAG = "placement-frag"  # dcc.Graph: fragmentation over time
 PLACEMENT_SCORES = "placement-scores"  # dcc.Graph: score of each multi-node run
 PLACEMENT_JOBS = "placement-jobs"  # table: runs spread more than needed

@@ -47,9 +47,14 @@ def test_placement_page_renders_its_views(site):
     assert names == ["Free", "Largest job in a zone", "Largest job in a rack", "Stranded"]
     # now (T + 4 h): J1 and J2 ended, J3 holds 2 GPUs of n4: 30 free; whole free nodes
     # 12 GPUs in zone A, 16 in zone B: one 8-GPU job in A, two in B, 30 - 24 stranded
-    cards = text_of(driver, ids.PLACEMENT_CARDS)
-    assert "STRANDED GPUS\n6\nfree of 30; usual job 8 GPUs" in cards  # titles upper-cased by CSS
-    assert "RACK\n8\n" in cards and "16 GPU·h" in cards  # r4 free; J2: 8 GPUs x 2 h
+    now = text_of(driver, ids.PLACEMENT_NOW_CARDS)
+    assert "STRANDED GPUS\n6\nfree of 30; usual job 8 GPUs" in now  # titles upper-cased by CSS
+    assert "RACK\n8\n" in now  # r4 free
+    assert "16 GPU·h" in text_of(driver, ids.PLACEMENT_CARDS)  # J2: 8 GPUs x 2 h
+    # one row: the window's cards beside now's (flex-wrap keeps them apart only when narrow)
+    tops = {driver.find_element("id", i).location["y"]
+            for i in (ids.PLACEMENT_NOW_CARDS, ids.PLACEMENT_CARDS)}
+    assert len(tops) == 1, tops
     jobs = driver.find_element("id", ids.PLACEMENT_JOBS)
     hrefs = [a.get_attribute("href") for a in jobs.find_elements("tag name", "a")]
     assert any(h.endswith("/jobs/J2") for h in hrefs)

@@ -5,7 +5,9 @@ empty warehouse, where every view says why it is empty."""
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 
+import pandas as pd
 import pytest
 
 from dashboard import context
@@ -50,8 +52,9 @@ def test_callbacks_on_the_hand_built_cluster(page):
     wh, p = page
     context.set_context(wh, lambda: NOW, refresh_s=5, options=Options(large_job_gpus=10))
     data = from_query({"range": "24h"}).to_store()
-    fig, updated = p.update_frag(data)
+    fig, now, updated = p.update_frag(data)
     assert [t.name for t in fig.data][0] == "Free" and list(fig.data[0].y)[-1] == 30
+    assert "Stranded GPUs 6 free of 30; usual job 8 GPUs" in _text(now)
     scores, table, cards = p.update_jobs(data)
     assert "0.83" in _text(cards) and "16 GPU·h" in _text(cards)
     assert [list(t.text) for t in scores.data] == [["J1"], ["J2"]]  # tight, then spread
@@ -65,9 +68,35 @@ def test_an_empty_warehouse_says_why(page):
     with Warehouse(":memory:") as empty:
         context.set_context(empty, lambda: NOW, refresh_s=5)
         data = from_query({"range": "24h"}).to_store()
-        fig, _ = p.update_frag(data)
+        fig, now, _ = p.update_frag(data)
         assert "No topology or no allocation" in fig.layout.annotations[0].text
+        assert "—" in _text(now)
         scores, table, cards = p.update_jobs(data)
         assert "No multi-node job" in scores.layout.annotations[0].text
         assert "—" in _text(cards)
         assert "No large job waited" in _text(p.update_waits(data))
+
+
+def test_the_cards_now_are_the_charts_last_point(page):
+    """The cards' "now" is the fragmentation chart's last point, with the chart's usual
+    job size: over 24 h that is the median of the multi-node runs started in the window
+    and the 7 days before it. Two 10-GPU runs started 7.5 days before now are among them
+    (usual 9: whole free nodes of 12 and 16 GPUs in zones A and B fit one 9-GPU job
+    each, so 30 - 18 = 12 stranded); the cards once read the 7 days before now alone
+    (usual 8: 6 stranded). A window that ends before now has no "now" card."""
+    _, p = page
+    with Warehouse(":memory:") as wh:
+        seed_placement(wh)
+        old = NOW - timedelta(days=7.5)
+        wh.ingest("allocations", pd.DataFrame([
+            {"job_id": f"old{k}", "run_index": 0, "node": f"n{1 + i // 4 + 4 * k}",
+             "gpu_index": i % 4, "start_ts": old, "end_ts": old + timedelta(hours=1)}
+            for k in (0, 1) for i in range(10)])).result()
+        context.set_context(wh, lambda: NOW, refresh_s=5)
+        fig, now, _ = p.update_frag(from_query({"range": "24h"}).to_store())
+        stranded = next(t for t in fig.data if t.name == "Stranded")
+        assert list(stranded.y)[-1] == 12
+        assert "Stranded GPUs 12 free of 30; usual job 9 GPUs" in _text(now)
+        past = from_query({"from": "2026-10-30", "to": "2026-10-30"})
+        _, now, _ = p.update_frag(past.to_store())
+        assert "Largest job in a rack — GPUs that could start now" in _text(now)

@@ -59,7 +59,8 @@ def layout(**query) -> html.Div:
     large = context.options().large_job_gpus
     return components.page(
         "placement", "Placement", f,
-        html.Div(id=ids.PLACEMENT_CARDS),
+        html.Div([html.Div(id=ids.PLACEMENT_NOW_CARDS), html.Div(id=ids.PLACEMENT_CARDS)],
+                 className="card-groups"),
         components.panel(
             "Fragmentation", "Per hour: free GPUs, the largest job that could start within "
             "one zone and within one rack (wholly free nodes), and GPUs stranded: free but "
@@ -82,20 +83,30 @@ def layout(**query) -> html.Div:
     )
 
 
-def frag_cards(frag, summary: dict) -> html.Div:
-    """Cards: now's largest rack and zone job and stranded GPUs; the window's placement."""
-    now = frag.iloc[-1] if len(frag) else None
+def now_cards(frag, *, reaches_now: bool) -> html.Div:
+    """Cards: the largest job that could start in a rack and in a zone now, and the
+    stranded GPUs now: the fragmentation chart's last row (its "now", with the chart's
+    usual job size), so a card and the chart's last point never differ; dashes when the
+    window does not reach now."""
+    now = frag.iloc[-1] if reaches_now and len(frag) else None
     usual = ", ".join(f"{v:,.0f}" for v in frag.attrs.get("usual_gpus", {}).values())
 
     def n(key):
         return "—" if now is None else f"{int(now[key]):,}"
 
-    score = summary["mean_score"]
     return components.cards([
         ("Largest job in a rack", n("largest_rack_gpus"), "GPUs that could start now"),
         ("Largest job in a zone", n("largest_zone_gpus"), "GPUs that could start now"),
         ("Stranded GPUs", n("stranded_gpus"),
          f"free of {n('free_gpus')}; usual job {usual or '—'} GPUs"),
+    ])
+
+
+def placement_cards(summary: dict) -> html.Div:
+    """Cards: the window's GPU-hour weighted placement score and GPU-hours spread over
+    more racks or zones than needed (:func:`warehouse.placement.placement_summary`)."""
+    score = summary["mean_score"]
+    return components.cards([
         ("Placement score", "—" if score != score else f"{score:.2f}",
          f"GPU-hour weighted, {summary['runs']:,} multi-node runs"),
         ("Spread too widely", f"{summary['misplaced_gpu_hours']:,.0f} GPU·h",
@@ -104,7 +115,8 @@ def frag_cards(frag, summary: dict) -> html.Div:
     ])
 
 
-@callback(Output(ids.PLACEMENT_FRAG, "figure"), Output(ids.updated("placement"), "children"),
+@callback(Output(ids.PLACEMENT_FRAG, "figure"), Output(ids.PLACEMENT_NOW_CARDS, "children"),
+          Output(ids.updated("placement"), "children"),
           Input(ids.FILTERS, "data"), Input(ids.refresh("placement"), "n_intervals"))
 def update_frag(data, _n=None):
     f = from_query(data)
@@ -112,7 +124,8 @@ def update_frag(data, _n=None):
     start, end = f.window(now)
     frag = placement.fleet_fragmentation(context.reader(), start=start, end=end, now=now,
                                          partition=f.partition)
-    return fig.fragmentation_over_time(frag), f"{f.label} · updated {fmt_time(min(end, now))}"
+    return (fig.fragmentation_over_time(frag), now_cards(frag, reaches_now=start <= now <= end),
+            f"{f.label} · updated {fmt_time(min(end, now))}")
 
 
 @callback(Output(ids.PLACEMENT_SCORES, "figure"), Output(ids.PLACEMENT_JOBS, "children"),
@@ -125,8 +138,6 @@ def update_jobs(data, _n=None):
     # the multi-node runs without names; only the table's rows are named (issue 17)
     multi = placement.job_placement(context.reader(), start=start, end=end, now=now,
                                     partition=f.partition, min_nodes=2, detail=False)
-    frag = placement.fleet_fragmentation(context.reader(), start=min(now, end), end=end,
-                                         now=now, partition=f.partition)
     shown = placement.name_runs(context.reader(),
                                 multi[multi["misplaced"]].head(components.MAX_TABLE_ROWS),
                                 start=start, end=end, now=now)
@@ -134,7 +145,7 @@ def update_jobs(data, _n=None):
                              empty_message="Every multi-node run in this range was placed "
                              "as tightly as its size allowed.")
     return (fig.placement_scores(multi), table,
-            frag_cards(frag, placement.placement_summary(multi)))
+            placement_cards(placement.placement_summary(multi)))
 
 
 @callback(Output(ids.PLACEMENT_WAITS, "children"), Input(ids.FILTERS, "data"),
