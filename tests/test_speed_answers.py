@@ -158,31 +158,98 @@ def test_rack_temperatures_one_quantile_call_as_five(seeded, hours):
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
 
 
+#: The allocated GPUs per bucket as allocated_vs_used summed them before issue 17: every
+#: allocation row in scope range-joined with every bucket it overlaps, in seconds.
+_ALLOCATED_PER_ROW = """
+WITH buckets AS (SELECT unnest(range(time_bucket(to_seconds($b), $start::TIMESTAMP),
+                                     $end::TIMESTAMP, to_seconds($b))) AS ts),
+a AS (SELECT greatest(start_ts, $start::TIMESTAMP) AS lo,
+             least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi
+      FROM allocations JOIN nodes n USING (node)
+      WHERE start_ts < $end AND (end_ts IS NULL OR end_ts > $start)
+        AND ($partition::VARCHAR IS NULL OR n.partition = $partition)
+        AND ($rack::VARCHAR IS NULL OR n.rack = $rack))
+SELECT b.ts, sum(epoch(least(a.hi, b.ts + to_seconds($b)))
+                 - epoch(greatest(a.lo, b.ts))) / $b AS allocated_gpus
+FROM buckets b JOIN a ON a.lo < b.ts + to_seconds($b) AND a.hi > b.ts
+WHERE b.ts >= time_bucket(to_seconds($b), $start::TIMESTAMP)
+GROUP BY b.ts ORDER BY b.ts"""
+
+
+def _allocated_as_per_row(cur, start, end, partition=None, rack=None) -> pd.DataFrame:
+    from warehouse.queries import utilisation as qu
+
+    return cur.execute(_ALLOCATED_PER_ROW, {"start": start, "end": end, "partition": partition,
+                                            "rack": rack, "b": qu.bucket_s(start, end)}).df()
+
+
 @pytest.mark.parametrize("hours", [4, 40])
-def test_allocated_over_time_counts_equal_intervals_once(seeded, hours):
-    """allocated_vs_used groups allocations of the same interval before the range join
-    with the buckets: the allocated GPUs per bucket of the per-row join."""
+def test_allocated_over_time_as_the_per_row_join(seeded, hours):
+    """allocated_vs_used sums each bucket's GPU-time from its spans' ends (issue 17): the
+    allocated GPUs per bucket of the per-row join it replaced."""
     from warehouse.queries import utilisation as qu
 
     wh, now = seeded
     start, end = now - timedelta(hours=hours), now
-    step = qu.bucket_s(start, end)
-    want = wh.reader().execute("""
-        WITH buckets AS (SELECT unnest(range(time_bucket(to_seconds($b), $start::TIMESTAMP),
-                                             $end::TIMESTAMP, to_seconds($b))) AS ts),
-        a AS (SELECT greatest(start_ts, $start::TIMESTAMP) AS lo,
-                     least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP) AS hi
-              FROM allocations WHERE start_ts < $end AND (end_ts IS NULL OR end_ts > $start))
-        SELECT b.ts, sum(epoch(least(a.hi, b.ts + to_seconds($b)))
-                         - epoch(greatest(a.lo, b.ts))) / $b AS allocated_gpus
-        FROM buckets b JOIN a ON a.lo < b.ts + to_seconds($b) AND a.hi > b.ts
-        WHERE b.ts >= time_bucket(to_seconds($b), $start::TIMESTAMP)
-        GROUP BY b.ts ORDER BY b.ts""", {"start": start, "end": end, "b": step}).df()
+    want = _allocated_as_per_row(wh.reader(), start, end)
     got = qu.allocated_vs_used(wh.reader(), start=start, end=end)
     got = got[got["allocated_gpus"] > 0].reset_index(drop=True)
     assert len(want) > 3 and want["allocated_gpus"].max() > 1
     pd.testing.assert_frame_equal(got[["ts", "allocated_gpus"]], want, check_dtype=False,
                                   rtol=1e-12)
+
+
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1),
+       window=st.tuples(st.integers(min_value=-5 * 3600, max_value=30 * 3600),
+                        st.integers(min_value=60, max_value=40 * 3600),
+                        st.integers(min_value=0, max_value=999_999)),
+       scope=st.sampled_from([(None, None), ("a", None), (None, "r1"), ("b", "r0")]))
+def test_allocated_over_time_as_the_per_row_join_on_random_spans(empty_wh, seed, window,
+                                                                 scope):
+    """The same on random allocations: microsecond starts and ends, open ends, spans
+    crossing either end of the range or a bucket's edge, ending on one, equal spans,
+    nodes of other partitions and racks and a node outside the tree (not counted);
+    ranges of a minute to 40 hours starting at any microsecond (the 1-minute and
+    1-hour tiers' buckets). Buckets the join has no row for hold 0. To 1e-6 GPUs: the
+    join's seconds are doubles (an epoch's microseconds are ~2e-7 s apart), the new sums
+    exact integers of microseconds."""
+    from warehouse.queries import utilisation as qu
+
+    rng = np.random.default_rng(seed)
+    nodes = pd.DataFrame({"node": ["n0", "n1", "n2", "n3"], "rack": ["r0", "r0", "r1", "r1"],
+                          "partition": ["a", "b", "a", "b"], "gpus": 4})
+    rows = []
+    for k in range(int(rng.integers(0, 50))):
+        start = T0 + timedelta(microseconds=int(rng.choice(
+            [0, 1, int(rng.integers(0, 10**6))])), seconds=int(rng.choice(
+                [0, 59, 60, 1800, 3599, int(rng.integers(0, 3600))])) + 3600 * int(
+            rng.integers(-6, 36)))
+        end = None if rng.random() < 0.15 else start + timedelta(
+            microseconds=int(rng.integers(1, 20 * 3600 * 10**6)))
+        node = f"n{int(rng.integers(0, 5))}"  # n4: outside the tree
+        for g in rng.choice(4, size=int(rng.integers(1, 4)), replace=False):
+            rows.append({"job_id": f"s{k}", "run_index": 0, "node": node, "gpu_index": int(g),
+                         "start_ts": start, "end_ts": end})
+    w = empty_wh
+    try:
+        w.ingest("nodes", nodes).result()
+        if rows:
+            w.ingest("allocations", pd.DataFrame(rows)).result()
+        start = T0 + timedelta(seconds=window[0], microseconds=window[2])
+        end = start + timedelta(seconds=window[1])
+        want = _allocated_as_per_row(w.reader(), start, end, *scope)
+        got = qu.allocated_vs_used(w.reader(), start=start, end=end, partition=scope[0],
+                                   rack=scope[1])
+        assert got["ts"].is_monotonic_increasing and got["allocated_gpus"].min() > -1e-9
+        merged = got.merge(want, on="ts", how="left", suffixes=("", "_want"),
+                           validate="one_to_one")
+        assert len(merged) == len(got) and set(want["ts"]) <= set(got["ts"])
+        np.testing.assert_allclose(merged["allocated_gpus"],
+                                   merged["allocated_gpus_want"].fillna(0.0),
+                                   rtol=1e-9, atol=1e-6)
+    finally:
+        w.write(lambda con: (con.execute("DELETE FROM allocations"),
+                             con.execute("DELETE FROM nodes"))).result()
 
 
 #: The GPU-hours some allocation held as the weekly report queried them before issue 17:
