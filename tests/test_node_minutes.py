@@ -24,7 +24,7 @@ from tests.support.migrations import migrated_before
 from warehouse import Retention, Warehouse, node_minutes
 from warehouse.db import fill
 from warehouse.migrate import available, migrate
-from warehouse.queries import jobs, thermal, utilisation
+from warehouse.queries import jobs, stragglers, thermal, utilisation
 from warehouse.schema import derived_columns
 from warehouse.usage import SCOPE
 
@@ -109,6 +109,20 @@ SELECT time_bucket(to_seconds($bucket_s), ts) AS ts,
        sum(throttle_thermal_s) AS throttle_thermal_s
 FROM s GROUP BY 1 ORDER BY 1
 """, on_job_gpus=fill(OLD_ON_JOB_GPUS, tier="gpu_samples_1m"))
+
+#: A job's straggler heat map as it read every GPU minute row of the job (before issue 17's
+#: per-node clock and power count, migration 027)
+OLD_HEATMAP = """
+SELECT time_bucket(to_seconds($bucket_s::BIGINT), m.ts) AS ts, m.node,
+       min(m.sm_clock_mhz_avg) AS clock_mhz, avg(m.power_w_avg) AS power_w,
+       sum(coalesce(m.throttle_thermal_s, 0) + coalesce(m.throttle_power_s, 0))
+           AS throttle_s
+FROM allocations a
+JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
+ AND m.ts >= date_trunc('minute', a.start_ts) AND m.ts < coalesce(a.end_ts, $now)
+WHERE a.job_id = $job_id AND m.ts >= $start AND m.ts < $now
+GROUP BY ALL ORDER BY ts, node
+"""
 
 ALL_TIME = (datetime(1970, 1, 1), datetime(2200, 1, 1))
 M = timedelta(minutes=1)
@@ -242,21 +256,30 @@ def test_any_delivery_order_keeps_the_minute_tiers_sums(blank, steps):
 
 def test_migration_fills_it_from_an_existing_minute_tier(tmp_path):
     """A warehouse written before the table: the migration sums its minute rows as the
-    rollup would (an index beyond 63 leaves the mask NULL)."""
+    rollup would (an index beyond 63 leaves the mask NULL), but for migration 027's power
+    count and lowest clock, NULL in rows written before it; a refresh fills them."""
     import duckdb
 
     con = duckdb.connect(str(tmp_path / "w.duckdb"))
     mine = migrated_before(con, "node_minutes")
     con.execute("""INSERT INTO gpu_samples_1m (ts, node, gpu_index, samples, covered_s,
                    util_pct_avg, power_w_avg, temp_c_avg, temp_c_max, throttle_thermal_s,
-                   throttle_power_s) VALUES
-                   ('2026-11-02 00:00', 'a', 0, 4, 60, 50, 300, 60, 70, 15, 0),
-                   ('2026-11-02 00:00', 'a', 1, 3, 45, NULL, 200, 61, 72, 0, 30),
-                   ('2026-11-02 00:00', 'b', 70, 4, 60, 10, NULL, NULL, NULL, 0, 0),
-                   ('2026-11-02 00:01', 'a', 1, 4, 60, 20, 100, 50, 55, 0, 0)""")
+                   throttle_power_s, sm_clock_mhz_avg) VALUES
+                   ('2026-11-02 00:00', 'a', 0, 4, 60, 50, 300, 60, 70, 15, 0, 1980),
+                   ('2026-11-02 00:00', 'a', 1, 3, 45, NULL, 200, 61, 72, 0, 30, 1410),
+                   ('2026-11-02 00:00', 'b', 70, 4, 60, 10, NULL, NULL, NULL, 0, 0, NULL),
+                   ('2026-11-02 00:01', 'a', 1, 4, 60, 20, 100, 50, 55, 0, 0, 1755)""")
     assert migrate(con) == [m.version for m in available() if m.version >= mine]
     got, want = _kept(con), _sums(con)
+    new = ["power_n", "sm_clock_mhz_min"]
+    assert list(got.columns) == list(want.columns) and got[new].isna().all().all()
+    pd.testing.assert_frame_equal(got.drop(columns=new), want.drop(columns=new),
+                                  check_dtype=False, rtol=1e-12)
+    node_minutes.refresh(con, *ALL_TIME)
+    got = _kept(con)
     pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
+    first = [(int(n), None if pd.isna(c) else float(c)) for n, c in got[new].values[:2]]
+    assert first == [(2, 1410.0), (0, None)]  # a's two GPUs at 00:00; b: no power, no clock
     a = got[(got.node == "a") & (got.ts == datetime(2026, 11, 2))].iloc[0]
     assert (a.gpus, a.gpu_mask, a.samples, a.util_n, a.util_pct_sum, a.power_w_sum) == (
         2, 3, 7, 1, 50.0, 500.0)
@@ -313,6 +336,22 @@ def test_throttling_and_utilisation_over_time_as_before_on_the_seeded_cluster(
     _assert_charts(cur, now - timedelta(hours=hours), now, **scope)
 
 
+def _old_heatmap(cur, job_id, now, window=None):
+    start, bucket_s = window or stragglers.heatmap_window(cur, job_id=job_id, now=now)
+    return cur.execute(OLD_HEATMAP, {"job_id": job_id, "now": now, "start": start,
+                                     "bucket_s": bucket_s}).df()
+
+
+def test_straggler_heat_map_as_before_on_the_seeded_cluster(seeded):
+    wh, now = seeded
+    cur = wh.reader()
+    job_ids = [r[0] for r in cur.execute("SELECT DISTINCT job_id FROM allocations").fetchall()]
+    for job_id in job_ids:
+        got = stragglers.heatmap(cur, job_id=job_id, now=now)
+        assert len(got) > 0 and got["clock_mhz"].notna().any(), job_id
+        _same(got.drop(columns="clock_rel"), _old_heatmap(cur, job_id, now))
+
+
 def test_job_telemetry_as_before_on_the_seeded_cluster(seeded):
     wh, now = seeded
     cur = wh.reader()
@@ -366,7 +405,9 @@ def _cluster(draw):
              "util_pct_avg": draw(value), "power_w_avg": draw(value),
              "temp_c_avg": draw(value), "temp_c_max": draw(value),
              "throttle_thermal_s": draw(st.sampled_from([0.0, 15.0])),
-             "throttle_power_s": draw(st.sampled_from([0.0, 30.0]))} for m, n, g in keys]
+             "throttle_power_s": draw(st.sampled_from([0.0, 30.0])),
+             "sm_clock_mhz_avg": draw(st.one_of(st.none(), st.floats(200, 2000, width=32)))}
+            for m, n, g in keys]
     allocs = []
     for run in range(draw(st.integers(1, 3))):
         lo = W0 + draw(st.integers(-30, 170)) * timedelta(seconds=30)
@@ -408,3 +449,28 @@ def test_charts_as_before_on_random_minutes(blank, cluster, lo, width, rack):
         assert got.empty
     else:
         _same(got, want)
+
+
+@given(_cluster(), st.integers(0, 170), st.sampled_from([60, 120, 300]), st.integers(0, 3))
+def test_straggler_heat_map_as_before_on_random_minutes(blank, cluster, lo, bucket_s, stale):
+    """The heat map from the node sums where a node-minute is whole, from its GPU rows
+    elsewhere: the cells of the query over every GPU row, on random minutes (partial
+    nodes, two runs on a GPU in a minute, open allocations, indices beyond 63, NULL
+    clocks and power), from any minute, in 1-5 minute buckets, with the node-minutes of
+    every ``stale + 1``-th minute as written before migration 027 (no clock, no power
+    count: read from their GPU rows)."""
+    blank.write(lambda con: _load(con, *cluster)).result()
+    if stale:
+        blank.write(lambda con: con.execute(
+            "UPDATE gpu_nodes_1m SET power_n = NULL, sm_clock_mhz_min = NULL "
+            "WHERE minute(ts) % $k = 0", {"k": stale + 1})).result()
+    cur = blank.reader()
+    now = W0 + timedelta(hours=3)
+    window = (W0 + lo * timedelta(seconds=61), bucket_s)
+    want = _old_heatmap(cur, "j", now, window)
+    got = cur.execute(stragglers._HEATMAP_SQL, {"job_id": "j", "end": now,
+                                                "start": window[0], "bucket_s": bucket_s}).df()
+    _same(got, want)
+    if stragglers.heatmap_window(cur, job_id="j", now=now) is not None:
+        _same(stragglers.heatmap(cur, job_id="j", now=now).drop(columns="clock_rel"),
+              _old_heatmap(cur, "j", now))

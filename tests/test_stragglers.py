@@ -230,6 +230,25 @@ def test_the_heat_map_has_a_row_per_node_and_outlines_the_straggler():
     assert "No telemetry" in empty.layout.annotations[0].text
 
 
+def test_the_heat_map_leaves_out_buckets_without_a_clock_and_keeps_nodes_without_one():
+    """The cells pivoted once (issue 17): a bucket with no clock on any node is left out
+    (as pivot_table left it), a node without a clock keeps its row, and a missing cell is
+    a gap; the throttled seconds follow the clock's grid."""
+    from dashboard.figures.job import straggler_heatmap
+
+    nan = float("nan")
+    cells = pd.DataFrame({"ts": [T0, T0, T0 + MIN, T0 + MIN, T0 + 2 * MIN, T0 + 2 * MIN],
+                          "node": ["a", "c", "a", "c", "a", "b"],
+                          "clock_rel": [0.8, nan, nan, nan, 1.0, nan],
+                          "throttle_s": [10.0, 0.0, 20.0, 30.0, 0.0, 5.0]})
+    heat = straggler_heatmap(cells, None).data[0]
+    assert list(heat.x) == [T0, T0 + 2 * MIN] and list(heat.y) == ["a", "b", "c"]
+    assert [[None if v != v else v for v in row] for row in heat.z] == [
+        [0.8, 1.0], [None, None], [None, None]]
+    assert [[None if v != v else v for v in row] for row in heat.customdata] == [
+        [10.0, 0.0], [None, 5.0], [0.0, None]]
+
+
 def test_the_weekly_report_shows_the_goodput_pages_straggler_cost(report, report_wh):
     from warehouse.queries import stragglers as sq
 

@@ -25,7 +25,9 @@ Columns, per ``(ts, node)`` (ts: minute start, naive UTC):
 - ``temp_n``, ``temp_c_sum`` (sum of ``temp_c_avg``, °C), ``temp_c_wsum`` (sum of
   ``temp_c_avg x samples``, °C x samples, computed as the thermal chart computes it),
   ``temp_c_max`` (°C);
-- ``throttle_thermal_s``, ``throttle_power_s`` (GPU-seconds throttled).
+- ``throttle_thermal_s``, ``throttle_power_s`` (GPU-seconds throttled);
+- ``power_n`` (rows with ``power_w_avg``) and ``sm_clock_mhz_min`` (the lowest
+  ``sm_clock_mhz_avg``, MHz), migration 027: NULL in rows written before it.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from warehouse.db import fill
 MASK_BIT = ("CASE WHEN gpu_index BETWEEN 0 AND 63 THEN (1::UBIGINT << gpu_index::UBIGINT) "
             "END")
 
-#: The sums of the minute tier's rows grouped per ``(ts, node)``; the migration fills an
-#: existing warehouse with the same expression.
+#: The sums of the minute tier's rows grouped per ``(ts, node)``, in the table's column
+#: order; migration 019 filled an existing warehouse with the same expression (without
+#: migration 027's last two columns).
 SELECT_SQL = fill("""
 SELECT ts, node, count(*)::INTEGER AS gpus,
        CASE WHEN bool_and(gpu_index BETWEEN 0 AND 63) THEN bit_or({bit}) END AS gpu_mask,
@@ -49,7 +52,8 @@ SELECT ts, node, count(*)::INTEGER AS gpus,
        count(temp_c_avg)::INTEGER AS temp_n, sum(temp_c_avg) AS temp_c_sum,
        sum(temp_c_avg * samples) AS temp_c_wsum, max(temp_c_max) AS temp_c_max,
        sum(throttle_thermal_s) AS throttle_thermal_s,
-       sum(throttle_power_s) AS throttle_power_s
+       sum(throttle_power_s) AS throttle_power_s,
+       count(power_w_avg)::INTEGER AS power_n, min(sm_clock_mhz_avg) AS sm_clock_mhz_min
 FROM gpu_samples_1m WHERE ts >= $1 AND ts < $2
 GROUP BY ts, node ORDER BY ts, node
 """, bit=MASK_BIT)

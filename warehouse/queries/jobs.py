@@ -19,6 +19,7 @@ from warehouse.db import fill
 from warehouse.node_minutes import MASK_BIT
 from warehouse.queries import energy as qe
 from warehouse.queries import energy_method as em
+from warehouse.queries.job_minutes import JOB_ALLOCATIONS, JOB_NODE_MINUTES
 from warehouse.queries.utilisation import TIERS, bucket_s, tier
 
 MAX_JOB_SPAN = timedelta(days=31)
@@ -82,12 +83,6 @@ SELECT greatest(min(start_ts), $floor::TIMESTAMP),
 FROM allocations WHERE job_id = $job_id AND start_ts <= $now
 """
 
-_JOB_ALLOCATIONS = """
-al AS (
-    SELECT node, gpu_index, run_index, start_ts, coalesce(end_ts, $end::TIMESTAMP) AS end_ts
-    FROM allocations WHERE job_id = $job_id AND start_ts IS NOT NULL  -- none held
-)"""
-
 #: Each rollup row of ``{tier}`` on a GPU the job held, once per allocation of the job
 #: that overlaps its bucket (``share``: the part of the bucket the allocation covers).
 _ON_JOB_GPUS = """
@@ -122,35 +117,7 @@ FROM s GROUP BY 1 ORDER BY 1
 #: the GPUs without one.
 _TELEMETRY_MINUTES_SQL = fill("""
 WITH {al},
-grp AS (  -- the job's allocations of a node over the same minutes together (a whole-node
-          -- run: one row), with the minutes [lo, hi) of the range whose rows they overlap
-    SELECT *, coalesce(lead(lo) OVER w < hi OR max(hi) OVER (w ROWS BETWEEN UNBOUNDED
-                       PRECEDING AND 1 PRECEDING) > lo, false) AS overlapping
-    FROM (SELECT node, greatest(date_trunc('minute', start_ts), date_trunc(
-                     'minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND)) AS lo,
-                 least(date_trunc('minute', end_ts - INTERVAL 1 MICROSECOND)
-                       + INTERVAL 1 MINUTE, $end::TIMESTAMP) AS hi,
-                 count(*) AS n, bit_or({bit}) AS mask, bool_and({bit} IS NOT NULL) AS maskable
-          FROM al GROUP BY ALL)
-    WHERE hi > lo
-    WINDOW w AS (PARTITION BY node ORDER BY lo, hi)
-),
-nm AS (  -- per node and minute where the node's groups overlap: the allocations, GPUs
-    SELECT node, ts, sum(n) AS n, bit_or(mask) AS mask, bool_and(maskable) AS maskable
-    FROM (SELECT node, n, mask, maskable, unnest(range(lo, hi, INTERVAL 1 MINUTE)) AS ts
-          FROM grp WHERE overlapping)
-    GROUP BY ALL
-),
-d AS (  -- the node-minutes of the job's minutes, whole or not
-    SELECT {d_cols}, coalesce(g.maskable AND g.n = bit_count(g.mask)
-                              AND d.gpu_mask & ~g.mask = 0, false) AS whole
-    FROM gpu_nodes_1m d JOIN grp g ON d.node = g.node AND d.ts >= g.lo AND d.ts < g.hi
-    WHERE NOT g.overlapping
-    UNION ALL
-    SELECT {d_cols}, coalesce(g.maskable AND g.n = bit_count(g.mask)
-                              AND d.gpu_mask & ~g.mask = 0, false) AS whole
-    FROM gpu_nodes_1m d JOIN nm g ON d.node = g.node AND d.ts = g.ts
-),
+{node_minutes},
 {rows}
 per_node AS (  -- per bucket and node; a minute's bit: its place in the bucket
     SELECT time_bucket(to_seconds($bucket_s), ts) AS ts, node,
@@ -170,11 +137,11 @@ SELECT ts, (sum(gpus) + coalesce(any_value(odd.n), 0))::BIGINT AS gpus,
        sum(power_w_sum) / 1000.0 / bit_count(bit_or(minutes)) AS power_kw,
        sum(throttle_thermal_s) AS throttle_thermal_s, sum(not_whole) AS not_whole
 FROM per_node LEFT JOIN odd USING (ts) GROUP BY 1 ORDER BY 1
-""", al=_JOB_ALLOCATIONS, bit=MASK_BIT, d_cols=", ".join(
-    f"d.{c}" for c in ("ts", "node", "gpu_mask", "util_n", "util_pct_sum", "util_pct_min",
-                       "temp_n", "temp_c_sum", "temp_c_max", "power_w_sum",
-                       "throttle_thermal_s")),
-)
+""", al=JOB_ALLOCATIONS, node_minutes=fill(
+    JOB_NODE_MINUTES, first="date_trunc('minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND)",
+    d_cols=", ".join(f"d.{c}" for c in (
+        "ts", "node", "gpu_mask", "util_n", "util_pct_sum", "util_pct_min", "temp_n",
+        "temp_c_sum", "temp_c_max", "power_w_sum", "throttle_thermal_s"))))
 #: Where a node-minute is not whole, its GPU rows (``s``) instead of its sums; GPUs
 #: without a bit counted apart (``odd``).
 _ROWS_ALL = fill("""part AS (SELECT node, ts FROM d WHERE NOT whole),
@@ -209,7 +176,7 @@ _TELEMETRY_MINUTES = {
 
 #: The row path for any tier, keyed by table (the hour tier's query; the minute tier's
 #: when a bucket holds more minutes than ``per_node.minutes`` has bits).
-_TELEMETRY_ROWS = {table: fill(_TELEMETRY_ROWS_SQL, al=_JOB_ALLOCATIONS,
+_TELEMETRY_ROWS = {table: fill(_TELEMETRY_ROWS_SQL, al=JOB_ALLOCATIONS,
                                on_job_gpus=fill(_ON_JOB_GPUS, tier=table)) for table in TIERS}
 MINUTES_BUCKET_MAX_S = 64 * 60  # a bucket's minutes are bits of a UBIGINT
 

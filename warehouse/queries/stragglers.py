@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from warehouse.db import fill
+from warehouse.queries.job_minutes import JOB_ALLOCATIONS, JOB_NODE_MINUTES
 
 #: Each episode's share of ``[start, end)`` (0-1) as ``share``.
 _OVERLAP = """
@@ -43,18 +44,42 @@ LIMIT $limit
 """, overlap=_OVERLAP)
 
 #: A run's nodes over time: per bucket and node the SM clock of the node's slowest GPU
-#: held by the job (lowest minute mean), their mean power and the seconds they throttled.
-_HEATMAP_SQL = """
-SELECT time_bucket(to_seconds($bucket_s::BIGINT), m.ts) AS ts, m.node,
-       min(m.sm_clock_mhz_avg) AS clock_mhz, avg(m.power_w_avg) AS power_w,
-       sum(coalesce(m.throttle_thermal_s, 0) + coalesce(m.throttle_power_s, 0))
-           AS throttle_s
-FROM allocations a
-JOIN gpu_samples_1m m ON m.node = a.node AND m.gpu_index = a.gpu_index
- AND m.ts >= date_trunc('minute', a.start_ts) AND m.ts < coalesce(a.end_ts, $now)
-WHERE a.job_id = $job_id AND m.ts >= $start AND m.ts < $now
-GROUP BY ALL ORDER BY ts, node
-"""
+#: held by the job (lowest minute mean), their mean power and the seconds they throttled,
+#: from the per-node minute sums where they can stand for the GPU rows (issue 17: the
+#: GPU minute rows of an 8,192-GPU job's last 16 hours, 7.9 M, joined with its
+#: allocations took ~1.1 s; tests/test_node_minutes.py keeps that query as the
+#: reference). A whole node-minute (warehouse/queries/job_minutes.py: its GPU
+#: rows are all of GPUs the job held once) gives the node's lowest SM clock, its power
+#: summed over the rows with a reading and their count, and its throttled seconds; the
+#: other node-minutes (a GPU of the node not held, one held by two runs, rows written
+#: before migration 027, which keep no clock or power count) give their GPU rows joined
+#: with the allocations (once per allocation of the job overlapping the minute). The GPU
+#: rows are read only between the first and last such minute.
+_HEATMAP_SQL = fill("""
+WITH {al},
+{node_minutes},
+part AS (SELECT node, ts FROM d WHERE NOT (whole AND power_n IS NOT NULL)),
+cells AS (
+    SELECT ts, node, sm_clock_mhz_min AS clock, power_w_sum AS power_sum, power_n,
+           coalesce(throttle_thermal_s, 0) + coalesce(throttle_power_s, 0) AS throttle_s
+    FROM d WHERE whole AND power_n IS NOT NULL
+    UNION ALL
+    SELECT m.ts, m.node, m.sm_clock_mhz_avg, m.power_w_avg, (m.power_w_avg IS NOT NULL)::INTEGER,
+           coalesce(m.throttle_thermal_s, 0) + coalesce(m.throttle_power_s, 0)
+    FROM (SELECT * FROM gpu_samples_1m SEMI JOIN part USING (node, ts)
+          WHERE ts >= (SELECT min(ts) FROM part) AND ts <= (SELECT max(ts) FROM part)) m
+    JOIN al a ON m.node = a.node AND m.gpu_index = a.gpu_index
+     AND m.ts >= date_trunc('minute', a.start_ts) AND m.ts < a.end_ts
+)
+SELECT time_bucket(to_seconds($bucket_s::BIGINT), ts) AS ts, node, min(clock) AS clock_mhz,
+       sum(power_sum) / nullif(sum(power_n), 0) AS power_w, sum(throttle_s) AS throttle_s
+FROM cells GROUP BY ALL ORDER BY ts, node
+""", al=JOB_ALLOCATIONS, node_minutes=fill(
+    JOB_NODE_MINUTES,  # minute rows at or after $start, as the GPU rows' query reads them
+    first="date_trunc('minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND) + INTERVAL 1 MINUTE",
+    d_cols=", ".join(f"d.{c}" for c in ("ts", "node", "gpu_mask", "sm_clock_mhz_min",
+                                        "power_w_sum", "power_n", "throttle_thermal_s",
+                                        "throttle_power_s"))))
 _SPAN_SQL = """SELECT min(start_ts), max(coalesce(end_ts, $now)) FROM allocations
 WHERE job_id = $job_id"""
 HEATMAP_COLUMNS = 240  # time buckets at most
@@ -81,19 +106,29 @@ def episodes(cur, *, start: datetime, end: datetime, job_id: str | None = None,
     return cur.execute(_EPISODES_SQL, {**_params(start, end, job_id), "limit": limit}).df()
 
 
+def heatmap_window(cur, *, job_id: str, now: datetime) -> tuple[datetime, int] | None:
+    """Where :func:`heatmap` reads: the start of the job's last ``HEATMAP_DAYS`` days (its
+    first allocation if later) and the bucket width (seconds, whole minutes, at most
+    ``HEATMAP_COLUMNS`` buckets to ``now``); None when the job never held a GPU."""
+    first, last = cur.execute(_SPAN_SQL, {"job_id": job_id, "now": now}).fetchone()
+    if first is None:
+        return None
+    start = max(first, last - timedelta(days=HEATMAP_DAYS))
+    span_s = max(60.0, (last - start).total_seconds())
+    return start, max(60, int(-(-span_s // HEATMAP_COLUMNS) // 60 * 60))
+
+
 def heatmap(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
     """A job's nodes over its last ``HEATMAP_DAYS`` days: per time bucket (at most
     ``HEATMAP_COLUMNS``, one minute or longer) and node, ``clock_mhz`` (its slowest GPU),
     ``power_w`` and ``throttle_s``, and ``clock_rel``: that clock over the bucket's median
     across the job's nodes (1: as fast as its peers)."""
-    first, last = cur.execute(_SPAN_SQL, {"job_id": job_id, "now": now}).fetchone()
-    if first is None:
+    window = heatmap_window(cur, job_id=job_id, now=now)
+    if window is None:
         return pd.DataFrame(columns=["ts", "node", "clock_mhz", "power_w", "throttle_s",
                                      "clock_rel"])
-    start = max(first, last - timedelta(days=HEATMAP_DAYS))
-    span_s = max(60.0, (last - start).total_seconds())
-    bucket_s = max(60, int(-(-span_s // HEATMAP_COLUMNS) // 60 * 60))
-    df = cur.execute(_HEATMAP_SQL, {"job_id": job_id, "now": now, "start": start,
+    start, bucket_s = window
+    df = cur.execute(_HEATMAP_SQL, {"job_id": job_id, "end": now, "start": start,
                                     "bucket_s": bucket_s}).df()
     med = df.groupby("ts").clock_mhz.transform("median")
     return df.assign(clock_rel=df.clock_mhz / med.where(med > 0))
