@@ -52,15 +52,15 @@ def test_callbacks_on_the_hand_built_cluster(page):
     wh, p = page
     context.set_context(wh, lambda: NOW, refresh_s=5, options=Options(large_job_gpus=10))
     data = from_query({"range": "24h"}).to_store()
-    fig, now, updated = p.update_frag(data)
+    fig, now, waits, updated = p.update_frag(data)
     assert [t.name for t in fig.data][0] == "Free" and list(fig.data[0].y)[-1] == 30
+    assert "1 of 1 large jobs" in _text(waits)
     assert "Stranded GPUs 6 free of 30; usual job 8 GPUs" in _text(now)
     scores, table, cards = p.update_jobs(data)
     assert "0.83" in _text(cards) and "16 GPU·h" in _text(cards)
     assert [list(t.text) for t in scores.data] == [["J1"], ["J2"]]  # tight, then spread
     (row,) = _rows(table)  # the misplaced run, named (only the table's rows are)
     assert (row["name"], row["user_name"]) == ("job-J2", "ann") and "r2" in row["rack_names"]
-    assert "1 of 1 large jobs" in _text(p.update_waits(data))
 
 
 def test_an_empty_warehouse_says_why(page):
@@ -68,13 +68,12 @@ def test_an_empty_warehouse_says_why(page):
     with Warehouse(":memory:") as empty:
         context.set_context(empty, lambda: NOW, refresh_s=5)
         data = from_query({"range": "24h"}).to_store()
-        fig, now, _ = p.update_frag(data)
+        fig, now, waits, _ = p.update_frag(data)
         assert "No topology or no allocation" in fig.layout.annotations[0].text
-        assert "—" in _text(now)
+        assert "—" in _text(now) and "No large job waited" in _text(waits)
         scores, table, cards = p.update_jobs(data)
         assert "No multi-node job" in scores.layout.annotations[0].text
         assert "—" in _text(cards)
-        assert "No large job waited" in _text(p.update_waits(data))
 
 
 def test_the_cards_now_are_the_charts_last_point(page):
@@ -93,10 +92,10 @@ def test_the_cards_now_are_the_charts_last_point(page):
              "gpu_index": i % 4, "start_ts": old, "end_ts": old + timedelta(hours=1)}
             for k in (0, 1) for i in range(10)])).result()
         context.set_context(wh, lambda: NOW, refresh_s=5)
-        fig, now, _ = p.update_frag(from_query({"range": "24h"}).to_store())
+        fig, now, _, _ = p.update_frag(from_query({"range": "24h"}).to_store())
         stranded = next(t for t in fig.data if t.name == "Stranded")
         assert list(stranded.y)[-1] == 12
         assert "Stranded GPUs 12 free of 30; usual job 9 GPUs" in _text(now)
         past = from_query({"from": "2026-10-30", "to": "2026-10-30"})
-        _, now, _ = p.update_frag(past.to_store())
+        _, now, _, _ = p.update_frag(past.to_store())
         assert "Largest job in a rack — GPUs that could start now" in _text(now)

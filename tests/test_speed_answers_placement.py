@@ -98,22 +98,30 @@ def test_scattered_waits_by_hand():
     assert got["scattered_h"].tolist() == [2.0, 1.0]
 
 
-def test_waits_read_the_fragmentation_frames_free_gpus():
-    """The report reads and groups the free GPUs once: the waits from
-    fleet_fragmentation's per-partition frame equal the waits that read their own (tests/support/placement.py: job P pends 3 h,
-    2 of them scattered)."""
+@pytest.mark.parametrize("partition", [None, "train", "other"])
+@pytest.mark.parametrize("hours", [(0, 4), (-20, 5), (2, 4), (1, 3)])
+def test_waits_read_the_fragmentation_frames_free_gpus(partition, hours):
+    """The Placement page and the report read and group the free GPUs once: the waits from
+    fleet_fragmentation's per-partition frame equal the waits that read their own
+    (tests/support/placement.py: job P, submitted T + 30 min, pends 3 h, 2 of them
+    scattered), for a partition, one without nodes, a range reaching past now, one
+    starting after P's submission and one ending before now."""
     from tests.support.placement import NOW, T, seed_placement
     from warehouse import Warehouse
 
     w = Warehouse(":memory:")
     try:
         seed_placement(w)
-        window = {"start": T, "end": NOW, "now": NOW, "min_gpus": 10}
-        frag = pl.fleet_fragmentation(w.reader(), start=T, end=NOW, now=NOW)
+        start, end = T + hours[0] * H, T + hours[1] * H
+        window = {"start": start, "end": end, "now": NOW, "min_gpus": 10,
+                  "partition": partition}
+        frag = pl.fleet_fragmentation(w.reader(), start=start, end=end, now=NOW,
+                                      partition=partition)
         own = pl.waits_while_scattered(w.reader(), **window)
         shared = pl.waits_while_scattered(w.reader(), frag=frag, **window)
         pd.testing.assert_frame_equal(shared, own)
-        assert own[["pending_h", "scattered_h"]].values.tolist() == [[3.0, 2.0]]
+        if hours == (0, 4) and partition != "other":
+            assert own[["pending_h", "scattered_h"]].values.tolist() == [[3.0, 2.0]]
     finally:
         w.close()
 

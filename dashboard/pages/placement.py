@@ -116,16 +116,33 @@ def placement_cards(summary: dict) -> html.Div:
 
 
 @callback(Output(ids.PLACEMENT_FRAG, "figure"), Output(ids.PLACEMENT_NOW_CARDS, "children"),
-          Output(ids.updated("placement"), "children"),
+          Output(ids.PLACEMENT_WAITS, "children"), Output(ids.updated("placement"), "children"),
           Input(ids.FILTERS, "data"), Input(ids.refresh("placement"), "n_intervals"))
 def update_frag(data, _n=None):
+    """Fragmentation over the range, the cards of now, and the large jobs that waited
+    while scattered, read from the same free GPUs per hour (issue 17: the waits read and
+    counted them again, ~0.4 s of a 24,576-GPU week; the weekly report shares them too)."""
     f = from_query(data)
     now = context.now()
     start, end = f.window(now)
     frag = placement.fleet_fragmentation(context.reader(), start=start, end=end, now=now,
                                          partition=f.partition)
+    waits = placement.waits_while_scattered(context.reader(), start=start, end=end, now=now,
+                                            min_gpus=context.options().large_job_gpus,
+                                            partition=f.partition, frag=frag)
     return (fig.fragmentation_over_time(frag), now_cards(frag, reaches_now=start <= now <= end),
-            f"{f.label} · updated {fmt_time(min(end, now))}")
+            waits_panel(waits), f"{f.label} · updated {fmt_time(min(end, now))}")
+
+
+def waits_panel(waits) -> list:
+    """The scattered waits' summary line and table (:func:`warehouse.placement.waits_summary`)."""
+    s = placement.waits_summary(waits)
+    note = html.P(f"{s['scattered']:,} of {s['waited']:,} large jobs that waited did so "
+                  f"while their GPUs were free but scattered ({s['scattered_h']:,.0f} of "
+                  f"{s['pending_h']:,.0f} job-hours pending).", className="panel-sub")
+    shown = waits[waits["pending_h"] > 0] if len(waits) else waits
+    return [note, components.table(shown, WAIT_COLUMNS, table_id=ids.PLACEMENT_WAITS + "-table",
+                                   empty_message="No large job waited in this range.")]
 
 
 @callback(Output(ids.PLACEMENT_SCORES, "figure"), Output(ids.PLACEMENT_JOBS, "children"),
@@ -146,21 +163,3 @@ def update_jobs(data, _n=None):
                              "as tightly as its size allowed.")
     return (fig.placement_scores(multi), table,
             placement_cards(placement.placement_summary(multi)))
-
-
-@callback(Output(ids.PLACEMENT_WAITS, "children"), Input(ids.FILTERS, "data"),
-          Input(ids.refresh("placement"), "n_intervals"))
-def update_waits(data, _n=None):
-    f = from_query(data)
-    now = context.now()
-    start, end = f.window(now)
-    waits = placement.waits_while_scattered(context.reader(), start=start, end=end, now=now,
-                                            min_gpus=context.options().large_job_gpus,
-                                            partition=f.partition)
-    s = placement.waits_summary(waits)
-    note = html.P(f"{s['scattered']:,} of {s['waited']:,} large jobs that waited did so "
-                  f"while their GPUs were free but scattered ({s['scattered_h']:,.0f} of "
-                  f"{s['pending_h']:,.0f} job-hours pending).", className="panel-sub")
-    shown = waits[waits["pending_h"] > 0] if len(waits) else waits
-    return [note, components.table(shown, WAIT_COLUMNS, table_id=ids.PLACEMENT_WAITS + "-table",
-                                   empty_message="No large job waited in this range.")]
