@@ -199,13 +199,17 @@ def test_failed_steps_cancellations_and_names_that_are_not_utf8(slurm, tmp_path)
         return next(((st, code) for jid, st, code in rows
                      if jid == f"{jobs['cancel']}.batch"), None)
 
+    final = {}  # cancel-me's batch step once sacct holds its end, and the run has it
+
     def accounted():  # slurmdbd records the steps a little after the job ends
         rows = cur.execute("SELECT count(*) FROM job_runs WHERE job_id = ? AND signal = 15 "
                            "UNION ALL SELECT count(*) FROM job_runs WHERE job_id = ? "
                            "AND reason LIKE 'step %'", [jobs["cancel"], jobs["step"]]).fetchall()
-        batch = cancel_batch()
-        signalled = batch is not None and batch[0].startswith("CANCELLED")
-        return rows[1][0] and batch is not None and (rows[0][0] or not signalled)
+        batch = cancel_batch()  # RUNNING or PENDING until slurmdbd stores the step's end
+        if batch is not None and (batch[0] == "FAILED"
+                                  or batch[0].startswith("CANCELLED") and rows[0][0]):
+            final["batch"] = batch
+        return rows[1][0] and "batch" in final
 
     def seen():
         ids = ",".join(jobs.values())
@@ -227,7 +231,7 @@ def test_failed_steps_cancellations_and_names_that_are_not_utf8(slurm, tmp_path)
     assert state == "COMPLETED" and code in (1, None)
     assert "step 0 (false) FAILED" in reason
     state, _, signal, _, _, _ = runs[jobs["cancel"]]
-    batch_state, batch_code = cancel_batch()
+    batch_state, batch_code = final["batch"]
     if batch_state.startswith("CANCELLED"):  # sacct: job SUCCESS/0, batch step 0:15
         assert (state, signal, batch_code) == ("CANCELLED", 15, "0:15")
     else:

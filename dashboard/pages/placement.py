@@ -87,7 +87,7 @@ def now_cards(frag, *, reaches_now: bool) -> html.Div:
     """Cards: the largest job that could start in a rack and in a zone now, and the
     stranded GPUs now: the fragmentation chart's last row (its "now", with the chart's
     usual job size), so a card and the chart's last point never differ; dashes when the
-    window does not reach now."""
+    window does not reach now. Values in GPUs."""
     now = frag.iloc[-1] if reaches_now and len(frag) else None
     usual = ", ".join(f"{v:,.0f}" for v in frag.attrs.get("usual_gpus", {}).values())
 
@@ -135,7 +135,8 @@ def update_frag(data, _n=None):
 
 
 def waits_panel(waits) -> list:
-    """The scattered waits' summary line and table (:func:`warehouse.placement.waits_summary`)."""
+    """The scattered waits' summary line (large jobs, job-hours pending and scattered)
+    and table (hours per job; :func:`warehouse.placement.waits_summary`)."""
     s = placement.waits_summary(waits)
     note = html.P(f"{s['scattered']:,} of {s['waited']:,} large jobs that waited did so "
                   f"while their GPUs were free but scattered ({s['scattered_h']:,.0f} of "

@@ -7,7 +7,7 @@ without an end holds to it). Units: the columns of ``allocations`` and ``gpu_nod
 
 from __future__ import annotations
 
-from warehouse.db import fill
+from warehouse.db import fill, names
 from warehouse.node_minutes import MASK_BIT
 
 #: The job's allocations (``al``): node, gpu_index, run_index, start_ts, end_ts (open
@@ -55,3 +55,9 @@ d AS (  -- the node-minutes of the job's minutes, whole or not
                               AND d.gpu_mask & ~g.mask = 0, false) AS whole
     FROM gpu_nodes_1m d JOIN nm g ON d.node = g.node AND d.ts = g.ts
 )""", bit=MASK_BIT)
+
+
+def job_node_minutes(first: str, columns: tuple[str, ...]) -> str:
+    """:data:`JOB_NODE_MINUTES` reading ``gpu_nodes_1m``'s ``columns`` from the minute
+    ``first`` (an SQL expression of the query's parameters) on."""
+    return fill(JOB_NODE_MINUTES, first=first, d_cols=names("d." + c for c in columns))

@@ -19,7 +19,7 @@ from warehouse.db import fill
 from warehouse.node_minutes import MASK_BIT
 from warehouse.queries import energy as qe
 from warehouse.queries import energy_method as em
-from warehouse.queries.job_minutes import JOB_ALLOCATIONS, JOB_NODE_MINUTES
+from warehouse.queries.job_minutes import JOB_ALLOCATIONS, job_node_minutes
 from warehouse.queries.utilisation import TIERS, bucket_s, tier
 
 MAX_JOB_SPAN = timedelta(days=31)
@@ -137,11 +137,10 @@ SELECT ts, (sum(gpus) + coalesce(any_value(odd.n), 0))::BIGINT AS gpus,
        sum(power_w_sum) / 1000.0 / bit_count(bit_or(minutes)) AS power_kw,
        sum(throttle_thermal_s) AS throttle_thermal_s, sum(not_whole) AS not_whole
 FROM per_node LEFT JOIN odd USING (ts) GROUP BY 1 ORDER BY 1
-""", al=JOB_ALLOCATIONS, node_minutes=fill(
-    JOB_NODE_MINUTES, first="date_trunc('minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND)",
-    d_cols=", ".join(f"d.{c}" for c in (
-        "ts", "node", "gpu_mask", "util_n", "util_pct_sum", "util_pct_min", "temp_n",
-        "temp_c_sum", "temp_c_max", "power_w_sum", "throttle_thermal_s"))))
+""", al=JOB_ALLOCATIONS, node_minutes=job_node_minutes(
+    "date_trunc('minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND)",
+    ("ts", "node", "gpu_mask", "util_n", "util_pct_sum", "util_pct_min", "temp_n",
+     "temp_c_sum", "temp_c_max", "power_w_sum", "throttle_thermal_s")))
 #: Where a node-minute is not whole, its GPU rows (``s``) instead of its sums; GPUs
 #: without a bit counted apart (``odd``).
 _ROWS_ALL = fill("""part AS (SELECT node, ts FROM d WHERE NOT whole),

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from warehouse.db import fill
-from warehouse.queries.job_minutes import JOB_ALLOCATIONS, JOB_NODE_MINUTES
+from warehouse.queries.job_minutes import JOB_ALLOCATIONS, job_node_minutes
 
 #: Each episode's share of ``[start, end)`` (0-1) as ``share``.
 _OVERLAP = """
@@ -61,11 +61,11 @@ WITH {al},
 part AS (SELECT node, ts FROM d WHERE NOT (whole AND power_n IS NOT NULL)),
 cells AS (
     SELECT ts, node, sm_clock_mhz_min AS clock, power_w_sum AS power_sum, power_n,
-           coalesce(throttle_thermal_s, 0) + coalesce(throttle_power_s, 0) AS throttle_s
+           {throttled} AS throttle_s
     FROM d WHERE whole AND power_n IS NOT NULL
-    UNION ALL
+    UNION ALL  -- (al has no throttle columns: they are m's)
     SELECT m.ts, m.node, m.sm_clock_mhz_avg, m.power_w_avg, (m.power_w_avg IS NOT NULL)::INTEGER,
-           coalesce(m.throttle_thermal_s, 0) + coalesce(m.throttle_power_s, 0)
+           {throttled}
     FROM (SELECT * FROM gpu_samples_1m SEMI JOIN part USING (node, ts)
           WHERE ts >= (SELECT min(ts) FROM part) AND ts <= (SELECT max(ts) FROM part)) m
     JOIN al a ON m.node = a.node AND m.gpu_index = a.gpu_index
@@ -74,12 +74,12 @@ cells AS (
 SELECT time_bucket(to_seconds($bucket_s::BIGINT), ts) AS ts, node, min(clock) AS clock_mhz,
        sum(power_sum) / nullif(sum(power_n), 0) AS power_w, sum(throttle_s) AS throttle_s
 FROM cells GROUP BY ALL ORDER BY ts, node
-""", al=JOB_ALLOCATIONS, node_minutes=fill(
-    JOB_NODE_MINUTES,  # minute rows at or after $start, as the GPU rows' query reads them
-    first="date_trunc('minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND) + INTERVAL 1 MINUTE",
-    d_cols=", ".join(f"d.{c}" for c in ("ts", "node", "gpu_mask", "sm_clock_mhz_min",
-                                        "power_w_sum", "power_n", "throttle_thermal_s",
-                                        "throttle_power_s"))))
+""", al=JOB_ALLOCATIONS,
+    throttled="coalesce(throttle_thermal_s, 0) + coalesce(throttle_power_s, 0)",
+    node_minutes=job_node_minutes(  # minute rows at or after $start, as the GPU rows' were
+        "date_trunc('minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND) + INTERVAL 1 MINUTE",
+        ("ts", "node", "gpu_mask", "sm_clock_mhz_min", "power_w_sum", "power_n",
+         "throttle_thermal_s", "throttle_power_s")))
 _SPAN_SQL = """SELECT min(start_ts), max(coalesce(end_ts, $now)) FROM allocations
 WHERE job_id = $job_id"""
 HEATMAP_COLUMNS = 240  # time buckets at most
