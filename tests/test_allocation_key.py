@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tests.support.migrations import migrated_before
 from warehouse import Warehouse
-from warehouse.migrate import migrate
+from warehouse.migrate import available, migrate
 from warehouse.schema import SCHEMAS
 
 T = datetime(2026, 11, 2)
@@ -32,7 +32,7 @@ def test_the_migration_keys_every_row_with_the_value_the_kept_moments_used():
     ours = migrated_before(con, "allocation_key")
     con.executemany("INSERT INTO allocations VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ROWS)
     before = con.execute(f"SELECT *, {HASHED} FROM allocations ORDER BY ALL").fetchall()
-    assert migrate(con) == [ours]
+    assert migrate(con) == [m.version for m in available() if m.version >= ours]
     after = con.execute("SELECT * FROM allocations ORDER BY ALL").fetchall()
     assert after == before  # every column as it was, and the key the reads hashed
     with pytest.raises(duckdb.ConstraintException):  # still the primary key
