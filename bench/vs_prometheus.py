@@ -269,7 +269,8 @@ def questions(wh: Warehouse, prom: Prometheus, start: datetime, end: datetime,
 
 # --- storage -----------------------------------------------------------------------
 TIER_NAMES = {"gpu_samples": "raw", "gpu_samples_1m": "1-minute",
-              "gpu_nodes_1m": "1-minute per node", "gpu_samples_1h": "1-hour"}
+              "gpu_nodes_1m": "1-minute per node", "gpu_nodes_5m": "5-minute per node",
+              "gpu_samples_1h": "1-hour"}
 
 
 def storage_rows(wh: Warehouse, prom_bytes: int, samples: float) -> tuple[list, list]:

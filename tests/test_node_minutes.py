@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tests.support.frames import T0, samples
 from tests.support.migrations import migrated_before
-from warehouse import Retention, Warehouse, node_minutes
+from warehouse import Retention, Warehouse, meta, node_minutes
 from warehouse.db import fill
 from warehouse.migrate import available, migrate
 from warehouse.queries import jobs, stragglers, thermal, utilisation
@@ -137,9 +137,21 @@ def _kept(cur) -> pd.DataFrame:
     return cur.execute("SELECT * FROM gpu_nodes_1m ORDER BY ts, node").df()
 
 
+def _block_sums(cur) -> pd.DataFrame:
+    """gpu_nodes_1m summed per node and 5-minute block now (what gpu_nodes_5m must hold)."""
+    return cur.execute(node_minutes.BLOCK_SELECT_SQL, list(ALL_TIME)).df().rename(
+        columns={"block": "ts"})
+
+
+def _blocks(cur) -> pd.DataFrame:
+    return cur.execute("SELECT * FROM gpu_nodes_5m ORDER BY ts, node").df()
+
+
 def assert_kept(wh) -> None:
     cur = wh.reader()
     pd.testing.assert_frame_equal(_kept(cur), _sums(cur), check_dtype=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(_blocks(cur), _block_sums(cur), check_dtype=False,
+                                  rtol=1e-12)
 
 
 # -- the rollup keeps it -----------------------------------------------------------------
@@ -193,6 +205,19 @@ def test_retention_deletes_it_with_the_minute_tier(wh):
     assert wh.reader().execute("SELECT min(ts) FROM gpu_nodes_1m").fetchone()[0] == T0
 
 
+def test_retention_recomputes_the_block_its_cutoff_cuts(wh):
+    """A cutoff inside a 5-minute block deletes the block's first minutes: the block's
+    sums become those of the minutes left, not of all five."""
+    wh.ingest("samples", samples(start=T0, ticks=40, gpus=2)).result()  # 10 minutes
+    wh.rollup().result()
+    assert len(_blocks(wh.reader())) == 2
+    wh.apply_retention(T0 + timedelta(days=1, minutes=2), Retention(
+        raw_days=1, minute_days=1, hour_days=730)).result()
+    got = _blocks(wh.reader())
+    assert got["minutes"].tolist() == [0b11100, 0b11111] and got["gpus"].tolist() == [6, 10]
+    assert_kept(wh)
+
+
 @st.composite
 def _deliveries(draw):
     """Batches of 15-s samples over a few minutes of three nodes, some older than the
@@ -231,9 +256,10 @@ def blank():
 
 def _empty(con):
     for table in ("gpu_samples", "gpu_latest", "rollup_pending", "gpu_samples_1m",
-                  "gpu_samples_1h", "gpu_nodes_1m", "allocations", "nodes"):
+                  "gpu_samples_1h", "gpu_nodes_1m", "gpu_nodes_5m", "allocations", "nodes"):
         con.execute(f"DELETE FROM {table}")
-    con.execute("DELETE FROM meta WHERE key LIKE 'retention.%' OR key LIKE '%latest%'")
+    con.execute("DELETE FROM meta WHERE key LIKE 'retention.%' OR key LIKE '%latest%' "
+                "OR key = $1", [node_minutes.BLOCKS_FROM_KEY])
 
 
 @settings(max_examples=max(10, settings().max_examples // 3))  # ~10 writes an example
@@ -270,6 +296,11 @@ def test_migration_fills_it_from_an_existing_minute_tier(tmp_path):
                    ('2026-11-02 00:00', 'b', 70, 4, 60, 10, NULL, NULL, NULL, 0, 0, NULL),
                    ('2026-11-02 00:01', 'a', 1, 4, 60, 20, 100, 50, 55, 0, 0, 1755)""")
     assert migrate(con) == [m.version for m in available() if m.version >= mine]
+    # migration 028 sums no block: they are read from the minutes before the one after
+    # the last minute written then; a refresh sums the blocks it touches
+    assert _blocks(con).empty
+    assert con.execute("SELECT value FROM meta WHERE key = $1",
+                       [node_minutes.BLOCKS_FROM_KEY]).fetchone()[0] == "2026-11-02 00:05:00"
     got, want = _kept(con), _sums(con)
     new = ["power_n", "sm_clock_mhz_min"]
     assert list(got.columns) == list(want.columns) and got[new].isna().all().all()
@@ -285,6 +316,7 @@ def test_migration_fills_it_from_an_existing_minute_tier(tmp_path):
         2, 3, 7, 1, 50.0, 500.0)
     assert a.temp_c_wsum == 60 * 4 + 61 * 3 and a.throttle_power_s == 30.0
     assert pd.isna(got[got.node == "b"].iloc[0].gpu_mask)
+    pd.testing.assert_frame_equal(_blocks(con), _block_sums(con), check_dtype=False)
     con.close()
 
 
@@ -474,3 +506,63 @@ def test_straggler_heat_map_as_before_on_random_minutes(blank, cluster, lo, buck
     if stragglers.heatmap_window(cur, job_id="j", now=now) is not None:
         _same(stragglers.heatmap(cur, job_id="j", now=now).drop(columns="clock_rel"),
               _old_heatmap(cur, "j", now))
+
+
+@given(_cluster(), st.integers(0, 170), st.sampled_from([300, 600, 900]),
+       st.one_of(st.none(), st.integers(0, 38)), st.booleans(), st.integers(0, 3))
+def test_telemetry_and_heat_map_from_blocks_as_before_on_random_minutes(
+        blank, cluster, lo, bucket_s, mark, drop, stale):
+    """Buckets of whole 5-minute blocks read a block's sums where the job held the node
+    all of it, the minute rows elsewhere (a group's first and last minutes, overlapping
+    groups, the blocks before meta's first block): the figures of the queries over every
+    GPU row, on random minutes, with meta's first block anywhere (the blocks before it
+    deleted or not, as after migration 028) and stale node-minutes (before 027)."""
+    def load(con):
+        _load(con, *cluster)
+        if stale:
+            con.execute("UPDATE gpu_nodes_1m SET power_n = NULL, sm_clock_mhz_min = NULL "
+                        "WHERE minute(ts) % $k = 0", {"k": stale + 1})
+            node_minutes.refresh_blocks(con, *ALL_TIME)
+        if mark is not None:
+            first = W0 + 5 * mark * M
+            meta.put(con, node_minutes.BLOCKS_FROM_KEY, first.isoformat(sep=" "))
+            if drop:
+                con.execute("DELETE FROM gpu_nodes_5m WHERE ts < $1", [first])
+    blank.write(load).result()
+    cur = blank.reader()
+    now = W0 + timedelta(hours=3)
+    span = jobs._span(cur, "j", now)
+    if span is not None:
+        want = cur.execute(OLD_TELEMETRY, {"job_id": "j", "start": span[0], "end": span[1],
+                                           "step_s": 60, "bucket_s": bucket_s}).df()
+        _same(jobs.minute_telemetry(cur, job_id="j", start=span[0], end=span[1],
+                                    bucket_s=bucket_s), want)
+    window = (W0 + lo * timedelta(seconds=61), bucket_s)
+    got = cur.execute(stragglers._HEATMAP_BLOCKS_SQL, {
+        "job_id": "j", "end": now, "start": window[0], "bucket_s": bucket_s}).df()
+    _same(got, _old_heatmap(cur, "j", now, window))
+
+
+def test_a_minute_at_another_nodes_edge_is_read_once(blank):
+    """A group's edge minutes are read from the minute rows by their times: a minute
+    inside another node's block (n0's 06:07, n1's first minute) comes from that block
+    alone, not from its minute row too."""
+    rows = [{"ts": W0 + m * M, "node": n, "gpu_index": g, "samples": 4, "covered_s": 60.0,
+             "util_pct_avg": 10.0 + m, "power_w_avg": 100.0 + g, "temp_c_avg": 50.0,
+             "temp_c_max": 55.0, "throttle_thermal_s": 0.0, "throttle_power_s": 0.0,
+             "sm_clock_mhz_avg": 1500.0 + m}
+            for m in range(30) for n, gpus in (("n0", (0, 1)), ("n1", (0,))) for g in gpus]
+    allocs = [{"job_id": "j", "run_index": 0, "node": "n0", "gpu_index": g, "start_ts": W0,
+               "end_ts": W0 + 30 * M} for g in (0, 1)]
+    allocs.append({"job_id": "j", "run_index": 1, "node": "n1", "gpu_index": 0,
+                   "start_ts": W0 + 7 * M, "end_ts": W0 + 20 * M})
+    blank.write(lambda con: _load(con, rows, allocs, {})).result()
+    cur, now = blank.reader(), W0 + timedelta(hours=1)
+    want = cur.execute(OLD_TELEMETRY, {"job_id": "j", "start": W0, "end": W0 + 30 * M,
+                                       "step_s": 60, "bucket_s": 300}).df()
+    assert want["gpus"].tolist() == [2, 3, 3, 3, 2, 2]
+    _same(jobs.minute_telemetry(cur, job_id="j", start=W0, end=W0 + 30 * M, bucket_s=300),
+          want)
+    got = cur.execute(stragglers._HEATMAP_BLOCKS_SQL, {
+        "job_id": "j", "end": now, "start": W0, "bucket_s": 300}).df()
+    _same(got, _old_heatmap(cur, "j", now, (W0, 300)))

@@ -27,3 +27,8 @@ def ceil_hour(ts: datetime) -> datetime:
     """``ts`` rounded up to an hour (itself when whole)."""
     floor = floor_hour(ts)
     return floor if floor == ts else floor + HOUR
+
+
+def floor_to(ts: datetime, step: timedelta) -> datetime:
+    """``ts`` floored to a multiple of ``step`` since the Unix epoch (naive UTC)."""
+    return ts - (ts - datetime(1970, 1, 1)) % step

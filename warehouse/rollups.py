@@ -29,6 +29,7 @@ import duckdb
 
 from gpulens.settings import default, setting_field
 from warehouse import meta, node_minutes
+from warehouse.clock import floor_to
 from warehouse.db import fill, transaction
 from warehouse.writer import yield_to_urgent
 
@@ -128,16 +129,11 @@ class RollupResult:
     energy_unstorable: int = 0
 
 
-def _floor(ts: datetime, step: timedelta) -> datetime:
-    epoch = datetime(1970, 1, 1)
-    return ts - (ts - epoch) % step
-
-
 def merge_ranges(
     ranges: list[tuple[datetime, datetime]], step: timedelta
 ) -> list[tuple[datetime, datetime]]:
     """Widen closed ranges [lo, hi] to whole buckets [floor(lo), floor(hi)+step); merge."""
-    spans = sorted((_floor(lo, step), _floor(hi, step) + step) for lo, hi in ranges)
+    spans = sorted((floor_to(lo, step), floor_to(hi, step) + step) for lo, hi in ranges)
     merged: list[tuple[datetime, datetime]] = []
     for lo, hi in spans:
         if merged and lo <= merged[-1][1]:
@@ -250,6 +246,7 @@ def retention_cutoffs(now: datetime, keep: Retention) -> dict[str, datetime]:
         "gpu_mig_samples": now - timedelta(days=keep.mig_days),
         "gpu_samples_1m": now - timedelta(days=keep.minute_days),
         "gpu_nodes_1m": now - timedelta(days=keep.minute_days),  # its per node sums
+        "gpu_nodes_5m": now - timedelta(days=keep.minute_days),  # and their 5-min blocks
         "gpu_samples_1h": now - timedelta(days=keep.hour_days),
         "gpu_energy_1h": now - timedelta(days=keep.hour_days),
         "node_energy_1h": now - timedelta(days=keep.hour_days),  # kept from it
@@ -274,7 +271,7 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retenti
         cutoffs["gpu_samples"] = min(cutoffs["gpu_samples"], keep_raw_from)
     pending = con.execute("SELECT min(ts_min) FROM rollup_pending").fetchone()[0]
     if pending is not None:
-        needed = _floor(pending, MINUTE) - timedelta(seconds=COUNTER_GAP_S)
+        needed = floor_to(pending, MINUTE) - timedelta(seconds=COUNTER_GAP_S)
         cutoffs["gpu_samples"] = min(cutoffs["gpu_samples"], needed)
     deleted = {}
     with transaction(con):
@@ -282,6 +279,8 @@ def apply_retention(con: duckdb.DuckDBPyConnection, now: datetime, keep: Retenti
             row = con.execute(fill("DELETE FROM {table} WHERE ts < $1", table=table),
                               [cutoff]).fetchone()
             deleted[table] = int(row[0]) if row else 0
+        # the block the minute tier's cutoff cuts, from the minutes it keeps
+        node_minutes.refresh_blocks(con, cutoffs["gpu_nodes_1m"], cutoffs["gpu_nodes_1m"])
         for key, table in ((RAW_CUTOFF_KEY, "gpu_samples"),
                            (MINUTE_CUTOFF_KEY, "gpu_samples_1m")):
             before = _cutoff(con, key)

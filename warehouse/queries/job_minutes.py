@@ -2,13 +2,14 @@
 (warehouse/queries/jobs.py) and its straggler heat map (warehouse/queries/stragglers.py).
 
 Parameters: ``$job_id``, ``$end`` (the end of the range read, naive UTC: an allocation
-without an end holds to it). Units: the columns of ``allocations`` and ``gpu_nodes_1m``.
+without an end holds to it). Units: the columns of ``allocations``, ``gpu_nodes_1m`` and
+``gpu_nodes_5m``.
 """
 
 from __future__ import annotations
 
 from warehouse.db import fill, names
-from warehouse.node_minutes import MASK_BIT
+from warehouse.node_minutes import BLOCKS_FROM_KEY, MASK_BIT
 
 #: The job's allocations (``al``): node, gpu_index, run_index, start_ts, end_ts (open
 #: ends to ``$end``).
@@ -46,18 +47,71 @@ nm AS (  -- per node and minute where the node's groups overlap: the allocations
     GROUP BY ALL
 ),
 d AS (  -- the node-minutes of the job's minutes, whole or not
-    SELECT {d_cols}, coalesce(g.maskable AND g.n = bit_count(g.mask)
-                              AND d.gpu_mask & ~g.mask = 0, false) AS whole
+{d}
+)""", bit=MASK_BIT)
+
+#: Whether a row ``d`` of a node's sums stands for the job's GPU rows: every GPU row of
+#: it belongs to a GPU the group ``g`` of the job's allocations holds once.
+_WHOLE = ("coalesce(g.maskable AND g.n = bit_count(g.mask) AND d.gpu_mask & ~g.mask = 0, "
+          "false) AS whole")
+
+#: ``d`` from the minute rows (``{cols}``: ``d_cols``, then the row's minutes and length).
+_D_MINUTES = fill("""    SELECT {cols}, {whole}
     FROM gpu_nodes_1m d JOIN grp g ON d.node = g.node AND d.ts >= g.lo AND d.ts < g.hi
     WHERE NOT g.overlapping
     UNION ALL
-    SELECT {d_cols}, coalesce(g.maskable AND g.n = bit_count(g.mask)
-                              AND d.gpu_mask & ~g.mask = 0, false) AS whole
-    FROM gpu_nodes_1m d JOIN nm g ON d.node = g.node AND d.ts = g.ts
-)""", bit=MASK_BIT)
+    SELECT {cols}, {whole}
+    FROM gpu_nodes_1m d JOIN nm g ON d.node = g.node AND d.ts = g.ts""", whole=_WHOLE)
+
+#: ``d`` from the 5-minute blocks where a group that overlaps no other holds the node for
+#: a whole block (from meta :data:`BLOCKS_FROM_KEY`'s block on), from the minute rows
+#: elsewhere: the group's first and last minutes outside its blocks (read by their
+#: minutes: a few distinct ones, which DuckDB filters the minute table's scan with, so it
+#: does not read the job's whole range of every node again) and overlapping groups.
+#: Each row has ``minutes`` (bit i: minute i after its ``ts`` holds a row) and ``span_m``
+#: (its minutes: 5 or 1). A bucket of the caller must hold whole blocks.
+_D_BLOCKS = fill("""    SELECT {cols}, d.minutes, 5 AS span_m, {whole}
+    FROM gpu_nodes_5m d JOIN blocks g ON d.node = g.node AND d.ts >= g.blo AND d.ts < g.bhi
+    UNION ALL
+    SELECT {cols}, 1::UTINYINT, 1, {whole}
+    FROM gpu_nodes_1m d JOIN blocks g ON d.node = g.node AND d.ts >= g.lo AND d.ts < g.hi
+     AND NOT (d.ts >= g.blo AND d.ts < g.bhi)
+    WHERE d.ts IN (SELECT ts FROM edges)
+    UNION ALL
+    SELECT {cols}, 1::UTINYINT, 1, {whole}
+    FROM gpu_nodes_1m d JOIN nm g ON d.node = g.node AND d.ts = g.ts""", whole=_WHOLE)
+
+#: The groups' whole blocks ``[blo, bhi)`` (empty where ``bhi <= blo``) and the minutes
+#: outside them (``edges``), for :data:`_D_BLOCKS`.
+_BLOCKS = fill("""
+blocks AS (
+    SELECT *, greatest(time_bucket(INTERVAL 5 MINUTE, lo + INTERVAL 4 MINUTE),
+                       coalesce((SELECT CAST(value AS TIMESTAMP) FROM meta
+                                 WHERE key = '{key}'), '-infinity'::TIMESTAMP)) AS blo,
+           time_bucket(INTERVAL 5 MINUTE, hi) AS bhi
+    FROM grp WHERE NOT overlapping
+),
+edges AS (
+    SELECT DISTINCT unnest(CASE WHEN bhi > blo
+                                THEN list_concat(range(lo, blo, INTERVAL 1 MINUTE),
+                                                 range(bhi, hi, INTERVAL 1 MINUTE))
+                                ELSE range(lo, hi, INTERVAL 1 MINUTE) END) AS ts
+    FROM blocks
+),""", key=BLOCKS_FROM_KEY)
 
 
-def job_node_minutes(first: str, columns: tuple[str, ...]) -> str:
+#: The minutes of a row of :data:`_D_BLOCKS`' ``d`` (``span_m`` from its ``ts``), one row
+#: each: where a block's sums are not the job's, its minutes' GPU rows are read.
+BLOCK_MINUTES = "unnest(range(ts, ts + to_minutes(span_m), INTERVAL 1 MINUTE))"
+
+
+def job_node_minutes(first: str, columns: tuple[str, ...], *, blocks: bool = False) -> str:
     """:data:`JOB_NODE_MINUTES` reading ``gpu_nodes_1m``'s ``columns`` from the minute
-    ``first`` (an SQL expression of the query's parameters) on."""
-    return fill(JOB_NODE_MINUTES, first=first, d_cols=names("d." + c for c in columns))
+    ``first`` (an SQL expression of the query's parameters) on; ``blocks``: the whole
+    5-minute blocks from ``gpu_nodes_5m`` (:data:`_D_BLOCKS`, its two more columns)."""
+    cols = names("d." + c for c in columns)
+    if not blocks:
+        return fill(JOB_NODE_MINUTES, first=first, d=fill(_D_MINUTES, cols=cols))
+    head, tail = JOB_NODE_MINUTES.split("d AS (", 1)
+    return fill(head + _BLOCKS + "\nd AS (" + tail, first=first,
+                d=fill(_D_BLOCKS, cols=cols))

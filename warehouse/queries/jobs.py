@@ -16,10 +16,10 @@ import pandas as pd
 from warehouse.analytics import Options
 from warehouse.clock import ceil_hour, floor_hour
 from warehouse.db import fill
-from warehouse.node_minutes import MASK_BIT
+from warehouse.node_minutes import BLOCK_S, MASK_BIT
 from warehouse.queries import energy as qe
 from warehouse.queries import energy_method as em
-from warehouse.queries.job_minutes import JOB_ALLOCATIONS, job_node_minutes
+from warehouse.queries.job_minutes import BLOCK_MINUTES, JOB_ALLOCATIONS, job_node_minutes
 from warehouse.queries.utilisation import TIERS, bucket_s, tier
 
 MAX_JOB_SPAN = timedelta(days=31)
@@ -115,15 +115,15 @@ FROM s GROUP BY 1 ORDER BY 1
 #: as the hour tier's do. Either way a row counts once per allocation of the job that
 #: overlaps its minute. GPUs per bucket: per node, the union of its minutes' bits, plus
 #: the GPUs without one.
-_TELEMETRY_MINUTES_SQL = fill("""
+_TELEMETRY_MINUTES_SQL = """
 WITH {al},
 {node_minutes},
 {rows}
 per_node AS (  -- per bucket and node; a minute's bit: its place in the bucket
     SELECT time_bucket(to_seconds($bucket_s), ts) AS ts, node,
            coalesce(bit_count(bit_or(bits)), 0) AS gpus,
-           bit_or(1::UBIGINT << ((epoch(ts) - epoch(time_bucket(to_seconds($bucket_s), ts)))
-                                 // 60)::UBIGINT) AS minutes,
+           bit_or({mins}::UBIGINT << ((epoch(ts) - epoch(time_bucket(to_seconds($bucket_s), ts)))
+                                      // 60)::UBIGINT) AS minutes,
            sum(util_n) AS util_n, sum(util_sum) AS util_sum, min(util_min) AS util_min,
            sum(temp_n) AS temp_n, sum(temp_c_sum) AS temp_c_sum, max(temp_c_max) AS temp_c_max,
            sum(power_w_sum) AS power_w_sum, sum(throttle_thermal_s) AS throttle_thermal_s,
@@ -137,26 +137,31 @@ SELECT ts, (sum(gpus) + coalesce(any_value(odd.n), 0))::BIGINT AS gpus,
        sum(power_w_sum) / 1000.0 / bit_count(bit_or(minutes)) AS power_kw,
        sum(throttle_thermal_s) AS throttle_thermal_s, sum(not_whole) AS not_whole
 FROM per_node LEFT JOIN odd USING (ts) GROUP BY 1 ORDER BY 1
-""", al=JOB_ALLOCATIONS, node_minutes=job_node_minutes(
-    "date_trunc('minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND)",
-    ("ts", "node", "gpu_mask", "util_n", "util_pct_sum", "util_pct_min", "temp_n",
-     "temp_c_sum", "temp_c_max", "power_w_sum", "throttle_thermal_s")))
+"""
+_TELEMETRY_FIRST = "date_trunc('minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND)"
+_TELEMETRY_COLUMNS = ("ts", "node", "gpu_mask", "util_n", "util_pct_sum", "util_pct_min",
+                      "temp_n", "temp_c_sum", "temp_c_max", "power_w_sum",
+                      "throttle_thermal_s")
 #: Where a node-minute is not whole, its GPU rows (``s``) instead of its sums; GPUs
 #: without a bit counted apart (``odd``).
-_ROWS_ALL = fill("""part AS (SELECT node, ts FROM d WHERE NOT whole),
+#: The GPU rows are found by their minutes (a few distinct ones: DuckDB filters the
+#: minute tier's scan with them instead of reading the job's whole range of every GPU).
+#: ``{part_ts}``: a ``d`` row's minutes; ``{mins}``: its minutes' bits.
+_ROWS_ALL = fill("""part AS (SELECT node, {part_ts} AS ts FROM d WHERE NOT whole),
 {on_job_gpus},
 rows AS (  -- one row per node-minute served whole, one per GPU row and allocation else
-    SELECT ts, node, gpu_mask AS bits, util_n,
+    SELECT ts, node, gpu_mask AS bits, {mins} AS mins, util_n,
            util_pct_sum AS util_sum, util_pct_min AS util_min, temp_n, temp_c_sum,
            temp_c_max, power_w_sum, throttle_thermal_s, whole
     FROM d WHERE whole
     UNION ALL
-    SELECT ts, node, {s_bit}, (util_pct_avg IS NOT NULL)::INTEGER, util_pct_avg, util_pct_avg,
-           (temp_c_avg IS NOT NULL)::INTEGER, temp_c_avg, temp_c_max, power_w_avg,
-           throttle_thermal_s, true
+    SELECT ts, node, {s_bit}, 1, (util_pct_avg IS NOT NULL)::INTEGER, util_pct_avg,
+           util_pct_avg, (temp_c_avg IS NOT NULL)::INTEGER, temp_c_avg, temp_c_max,
+           power_w_avg, throttle_thermal_s, true
     FROM s
 ),""", s_bit=MASK_BIT, on_job_gpus=fill(
-    _ON_JOB_GPUS, tier="(SELECT * FROM gpu_samples_1m SEMI JOIN part USING (node, ts))"))
+    _ON_JOB_GPUS, tier="(SELECT * FROM gpu_samples_1m SEMI JOIN part USING (node, ts) "
+                       "WHERE ts IN (SELECT ts FROM part))"))
 _ODD_ALL = """odd AS (  -- GPUs without a bit (index beyond 0-63), on the row path only
     SELECT time_bucket(to_seconds($bucket_s), ts) AS ts, count(DISTINCT (node, gpu_index)) AS n
     FROM s WHERE gpu_index NOT BETWEEN 0 AND 63 GROUP BY 1
@@ -164,14 +169,28 @@ _ODD_ALL = """odd AS (  -- GPUs without a bit (index beyond 0-63), on the row pa
 #: The first try: every node-minute's sums, ``not_whole`` counting those that are not
 #: whole. Where none is (whole-node jobs), these are the figures, in one pass over ``d``
 #: (the full query above reads ``d`` twice, which DuckDB materialises: ~30 % of its CPU).
-_TELEMETRY_MINUTES = {
-    "whole": fill(_TELEMETRY_MINUTES_SQL, rows="""rows AS (
-    SELECT ts, node, gpu_mask AS bits, util_n, util_pct_sum AS util_sum,
+_ROWS_WHOLE = """rows AS (
+    SELECT ts, node, gpu_mask AS bits, {mins} AS mins, util_n, util_pct_sum AS util_sum,
            util_pct_min AS util_min, temp_n, temp_c_sum, temp_c_max, power_w_sum,
            throttle_thermal_s, whole
     FROM d
-),""", odd="odd AS (SELECT NULL::TIMESTAMP AS ts, 0 AS n WHERE false)"),
-    "all": fill(_TELEMETRY_MINUTES_SQL, rows=_ROWS_ALL, odd=_ODD_ALL)}
+),"""
+_NO_ODD = "odd AS (SELECT NULL::TIMESTAMP AS ts, 0 AS n WHERE false)"
+#: Keyed by (blocks, first try). ``blocks``: from the 5-minute blocks where the job held a
+#: node all of one (issue 17: an 8,192-GPU job's day read 1.2 M node-minutes, ~0.3 s),
+#: for buckets of whole blocks (``node_minutes.BLOCK_S``); a row's minutes are its bits.
+#: There ``d`` is small (a fifth of the rows), so there is no first try: the full query
+#: at once (an 8,192-GPU job with two buckets not whole: the first try ~175 ms, then the
+#: full query ~200 ms).
+_TELEMETRY_MINUTES = {
+    (blocks, first): fill(
+        _TELEMETRY_MINUTES_SQL, al=JOB_ALLOCATIONS, mins="mins",
+        node_minutes=job_node_minutes(_TELEMETRY_FIRST, _TELEMETRY_COLUMNS, blocks=blocks),
+        rows=(fill(_ROWS_WHOLE, mins="1") if first else
+              fill(_ROWS_ALL, mins="minutes" if blocks else "1",
+                   part_ts=BLOCK_MINUTES if blocks else "ts")),
+        odd=_NO_ODD if first else _ODD_ALL)
+    for blocks, first in ((False, True), (False, False), (True, False))}
 
 #: The row path for any tier, keyed by table (the hour tier's query; the minute tier's
 #: when a bucket holds more minutes than ``per_node.minutes`` has bits).
@@ -268,10 +287,24 @@ def telemetry(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
               "bucket_s": bucket_s(start, end)}
     if table != "gpu_samples_1m" or params["bucket_s"] > MINUTES_BUCKET_MAX_S:
         return cur.execute(_TELEMETRY_ROWS[table], params).df()
-    df = cur.execute(_TELEMETRY_MINUTES["whole"],
-                     {k: v for k, v in params.items() if k != "step_s"}).df()
+    return minute_telemetry(cur, job_id=job_id, start=start, end=end,
+                            bucket_s=params["bucket_s"])
+
+
+def minute_telemetry(cur, *, job_id: str, start: datetime, end: datetime,
+                     bucket_s: int) -> pd.DataFrame:
+    """:func:`telemetry`'s figures from the minute tier over ``[start, end)`` in buckets
+    of ``bucket_s`` seconds (whole minutes, at most :data:`MINUTES_BUCKET_MAX_S`) from the
+    per-node sums where the job held the node's GPUs (5-minute blocks where a bucket holds
+    whole blocks), from the GPU rows elsewhere."""
+    params = {"job_id": job_id, "start": start, "end": end, "bucket_s": int(bucket_s)}
+    full = {**params, "step_s": TIERS["gpu_samples_1m"]}
+    if bucket_s % BLOCK_S == 0:
+        return cur.execute(_TELEMETRY_MINUTES[True, False], full).df().drop(
+            columns="not_whole")
+    df = cur.execute(_TELEMETRY_MINUTES[False, True], params).df()
     if df["not_whole"].sum() > 0:  # some node-minutes need their GPU rows
-        df = cur.execute(_TELEMETRY_MINUTES["all"], params).df()
+        df = cur.execute(_TELEMETRY_MINUTES[False, False], full).df()
     return df.drop(columns="not_whole")
 
 

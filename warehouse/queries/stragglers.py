@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from warehouse.db import fill
-from warehouse.queries.job_minutes import JOB_ALLOCATIONS, job_node_minutes
+from warehouse.node_minutes import BLOCK_S
+from warehouse.queries.job_minutes import BLOCK_MINUTES, JOB_ALLOCATIONS, job_node_minutes
 
 #: Each episode's share of ``[start, end)`` (0-1) as ``share``.
 _OVERLAP = """
@@ -54,11 +55,14 @@ LIMIT $limit
 #: other node-minutes (a GPU of the node not held, one held by two runs, rows written
 #: before migration 027, which keep no clock or power count) give their GPU rows joined
 #: with the allocations (once per allocation of the job overlapping the minute). The GPU
-#: rows are read only between the first and last such minute.
-_HEATMAP_SQL = fill("""
+#: rows are found by their minutes (a few distinct ones, which DuckDB filters the minute
+#: tier's scan with). Buckets of whole 5-minute blocks read ``gpu_nodes_5m`` where the job
+#: held a node all of a block (:data:`_HEATMAP_BLOCKS_SQL`, warehouse/queries/
+#: job_minutes.py); a block not served whole is read as its minutes' GPU rows.
+_HEATMAP = """
 WITH {al},
 {node_minutes},
-part AS (SELECT node, ts FROM d WHERE NOT (whole AND power_n IS NOT NULL)),
+part AS (SELECT node, {part_ts} AS ts FROM d WHERE NOT (whole AND power_n IS NOT NULL)),
 cells AS (
     SELECT ts, node, sm_clock_mhz_min AS clock, power_w_sum AS power_sum, power_n,
            {throttled} AS throttle_s
@@ -67,19 +71,26 @@ cells AS (
     SELECT m.ts, m.node, m.sm_clock_mhz_avg, m.power_w_avg, (m.power_w_avg IS NOT NULL)::INTEGER,
            {throttled}
     FROM (SELECT * FROM gpu_samples_1m SEMI JOIN part USING (node, ts)
-          WHERE ts >= (SELECT min(ts) FROM part) AND ts <= (SELECT max(ts) FROM part)) m
+          WHERE ts IN (SELECT ts FROM part)) m
     JOIN al a ON m.node = a.node AND m.gpu_index = a.gpu_index
      AND m.ts >= date_trunc('minute', a.start_ts) AND m.ts < a.end_ts
 )
 SELECT time_bucket(to_seconds($bucket_s::BIGINT), ts) AS ts, node, min(clock) AS clock_mhz,
        sum(power_sum) / nullif(sum(power_n), 0) AS power_w, sum(throttle_s) AS throttle_s
 FROM cells GROUP BY ALL ORDER BY ts, node
-""", al=JOB_ALLOCATIONS,
-    throttled="coalesce(throttle_thermal_s, 0) + coalesce(throttle_power_s, 0)",
-    node_minutes=job_node_minutes(  # minute rows at or after $start, as the GPU rows' were
-        "date_trunc('minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND) + INTERVAL 1 MINUTE",
-        ("ts", "node", "gpu_mask", "sm_clock_mhz_min", "power_w_sum", "power_n",
-         "throttle_thermal_s", "throttle_power_s")))
+"""
+#: minute rows at or after $start, as the GPU rows' were
+_HEATMAP_FIRST = ("date_trunc('minute', $start::TIMESTAMP - INTERVAL 1 MICROSECOND)"
+                  " + INTERVAL 1 MINUTE")
+_HEATMAP_COLUMNS = ("ts", "node", "gpu_mask", "sm_clock_mhz_min", "power_w_sum", "power_n",
+                    "throttle_thermal_s", "throttle_power_s")
+_HEATMAP_SQL, _HEATMAP_BLOCKS_SQL = (
+    fill(_HEATMAP, al=JOB_ALLOCATIONS, part_ts=part_ts,
+         throttled="coalesce(throttle_thermal_s, 0) + coalesce(throttle_power_s, 0)",
+         node_minutes=job_node_minutes(_HEATMAP_FIRST, _HEATMAP_COLUMNS, blocks=blocks))
+    for blocks, part_ts in (
+        (False, "ts"),
+        (True, BLOCK_MINUTES)))
 _SPAN_SQL = """SELECT min(start_ts), max(coalesce(end_ts, $now)) FROM allocations
 WHERE job_id = $job_id"""
 HEATMAP_COLUMNS = 240  # time buckets at most
@@ -128,8 +139,9 @@ def heatmap(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
         return pd.DataFrame(columns=["ts", "node", "clock_mhz", "power_w", "throttle_s",
                                      "clock_rel"])
     start, bucket_s = window
-    df = cur.execute(_HEATMAP_SQL, {"job_id": job_id, "end": now, "start": start,
-                                    "bucket_s": bucket_s}).df()
+    sql = _HEATMAP_BLOCKS_SQL if bucket_s % BLOCK_S == 0 else _HEATMAP_SQL
+    df = cur.execute(sql, {"job_id": job_id, "end": now, "start": start,
+                           "bucket_s": bucket_s}).df()
     med = df.groupby("ts").clock_mhz.transform("median")
     return df.assign(clock_rel=df.clock_mhz / med.where(med > 0))
 
