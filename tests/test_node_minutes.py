@@ -25,6 +25,7 @@ from warehouse import Retention, Warehouse, meta, node_minutes
 from warehouse.db import fill
 from warehouse.migrate import available, migrate
 from warehouse.queries import jobs, stragglers, thermal, utilisation
+from warehouse.queries.job_minutes import job_allocations
 from warehouse.schema import derived_columns
 from warehouse.usage import SCOPE
 
@@ -323,13 +324,19 @@ def test_migration_fills_it_from_an_existing_minute_tier(tmp_path):
 # -- the charts give the replaced queries' figures ---------------------------------------
 
 def _old_telemetry(cur, job_id, now):
-    span = jobs._span(cur, job_id, now)
+    span = jobs.span(cur, job_id=job_id, now=now)
     if span is None:
         return None
     start, end = span
     params = {"job_id": job_id, "start": start, "end": end, "step_s": 60,
               "bucket_s": utilisation.bucket_s(start, end)}
     return cur.execute(OLD_TELEMETRY, params).df()
+
+
+def _cells(cur, sql, now, start, bucket_s, job_id="j"):
+    """The heat map query ``sql`` (stragglers' minute or block form) over job ``j``."""
+    with job_allocations(cur, job_id) as own:
+        return own.execute(sql, {"end": now, "start": start, "bucket_s": bucket_s}).df()
 
 
 def _same(got, want):
@@ -500,8 +507,7 @@ def test_straggler_heat_map_as_before_on_random_minutes(blank, cluster, lo, buck
     now = W0 + timedelta(hours=3)
     window = (W0 + lo * timedelta(seconds=61), bucket_s)
     want = _old_heatmap(cur, "j", now, window)
-    got = cur.execute(stragglers._HEATMAP_SQL, {"job_id": "j", "end": now,
-                                                "start": window[0], "bucket_s": bucket_s}).df()
+    got = _cells(cur, stragglers._HEATMAP_SQL, now, *window)
     _same(got, want)
     if stragglers.heatmap_window(cur, job_id="j", now=now) is not None:
         _same(stragglers.heatmap(cur, job_id="j", now=now).drop(columns="clock_rel"),
@@ -531,15 +537,14 @@ def test_telemetry_and_heat_map_from_blocks_as_before_on_random_minutes(
     blank.write(load).result()
     cur = blank.reader()
     now = W0 + timedelta(hours=3)
-    span = jobs._span(cur, "j", now)
+    span = jobs.span(cur, job_id="j", now=now)
     if span is not None:
         want = cur.execute(OLD_TELEMETRY, {"job_id": "j", "start": span[0], "end": span[1],
                                            "step_s": 60, "bucket_s": bucket_s}).df()
         _same(jobs.minute_telemetry(cur, job_id="j", start=span[0], end=span[1],
                                     bucket_s=bucket_s), want)
     window = (W0 + lo * timedelta(seconds=61), bucket_s)
-    got = cur.execute(stragglers._HEATMAP_BLOCKS_SQL, {
-        "job_id": "j", "end": now, "start": window[0], "bucket_s": bucket_s}).df()
+    got = _cells(cur, stragglers._HEATMAP_BLOCKS_SQL, now, *window)
     _same(got, _old_heatmap(cur, "j", now, window))
 
 
@@ -563,6 +568,5 @@ def test_a_minute_at_another_nodes_edge_is_read_once(blank):
     assert want["gpus"].tolist() == [2, 3, 3, 3, 2, 2]
     _same(jobs.minute_telemetry(cur, job_id="j", start=W0, end=W0 + 30 * M, bucket_s=300),
           want)
-    got = cur.execute(stragglers._HEATMAP_BLOCKS_SQL, {
-        "job_id": "j", "end": now, "start": W0, "bucket_s": 300}).df()
+    got = _cells(cur, stragglers._HEATMAP_BLOCKS_SQL, now, W0, 300)
     _same(got, _old_heatmap(cur, "j", now, (W0, 300)))

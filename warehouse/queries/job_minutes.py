@@ -8,16 +8,41 @@ without an end holds to it). Units: the columns of ``allocations``, ``gpu_nodes_
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from warehouse.db import fill, names
 from warehouse.node_minutes import BLOCKS_FROM_KEY, MASK_BIT
 
-#: The job's allocations (``al``): node, gpu_index, run_index, start_ts, end_ts (open
-#: ends to ``$end``).
+#: The job's allocation rows, which :func:`job_allocations` registers as the view
+#: ``job_allocations``.
+_JOB_ROWS = """
+SELECT node, gpu_index, run_index, start_ts, end_ts FROM allocations WHERE job_id = $job_id
+"""
+
+#: The job's allocations (``al``, from :func:`job_allocations`' view): node, gpu_index,
+#: run_index, start_ts, end_ts (open ends to ``$end``).
 JOB_ALLOCATIONS = """
 al AS (
     SELECT node, gpu_index, run_index, start_ts, coalesce(end_ts, $end::TIMESTAMP) AS end_ts
-    FROM allocations WHERE job_id = $job_id AND start_ts IS NOT NULL  -- none held
+    FROM job_allocations WHERE start_ts IS NOT NULL  -- none held
 )"""
+
+
+@contextmanager
+def job_allocations(cur, job_id: str) -> Iterator:
+    """A cursor of its own on which the view ``job_allocations`` holds the job's
+    allocation rows (node, gpu_index, run_index, start_ts, end_ts), read once: a job's
+    page callback reads its span and then queries over them, and ``allocations`` is
+    scanned for a job (its rows spread over the table: ~35 ms for an 8,192-GPU job's
+    65,540 rows in a 24,576-GPU week) once instead of for each (issue 17)."""
+    rows = cur.sql(_JOB_ROWS, params={"job_id": job_id}).to_arrow_table()
+    own = cur.cursor()
+    try:
+        own.register("job_allocations", rows)
+        yield own
+    finally:
+        own.close()
 
 #: The job's node-minutes ``d`` (``gpu_nodes_1m`` columns ``{d_cols}``) in the minutes
 #: from ``{first}`` to before ``$end`` that its allocations ``al`` hold, each marked

@@ -19,7 +19,12 @@ from warehouse.db import fill
 from warehouse.node_minutes import BLOCK_S, MASK_BIT
 from warehouse.queries import energy as qe
 from warehouse.queries import energy_method as em
-from warehouse.queries.job_minutes import BLOCK_MINUTES, JOB_ALLOCATIONS, job_node_minutes
+from warehouse.queries.job_minutes import (
+    BLOCK_MINUTES,
+    JOB_ALLOCATIONS,
+    job_allocations,
+    job_node_minutes,
+)
 from warehouse.queries.utilisation import TIERS, bucket_s, tier
 
 MAX_JOB_SPAN = timedelta(days=31)
@@ -75,12 +80,13 @@ FROM allocations a LEFT JOIN nodes n USING (node)
 WHERE a.job_id = $job_id ORDER BY a.run_index, a.node, a.gpu_index LIMIT $limit
 """
 
-_HELD_RUNS = "SELECT DISTINCT run_index FROM allocations WHERE job_id = $job_id"
+#: Of the job's allocations (:func:`job_minutes.job_allocations`' view).
+_HELD_RUNS = "SELECT DISTINCT run_index FROM job_allocations"
 
 _SPAN = """
 SELECT greatest(min(start_ts), $floor::TIMESTAMP),
        least(max(coalesce(end_ts, $now::TIMESTAMP)), $now::TIMESTAMP)
-FROM allocations WHERE job_id = $job_id AND start_ts <= $now
+FROM job_allocations WHERE start_ts <= $now
 """
 
 #: Each rollup row of ``{tier}`` on a GPU the job held, once per allocation of the job
@@ -144,8 +150,9 @@ _TELEMETRY_COLUMNS = ("ts", "node", "gpu_mask", "util_n", "util_pct_sum", "util_
                       "throttle_thermal_s")
 #: Where a node-minute is not whole, its GPU rows (``s``) instead of its sums; GPUs
 #: without a bit counted apart (``odd``).
-#: The GPU rows are found by their minutes (a few distinct ones: DuckDB filters the
-#: minute tier's scan with them instead of reading the job's whole range of every GPU).
+#: The GPU rows are found by their minutes, between the first and last (a few distinct
+#: ones: DuckDB filters the minute tier's scan with them instead of reading the job's
+#: whole range of every GPU; the bounds hold where its plan does not).
 #: ``{part_ts}``: a ``d`` row's minutes; ``{mins}``: its minutes' bits.
 _ROWS_ALL = fill("""part AS (SELECT node, {part_ts} AS ts FROM d WHERE NOT whole),
 {on_job_gpus},
@@ -161,7 +168,8 @@ rows AS (  -- one row per node-minute served whole, one per GPU row and allocati
     FROM s
 ),""", s_bit=MASK_BIT, on_job_gpus=fill(
     _ON_JOB_GPUS, tier="(SELECT * FROM gpu_samples_1m SEMI JOIN part USING (node, ts) "
-                       "WHERE ts IN (SELECT ts FROM part))"))
+                       "WHERE ts IN (SELECT ts FROM part) AND ts >= (SELECT min(ts) FROM part)"
+                       " AND ts <= (SELECT max(ts) FROM part))"))
 _ODD_ALL = """odd AS (  -- GPUs without a bit (index beyond 0-63), on the row path only
     SELECT time_bucket(to_seconds($bucket_s), ts) AS ts, count(DISTINCT (node, gpu_index)) AS n
     FROM s WHERE gpu_index NOT BETWEEN 0 AND 63 GROUP BY 1
@@ -261,12 +269,20 @@ def gpus(cur, *, job_id: str, limit: int = 5000) -> pd.DataFrame:
     return cur.execute(_GPUS, {"job_id": job_id, "limit": limit}).df()
 
 
-def _span(cur, job_id: str, now: datetime) -> tuple[datetime, datetime] | None:
-    lo, hi = cur.execute(_SPAN, {"job_id": job_id, "now": now,
-                                 "floor": now - MAX_JOB_SPAN}).fetchone()
+def _span(own, now: datetime) -> tuple[datetime, datetime] | None:
+    """The job's span to ``now`` (at most :data:`MAX_JOB_SPAN`), on a cursor of
+    :func:`job_minutes.job_allocations`; None when it held nothing before ``now``."""
+    lo, hi = own.execute(_SPAN, {"now": now, "floor": now - MAX_JOB_SPAN}).fetchone()
     if lo is None or hi is None or hi <= lo:
         return None
     return lo, hi
+
+
+def span(cur, *, job_id: str, now: datetime) -> tuple[datetime, datetime] | None:
+    """The span :func:`telemetry` and :func:`energy` read: from the job's first
+    allocation (at most :data:`MAX_JOB_SPAN` before ``now``) to its last end or ``now``."""
+    with job_allocations(cur, job_id) as own:
+        return _span(own, now)
 
 
 def telemetry(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
@@ -276,19 +292,19 @@ def telemetry(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
     temp_max_c (°C), power_kw (total, kW), throttle_thermal_s (GPU-seconds throttled).
     Empty when the job never held a GPU.
     """
-    span = _span(cur, job_id, now)
-    if span is None:
-        return pd.DataFrame(columns=["ts", "gpus", "util_mean_pct", "util_min_pct",
-                                     "temp_mean_c", "temp_max_c", "power_kw",
-                                     "throttle_thermal_s"])
-    start, end = span
-    table = tier(start, end)
-    params = {"job_id": job_id, "start": start, "end": end, "step_s": TIERS[table],
-              "bucket_s": bucket_s(start, end)}
-    if table != "gpu_samples_1m" or params["bucket_s"] > MINUTES_BUCKET_MAX_S:
-        return cur.execute(_TELEMETRY_ROWS[table], params).df()
-    return minute_telemetry(cur, job_id=job_id, start=start, end=end,
-                            bucket_s=params["bucket_s"])
+    with job_allocations(cur, job_id) as own:
+        span = _span(own, now)
+        if span is None:
+            return pd.DataFrame(columns=["ts", "gpus", "util_mean_pct", "util_min_pct",
+                                         "temp_mean_c", "temp_max_c", "power_kw",
+                                         "throttle_thermal_s"])
+        start, end = span
+        table = tier(start, end)
+        width = bucket_s(start, end)
+        if table != "gpu_samples_1m" or width > MINUTES_BUCKET_MAX_S:
+            return own.execute(_TELEMETRY_ROWS[table], {
+                "start": start, "end": end, "step_s": TIERS[table], "bucket_s": width}).df()
+        return _minute_telemetry(own, start, end, width)
 
 
 def minute_telemetry(cur, *, job_id: str, start: datetime, end: datetime,
@@ -297,14 +313,19 @@ def minute_telemetry(cur, *, job_id: str, start: datetime, end: datetime,
     of ``bucket_s`` seconds (whole minutes, at most :data:`MINUTES_BUCKET_MAX_S`) from the
     per-node sums where the job held the node's GPUs (5-minute blocks where a bucket holds
     whole blocks), from the GPU rows elsewhere."""
-    params = {"job_id": job_id, "start": start, "end": end, "bucket_s": int(bucket_s)}
+    with job_allocations(cur, job_id) as own:
+        return _minute_telemetry(own, start, end, bucket_s)
+
+
+def _minute_telemetry(own, start: datetime, end: datetime, bucket_s: int) -> pd.DataFrame:
+    params = {"start": start, "end": end, "bucket_s": int(bucket_s)}
     full = {**params, "step_s": TIERS["gpu_samples_1m"]}
     if bucket_s % BLOCK_S == 0:
-        return cur.execute(_TELEMETRY_MINUTES[True, False], full).df().drop(
+        return own.execute(_TELEMETRY_MINUTES[True, False], full).df().drop(
             columns="not_whole")
-    df = cur.execute(_TELEMETRY_MINUTES[False, True], params).df()
+    df = own.execute(_TELEMETRY_MINUTES[False, True], params).df()
     if df["not_whole"].sum() > 0:  # some node-minutes need their GPU rows
-        df = cur.execute(_TELEMETRY_MINUTES[False, False], full).df()
+        df = own.execute(_TELEMETRY_MINUTES[False, False], full).df()
     return df.drop(columns="not_whole")
 
 
@@ -321,12 +342,13 @@ def energy(cur, *, job_id: str, now: datetime, opts: Options | None = None) -> p
     priced per hour as the Energy page prices them, instead of every GPU's minutes of a
     partial first or last hour (issue 17: the first 45 minutes of an 8,192-GPU job were
     ~0.25 s of CPU)."""
-    span = _span(cur, job_id, now)
     cols = ["run_index", "gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg",
             "embodied_kg", "method"]
+    with job_allocations(cur, job_id) as own:
+        span = _span(own, now)
+        held = own.execute(_HELD_RUNS).fetchall() if span is not None else []
     if span is None:
         return pd.DataFrame(columns=cols)
-    held = cur.execute(_HELD_RUNS, {"job_id": job_id}).fetchall()
     runs = [(job_id, int(r)) for (r,) in held]
     lo = max(floor_hour(span[0]), now - MAX_JOB_SPAN)  # never before the span's floor
     df = qe.run_energy(cur, start=lo, end=min(ceil_hour(span[1]), now), opts=opts, runs=runs)

@@ -15,7 +15,12 @@ import pandas as pd
 
 from warehouse.db import fill
 from warehouse.node_minutes import BLOCK_S
-from warehouse.queries.job_minutes import BLOCK_MINUTES, JOB_ALLOCATIONS, job_node_minutes
+from warehouse.queries.job_minutes import (
+    BLOCK_MINUTES,
+    JOB_ALLOCATIONS,
+    job_allocations,
+    job_node_minutes,
+)
 
 #: Each episode's share of ``[start, end)`` (0-1) as ``share``.
 _OVERLAP = """
@@ -55,10 +60,11 @@ LIMIT $limit
 #: other node-minutes (a GPU of the node not held, one held by two runs, rows written
 #: before migration 027, which keep no clock or power count) give their GPU rows joined
 #: with the allocations (once per allocation of the job overlapping the minute). The GPU
-#: rows are found by their minutes (a few distinct ones, which DuckDB filters the minute
-#: tier's scan with). Buckets of whole 5-minute blocks read ``gpu_nodes_5m`` where the job
-#: held a node all of a block (:data:`_HEATMAP_BLOCKS_SQL`, warehouse/queries/
-#: job_minutes.py); a block not served whole is read as its minutes' GPU rows.
+#: rows are found by their minutes between the first and last such minute (a few
+#: distinct ones, which DuckDB filters the minute tier's scan with). Buckets of whole
+#: 5-minute blocks read ``gpu_nodes_5m`` where the job held a node all of a block
+#: (:data:`_HEATMAP_BLOCKS_SQL`, warehouse/queries/job_minutes.py); a block not served
+#: whole is read as its minutes' GPU rows.
 _HEATMAP = """
 WITH {al},
 {node_minutes},
@@ -71,7 +77,8 @@ cells AS (
     SELECT m.ts, m.node, m.sm_clock_mhz_avg, m.power_w_avg, (m.power_w_avg IS NOT NULL)::INTEGER,
            {throttled}
     FROM (SELECT * FROM gpu_samples_1m SEMI JOIN part USING (node, ts)
-          WHERE ts IN (SELECT ts FROM part)) m
+          WHERE ts IN (SELECT ts FROM part) AND ts >= (SELECT min(ts) FROM part)
+            AND ts <= (SELECT max(ts) FROM part)) m
     JOIN al a ON m.node = a.node AND m.gpu_index = a.gpu_index
      AND m.ts >= date_trunc('minute', a.start_ts) AND m.ts < a.end_ts
 )
@@ -91,8 +98,8 @@ _HEATMAP_SQL, _HEATMAP_BLOCKS_SQL = (
     for blocks, part_ts in (
         (False, "ts"),
         (True, BLOCK_MINUTES)))
-_SPAN_SQL = """SELECT min(start_ts), max(coalesce(end_ts, $now)) FROM allocations
-WHERE job_id = $job_id"""
+#: Of the job's allocations (:func:`job_minutes.job_allocations`' view).
+_SPAN_SQL = "SELECT min(start_ts), max(coalesce(end_ts, $now)) FROM job_allocations"
 HEATMAP_COLUMNS = 240  # time buckets at most
 HEATMAP_DAYS = 2  # the last this many days of the job
 
@@ -121,7 +128,12 @@ def heatmap_window(cur, *, job_id: str, now: datetime) -> tuple[datetime, int] |
     """Where :func:`heatmap` reads: the start of the job's last ``HEATMAP_DAYS`` days (its
     first allocation if later) and the bucket width (seconds, whole minutes, at most
     ``HEATMAP_COLUMNS`` buckets to ``now``); None when the job never held a GPU."""
-    first, last = cur.execute(_SPAN_SQL, {"job_id": job_id, "now": now}).fetchone()
+    with job_allocations(cur, job_id) as own:
+        return _window(own, now)
+
+
+def _window(own, now: datetime) -> tuple[datetime, int] | None:
+    first, last = own.execute(_SPAN_SQL, {"now": now}).fetchone()
     if first is None:
         return None
     start = max(first, last - timedelta(days=HEATMAP_DAYS))
@@ -134,16 +146,22 @@ def heatmap(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
     ``HEATMAP_COLUMNS``, one minute or longer) and node, ``clock_mhz`` (its slowest GPU),
     ``power_w`` and ``throttle_s``, and ``clock_rel``: that clock over the bucket's median
     across the job's nodes (1: as fast as its peers)."""
-    window = heatmap_window(cur, job_id=job_id, now=now)
-    if window is None:
-        return pd.DataFrame(columns=["ts", "node", "clock_mhz", "power_w", "throttle_s",
-                                     "clock_rel"])
-    start, bucket_s = window
-    sql = _HEATMAP_BLOCKS_SQL if bucket_s % BLOCK_S == 0 else _HEATMAP_SQL
-    df = cur.execute(sql, {"job_id": job_id, "end": now, "start": start,
-                           "bucket_s": bucket_s}).df()
+    with job_allocations(cur, job_id) as own:
+        window = _window(own, now)
+        if window is None:
+            return pd.DataFrame(columns=["ts", "node", "clock_mhz", "power_w",
+                                         "throttle_s", "clock_rel"])
+        df = heatmap_cells(own, start=window[0], bucket_s=window[1], now=now)
     med = df.groupby("ts").clock_mhz.transform("median")
     return df.assign(clock_rel=df.clock_mhz / med.where(med > 0))
+
+
+def heatmap_cells(own, *, start: datetime, bucket_s: int, now: datetime) -> pd.DataFrame:
+    """:func:`heatmap`'s cells (ts, node, clock_mhz, power_w, throttle_s) from ``start``
+    to ``now`` in buckets of ``bucket_s`` seconds (whole minutes), on a cursor of
+    :func:`job_minutes.job_allocations`."""
+    sql = _HEATMAP_BLOCKS_SQL if bucket_s % BLOCK_S == 0 else _HEATMAP_SQL
+    return own.execute(sql, {"end": now, "start": start, "bucket_s": int(bucket_s)}).df()
 
 
 _RECENT_SQL = """
