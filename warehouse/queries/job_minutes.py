@@ -36,10 +36,10 @@ def job_allocations(cur, job_id: str) -> Iterator:
     page callback reads its span and then queries over them, and ``allocations`` is
     scanned for a job (its rows spread over the table: ~35 ms for an 8,192-GPU job's
     65,540 rows in a 24,576-GPU week) once instead of for each (issue 17)."""
-    rows = cur.sql(_JOB_ROWS, params={"job_id": job_id}).to_arrow_table()
-    own = cur.cursor()
+    own = cur.cursor()  # ``cur`` may hold an unfinished result
     try:
-        own.register("job_allocations", rows)
+        own.register("job_allocations",
+                     own.sql(_JOB_ROWS, params={"job_id": job_id}).to_arrow_table())
         yield own
     finally:
         own.close()
