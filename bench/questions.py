@@ -109,7 +109,8 @@ def hottest_gpus(cur, *, now: datetime, limit: int = 10,
 
 
 #: tables :func:`storage` measures (names are formatted into the SQL: fixed ones only)
-STORAGE_TABLES = ("gpu_samples", "gpu_samples_1m", "gpu_nodes_1m", "gpu_samples_1h")
+STORAGE_TABLES = ("gpu_samples", "gpu_samples_1m", "gpu_nodes_1m", "gpu_nodes_5m",
+                  "gpu_samples_1h")
 
 _STORAGE = """
 SELECT (SELECT count(*) FROM {table}) AS "rows",

@@ -16,6 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from warehouse import placement as pl
+from warehouse.db import fill
+from warehouse.schema import derived_columns
 
 T0 = datetime(2026, 11, 9)
 H = timedelta(hours=1)
@@ -452,3 +454,50 @@ def test_fragmentation_in_numpy_as_the_pandas_grouping(empty_wh, seed, hours, of
     finally:
         w.write(lambda con: con.execute(
             "DELETE FROM allocations; DELETE FROM nodes; DELETE FROM racks")).result()
+
+
+class _WriteBetween:
+    """A reader cursor whose cursors commit ``sql`` on the writer after their first
+    statement other than BEGIN (a topology change landing between two reads)."""
+
+    def __init__(self, wh, sql, cur=None):
+        self.wh, self.sql, self.cur, self.seen = wh, sql, cur or wh.reader(), 0
+
+    def cursor(self):
+        return _WriteBetween(self.wh, self.sql, self.cur.cursor())
+
+    def close(self):
+        self.cur.close()
+
+    def execute(self, statement, params=None):
+        out = self.cur.execute(statement, params)
+        if not statement.startswith("BEGIN"):
+            self.seen += 1
+            if self.seen == 1:
+                self.wh.write(lambda con: con.execute(self.sql)).result()
+        return out
+
+
+@pytest.mark.parametrize("change", [
+    "UPDATE nodes SET partition = 'a' WHERE node = 'c'",
+    "INSERT INTO nodes (node, rack, partition, gpus) VALUES ('a', 'r0', 'p', 8)"])
+def test_fragmentation_reads_the_tree_and_the_allocations_in_one_snapshot(change):
+    """The held intervals name their node by its number in the tree (issue 17): a node
+    added, or moved to another partition, between reading the tree and the allocations
+    must not renumber them (a second reader's case: c's 8 held GPUs were charged to b,
+    or the arrays' shapes differed)."""
+    from warehouse import Warehouse
+
+    with Warehouse(":memory:") as w:
+        def load(con):
+            con.execute("INSERT INTO nodes (node, rack, partition, gpus) "
+                        "VALUES ('b', 'r0', 'p', 4), ('c', 'r0', 'p', 8)")
+            con.execute(fill("""INSERT INTO allocations BY NAME SELECT *{key} FROM (
+                SELECT 'j' AS job_id, 0 AS run_index, 'c' AS node, g::SMALLINT AS gpu_index,
+                       $1::TIMESTAMP AS start_ts, NULL::TIMESTAMP AS end_ts
+                FROM range(8) t(g))""", key=derived_columns("allocations")), [T0])
+        w.write(load).result()
+        got = pl.fragmentation(_WriteBetween(w, change), ticks=[T0 + H], usual={})
+        assert got["free_gpus"].tolist() == [4]  # b free, c held, as before the change
+        assert pl.fragmentation(w.reader(), ticks=[T0 + H], usual={})[
+            "free_gpus"].tolist() == [4 + 8 * change.startswith("INSERT")]

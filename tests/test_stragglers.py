@@ -9,6 +9,8 @@ from datetime import datetime, timedelta
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collector.simulator import Cluster, SimConfig
 from tests.support.stragglers import ANCHOR, LIVE, MIN, seed
@@ -228,6 +230,28 @@ def test_the_heat_map_has_a_row_per_node_and_outlines_the_straggler():
     assert (box.y0, box.y1) == (-0.5, 0.5)  # the row of node a
     empty = straggler_heatmap(cells.iloc[:0], None)
     assert "No telemetry" in empty.layout.annotations[0].text
+
+
+@given(st.floats(min_value=0, max_value=3 * 86400, allow_nan=False))
+def test_the_heat_maps_buckets_are_the_narrowest_within_its_columns(span_s):
+    """At most HEATMAP_COLUMNS buckets over any window (widths floored to the minute gave
+    up to twice as many), whole minutes, and beyond 5 minutes whole 5-minute blocks (the
+    ones gpu_nodes_5m serves): the narrowest such width."""
+    from warehouse.queries import stragglers as sq
+
+    width = sq.heatmap_bucket_s(span_s)
+    step = 60 if width <= 300 else 300
+    assert width >= 60 and width % step == 0
+    assert max(span_s, 60) <= width * sq.HEATMAP_COLUMNS
+    assert width == 60 or (width - step) * sq.HEATMAP_COLUMNS < span_s
+
+
+def test_the_heat_maps_bucket_for_some_windows():
+    from warehouse.queries import stragglers as sq
+
+    h = 3600
+    assert [sq.heatmap_bucket_s(s) for s in (0, 4 * h, 8 * h, 20 * h, 22 * h, 48 * h)] == [
+        60, 60, 120, 300, 600, 900]
 
 
 def test_the_heat_map_leaves_out_buckets_without_a_clock_and_keeps_nodes_without_one():

@@ -32,3 +32,9 @@ def ceil_hour(ts: datetime) -> datetime:
 def floor_to(ts: datetime, step: timedelta) -> datetime:
     """``ts`` floored to a multiple of ``step`` since the Unix epoch (naive UTC)."""
     return ts - (ts - datetime(1970, 1, 1)) % step
+
+
+def ceil_to(ts: datetime, step: timedelta) -> datetime:
+    """``ts`` rounded up to a multiple of ``step`` since the Unix epoch (itself when one)."""
+    floor = floor_to(ts, step)
+    return floor if floor == ts else floor + step

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from warehouse.clock import floor_to
+from warehouse.clock import ceil_to, floor_to
 from warehouse.db import fill
 
 #: One GPU index's bit of ``gpu_mask`` (NULL outside 0-63).
@@ -114,9 +114,7 @@ def refresh(con, lo: datetime, hi: datetime) -> int:
 def refresh_blocks(con, lo: datetime, hi: datetime) -> int:
     """Recompute the 5-minute blocks touching ``[lo, hi)`` (naive UTC), whole, from
     ``gpu_nodes_1m``. Returns the rows written."""
-    lo = floor_to(lo, BLOCK)
-    top = floor_to(hi, BLOCK)
-    hi = top if top == hi else top + BLOCK
+    lo, hi = floor_to(lo, BLOCK), ceil_to(hi, BLOCK)
     con.execute(_BLOCK_DELETE_SQL, [lo, hi])
     row = con.execute(_BLOCK_INSERT_SQL, [lo, hi]).fetchone()
     return int(row[0]) if row else 0

@@ -47,7 +47,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import pandas as pd
 
-from warehouse.db import fill
+from warehouse.db import fill, transaction
 
 #: The network tree: one row per node with its rack, zone (the rack itself when the
 #: racks table names none), partition and GPUs.
@@ -363,14 +363,24 @@ def fragmentation(cur, *, ticks: list[datetime], usual: dict[str, float],
     cols = ["ts", "free_gpus", "whole_node_gpus", "largest_node_gpus", "largest_rack_gpus",
             "largest_zone_gpus", "stranded_gpus"]
     t_us = np.unique(np.array(list(ticks), dtype="datetime64[us]").astype(np.int64))
-    nodes = cur.execute(_NODES, {"partition": partition}).df() if len(t_us) else None
+    if not len(t_us):
+        nodes = None
+    else:  # one snapshot: _HELD numbers the nodes as _NODES lists them
+        first, last = (pd.Timestamp(int(t), unit="us").to_pydatetime() for t in t_us[[0, -1]])
+        own = cur.cursor()
+        try:
+            with transaction(own):
+                nodes = own.execute(_NODES, {"partition": partition}).df()
+                held = own.execute(_HELD, {"first": first, "last": last,
+                                           "partition": partition,
+                                           "after": last + timedelta(microseconds=1)}
+                                   ).fetchnumpy()
+        finally:
+            own.close()
     if nodes is None or len(nodes) == 0:
         out = pd.DataFrame(columns=cols)
         out.attrs["by_partition"] = pd.DataFrame(columns=[*cols, "partition"])
         return out
-    first, last = (pd.Timestamp(int(t), unit="us").to_pydatetime() for t in t_us[[0, -1]])
-    held = cur.execute(_HELD, {"first": first, "last": last, "partition": partition,
-                               "after": last + timedelta(microseconds=1)}).fetchnumpy()
     used = _used(len(nodes), held, t_us)
     gpus = nodes["gpus"].to_numpy(np.int64)[:, None]
     free = np.maximum(gpus - used, 0)  # nodes x instants

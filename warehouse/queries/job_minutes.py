@@ -44,8 +44,9 @@ def job_allocations(cur, job_id: str) -> Iterator:
     finally:
         own.close()
 
-#: The job's node-minutes ``d`` (``gpu_nodes_1m`` columns ``{d_cols}``) in the minutes
-#: from ``{first}`` to before ``$end`` that its allocations ``al`` hold, each marked
+#: The job's node-minutes ``d`` (``{d}``: :data:`_D_MINUTES` or :data:`_D_BLOCKS`, after
+#: the CTEs ``{blocks}`` they need) in the minutes from ``{first}`` to before ``$end``
+#: that its allocations ``al`` hold, each marked
 #: ``whole`` where every GPU row of the node in that minute belongs to a GPU the job held
 #: once (``gpu_mask`` within the GPUs its allocations of that node overlap, no GPU twice):
 #: there the node's sums stand for the job's GPU rows (warehouse/node_minutes.py). A
@@ -70,7 +71,7 @@ nm AS (  -- per node and minute where the node's groups overlap: the allocations
     FROM (SELECT node, n, mask, maskable, unnest(range(lo, hi, INTERVAL 1 MINUTE)) AS ts
           FROM grp WHERE overlapping)
     GROUP BY ALL
-),
+),{blocks}
 d AS (  -- the node-minutes of the job's minutes, whole or not
 {d}
 )""", bit=MASK_BIT)
@@ -80,7 +81,7 @@ d AS (  -- the node-minutes of the job's minutes, whole or not
 _WHOLE = ("coalesce(g.maskable AND g.n = bit_count(g.mask) AND d.gpu_mask & ~g.mask = 0, "
           "false) AS whole")
 
-#: ``d`` from the minute rows (``{cols}``: ``d_cols``, then the row's minutes and length).
+#: ``d`` from the minute rows (``{cols}``: the columns read).
 _D_MINUTES = fill("""    SELECT {cols}, {whole}
     FROM gpu_nodes_1m d JOIN grp g ON d.node = g.node AND d.ts >= g.lo AND d.ts < g.hi
     WHERE NOT g.overlapping
@@ -135,8 +136,5 @@ def job_node_minutes(first: str, columns: tuple[str, ...], *, blocks: bool = Fal
     ``first`` (an SQL expression of the query's parameters) on; ``blocks``: the whole
     5-minute blocks from ``gpu_nodes_5m`` (:data:`_D_BLOCKS`, its two more columns)."""
     cols = names("d." + c for c in columns)
-    if not blocks:
-        return fill(JOB_NODE_MINUTES, first=first, d=fill(_D_MINUTES, cols=cols))
-    head, tail = JOB_NODE_MINUTES.split("d AS (", 1)
-    return fill(head + _BLOCKS + "\nd AS (" + tail, first=first,
-                d=fill(_D_BLOCKS, cols=cols))
+    return fill(JOB_NODE_MINUTES, first=first, blocks=_BLOCKS if blocks else "",
+                d=fill(_D_BLOCKS if blocks else _D_MINUTES, cols=cols))

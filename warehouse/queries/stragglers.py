@@ -126,8 +126,10 @@ def episodes(cur, *, start: datetime, end: datetime, job_id: str | None = None,
 
 def heatmap_window(cur, *, job_id: str, now: datetime) -> tuple[datetime, int] | None:
     """Where :func:`heatmap` reads: the start of the job's last ``HEATMAP_DAYS`` days (its
-    first allocation if later) and the bucket width (seconds, whole minutes, at most
-    ``HEATMAP_COLUMNS`` buckets to ``now``); None when the job never held a GPU."""
+    first allocation if later) and the bucket width (seconds: the narrowest giving at
+    most ``HEATMAP_COLUMNS`` buckets to ``now`` in whole minutes up to 5 minutes, in whole
+    5-minute blocks beyond, which ``gpu_nodes_5m`` serves); None when the job never held
+    a GPU."""
     with job_allocations(cur, job_id) as own:
         return _window(own, now)
 
@@ -137,8 +139,17 @@ def _window(own, now: datetime) -> tuple[datetime, int] | None:
     if first is None:
         return None
     start = max(first, last - timedelta(days=HEATMAP_DAYS))
-    span_s = max(60.0, (last - start).total_seconds())
-    return start, max(60, int(-(-span_s // HEATMAP_COLUMNS) // 60 * 60))
+    return start, heatmap_bucket_s((last - start).total_seconds())
+
+
+def heatmap_bucket_s(span_s: float) -> int:
+    """The heat map's bucket width (s) for a window of ``span_s`` seconds: the narrowest
+    giving at most ``HEATMAP_COLUMNS`` buckets, in whole minutes up to 5 minutes and in
+    whole 5-minute blocks beyond (``gpu_nodes_5m`` serves those; issue 17). Widths
+    floored to the minute gave up to twice the buckets."""
+    width = -(-max(60.0, span_s) // HEATMAP_COLUMNS)  # s, at least
+    step = 60 if width <= BLOCK_S else BLOCK_S
+    return int(-(-width // step) * step)
 
 
 def heatmap(cur, *, job_id: str, now: datetime) -> pd.DataFrame:
