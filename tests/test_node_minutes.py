@@ -431,6 +431,9 @@ def test_job_telemetry_takes_no_allocation_without_a_start():
         want = _old_telemetry(cur, "j", now)
         assert want["gpus"].tolist() == [1]
         _same(jobs.telemetry(cur, job_id="j", now=now), want)
+        # a job that never held a GPU has no span (not the 31 days before now)
+        assert jobs.span(cur, job_id="unknown", now=now) is None
+        assert jobs.telemetry(cur, job_id="unknown", now=now).empty
 
 
 @st.composite

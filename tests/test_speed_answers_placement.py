@@ -458,7 +458,7 @@ def test_fragmentation_in_numpy_as_the_pandas_grouping(empty_wh, seed, hours, of
 
 class _WriteBetween:
     """A reader cursor whose cursors commit ``sql`` on the writer after their first
-    statement other than BEGIN (a topology change landing between two reads)."""
+    read (not BEGIN or SET: a topology change landing between two reads)."""
 
     def __init__(self, wh, sql, cur=None):
         self.wh, self.sql, self.cur, self.seen = wh, sql, cur or wh.reader(), 0
@@ -471,7 +471,7 @@ class _WriteBetween:
 
     def execute(self, statement, params=None):
         out = self.cur.execute(statement, params)
-        if not statement.startswith("BEGIN"):
+        if not statement.startswith(("BEGIN", "SET")):
             self.seen += 1
             if self.seen == 1:
                 self.wh.write(lambda con: con.execute(self.sql)).result()

@@ -255,9 +255,10 @@ def test_the_heat_maps_bucket_for_some_windows():
 
 
 def test_the_heat_map_leaves_out_buckets_without_a_clock_and_keeps_nodes_without_one():
-    """The cells pivoted once (issue 17): a bucket with no clock on any node is left out
-    (as pivot_table left it), a node without a clock keeps its row, and a missing cell is
-    a gap; the throttled seconds follow the clock's grid."""
+    """The cells placed on one grid (issue 17): a bucket with no clock on any node is left
+    out (as pivot_table left it), a node without a clock keeps its row, and a missing cell
+    is a gap; the throttled seconds follow the clock's grid; a cell given twice is refused
+    (as the pivot refused it)."""
     from dashboard.figures.job import straggler_heatmap
 
     nan = float("nan")
@@ -271,6 +272,8 @@ def test_the_heat_map_leaves_out_buckets_without_a_clock_and_keeps_nodes_without
         [0.8, 1.0], [None, None], [None, None]]
     assert [[None if v != v else v for v in row] for row in heat.customdata] == [
         [10.0, 0.0], [None, 5.0], [0.0, None]]
+    with pytest.raises(ValueError, match="twice"):
+        straggler_heatmap(pd.concat([cells, cells.iloc[:1]]), None)
 
 
 def test_the_weekly_report_shows_the_goodput_pages_straggler_cost(report, report_wh):

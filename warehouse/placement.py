@@ -369,6 +369,7 @@ def fragmentation(cur, *, ticks: list[datetime], usual: dict[str, float],
         first, last = (pd.Timestamp(int(t), unit="us").to_pydatetime() for t in t_us[[0, -1]])
         own = cur.cursor()
         try:
+            own.execute("SET TimeZone = 'UTC'")  # as Warehouse.reader's
             with transaction(own):
                 nodes = own.execute(_NODES, {"partition": partition}).df()
                 held = own.execute(_HELD, {"first": first, "last": last,

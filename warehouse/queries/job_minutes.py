@@ -1,9 +1,9 @@
 """A job's allocations and node-minutes as CTEs shared by its telemetry
 (warehouse/queries/jobs.py) and its straggler heat map (warehouse/queries/stragglers.py).
 
-Parameters: ``$job_id``, ``$end`` (the end of the range read, naive UTC: an allocation
-without an end holds to it). Units: the columns of ``allocations``, ``gpu_nodes_1m`` and
-``gpu_nodes_5m``.
+The job is the one whose rows :func:`job_allocations` registers on the cursor; parameter
+``$end``: the end of the range read (naive UTC: an allocation without an end holds to
+it). Units: the columns of ``allocations``, ``gpu_nodes_1m`` and ``gpu_nodes_5m``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def job_allocations(cur, job_id: str) -> Iterator:
     65,540 rows in a 24,576-GPU week) once instead of for each (issue 17)."""
     own = cur.cursor()  # ``cur`` may hold an unfinished result
     try:
+        own.execute("SET TimeZone = 'UTC'")  # as Warehouse.reader's
         own.register("job_allocations",
                      own.sql(_JOB_ROWS, params={"job_id": job_id}).to_arrow_table())
         yield own

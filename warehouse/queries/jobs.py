@@ -84,7 +84,7 @@ WHERE a.job_id = $job_id ORDER BY a.run_index, a.node, a.gpu_index LIMIT $limit
 _HELD_RUNS = "SELECT DISTINCT run_index FROM job_allocations"
 
 _SPAN = """
-SELECT greatest(min(start_ts), $floor::TIMESTAMP),
+SELECT CASE WHEN min(start_ts) IS NOT NULL THEN greatest(min(start_ts), $floor::TIMESTAMP) END,
        least(max(coalesce(end_ts, $now::TIMESTAMP)), $now::TIMESTAMP)
 FROM job_allocations WHERE start_ts <= $now
 """
