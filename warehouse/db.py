@@ -11,6 +11,7 @@
 - :func:`shipped` and :func:`read_data_csv`: the CSV files shipped in
   ``warehouse/data/`` (``#`` comment lines name their sources).
 - :func:`write_frame`: an upsert over a pandas frame in one transaction.
+- :func:`own_cursor`: a cursor of its own on a reader's connection, in UTC.
 """
 
 from __future__ import annotations
@@ -38,6 +39,19 @@ def transaction(con) -> Iterator:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
+
+
+@contextmanager
+def own_cursor(cur) -> Iterator:
+    """A cursor of its own on ``cur``'s database, in UTC as ``Warehouse.reader``'s, closed
+    when the block ends: for a view registered for one query function, or reads in one
+    transaction (``cur`` may hold an unfinished result, and keeps its own state)."""
+    own = cur.cursor()
+    try:
+        own.execute("SET TimeZone = 'UTC'")
+        yield own
+    finally:
+        own.close()
 
 
 def fill(template: str, **fragments: str) -> str:

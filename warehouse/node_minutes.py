@@ -74,7 +74,7 @@ _INSERT_SQL = "INSERT INTO gpu_nodes_1m " + SELECT_SQL
 
 #: A block of ``gpu_nodes_5m`` (and in seconds).
 BLOCK = timedelta(minutes=5)
-BLOCK_S = 300
+BLOCK_S = int(BLOCK.total_seconds())
 #: meta: the first block ``gpu_nodes_5m`` holds for every node (migration 028), ISO text.
 BLOCKS_FROM_KEY = "gpu_nodes_5m.from"
 

@@ -47,7 +47,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import pandas as pd
 
-from warehouse.db import fill, transaction
+from warehouse.db import fill, own_cursor, transaction
 
 #: The network tree: one row per node with its rack, zone (the rack itself when the
 #: racks table names none), partition and GPUs.
@@ -367,17 +367,11 @@ def fragmentation(cur, *, ticks: list[datetime], usual: dict[str, float],
         nodes = None
     else:  # one snapshot: _HELD numbers the nodes as _NODES lists them
         first, last = (pd.Timestamp(int(t), unit="us").to_pydatetime() for t in t_us[[0, -1]])
-        own = cur.cursor()
-        try:
-            own.execute("SET TimeZone = 'UTC'")  # as Warehouse.reader's
-            with transaction(own):
-                nodes = own.execute(_NODES, {"partition": partition}).df()
-                held = own.execute(_HELD, {"first": first, "last": last,
-                                           "partition": partition,
-                                           "after": last + timedelta(microseconds=1)}
-                                   ).fetchnumpy()
-        finally:
-            own.close()
+        with own_cursor(cur) as own, transaction(own):
+            nodes = own.execute(_NODES, {"partition": partition}).df()
+            held = own.execute(_HELD, {"first": first, "last": last, "partition": partition,
+                                       "after": last + timedelta(microseconds=1)}
+                               ).fetchnumpy()
     if nodes is None or len(nodes) == 0:
         out = pd.DataFrame(columns=cols)
         out.attrs["by_partition"] = pd.DataFrame(columns=[*cols, "partition"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from warehouse.db import fill, names
+from warehouse.db import fill, names, own_cursor
 from warehouse.node_minutes import BLOCKS_FROM_KEY, MASK_BIT
 
 #: The job's allocation rows, which :func:`job_allocations` registers as the view
@@ -36,14 +36,10 @@ def job_allocations(cur, job_id: str) -> Iterator:
     page callback reads its span and then queries over them, and ``allocations`` is
     scanned for a job (its rows spread over the table: ~35 ms for an 8,192-GPU job's
     65,540 rows in a 24,576-GPU week) once instead of for each (issue 17)."""
-    own = cur.cursor()  # ``cur`` may hold an unfinished result
-    try:
-        own.execute("SET TimeZone = 'UTC'")  # as Warehouse.reader's
+    with own_cursor(cur) as own:
         own.register("job_allocations",
                      own.sql(_JOB_ROWS, params={"job_id": job_id}).to_arrow_table())
         yield own
-    finally:
-        own.close()
 
 #: The job's node-minutes ``d`` (``{d}``: :data:`_D_MINUTES` or :data:`_D_BLOCKS`, after
 #: the CTEs ``{blocks}`` they need) in the minutes from ``{first}`` to before ``$end``

@@ -15,7 +15,7 @@ import pandas as pd
 
 from warehouse.analytics import Options
 from warehouse.clock import ceil_hour, floor_hour
-from warehouse.db import fill
+from warehouse.db import fill, own_cursor
 from warehouse.node_minutes import BLOCK_S, MASK_BIT
 from warehouse.queries import energy as qe
 from warehouse.queries import energy_method as em
@@ -244,12 +244,9 @@ def of_ids(cur, job_ids, columns: tuple[str, ...] = OF_IDS_COLUMNS) -> pd.DataFr
     if unknown or not columns:
         raise ValueError(f"columns must be some of {OF_IDS_COLUMNS}, not {columns!r}")
     ids = pd.DataFrame({"job_id": pd.unique(pd.Series(job_ids, dtype=object))})
-    own = cur.cursor()
-    try:
+    with own_cursor(cur) as own:
         own.register("job_ids_frame", ids)
         return own.execute(fill(_OF_IDS, columns=", ".join(columns))).df()
-    finally:
-        own.close()
 
 
 def job(cur, *, job_id: str) -> dict | None:
