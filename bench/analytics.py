@@ -35,7 +35,7 @@ import pyarrow as pa
 # stood in for the `alerts` package the settings import
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from warehouse import Warehouse  # noqa: E402
+from warehouse import Warehouse, run_nodes, run_shapes  # noqa: E402
 from warehouse.analytics import Options, refresh  # noqa: E402
 from warehouse.queries import energy as qe  # noqa: E402
 from warehouse.queries import failures as qf  # noqa: E402
@@ -132,6 +132,8 @@ def jobs(con, nodes: list[str], days: int, rng) -> int:
                         ("allocations", alloc_rows)):
         df = pd.DataFrame(data, columns=cols[table])
         _append(con, table, pa.Table.from_pandas(df, preserve_index=False))
+    run_nodes.rebuild(con)  # allocations written here, not through the writer's ingest
+    run_shapes.rebuild(con)
     return len(run_rows)
 
 

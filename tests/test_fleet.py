@@ -72,6 +72,35 @@ def test_the_lake_gives_each_figure_of_the_cluster_s_own_dashboard(one):
     _same(got, ref)
 
 
+def test_the_lake_counts_a_run_s_nodes_from_its_allocations(tmp_path):
+    """r_f's node-days count the distinct nodes of a run's allocations (run_nodes in the
+    warehouse, which is not exported: a view of it over the lake's allocations): a
+    4-GPU run on 2 + 2 GPUs of two 8-GPU nodes for a day is 2 node-days in both, not
+    the 1 its GPUs over 8 give (a second reader's case)."""
+    from warehouse.export import export_parquet
+    from warehouse.queries import failures as qf
+
+    t = NOW - timedelta(days=2)
+    with Warehouse(tmp_path / "w.duckdb") as wh:
+        wh.ingest("nodes", pd.DataFrame({"node": ["n0", "n1"], "rack": "r0",
+                                         "gpus": 8})).result()
+        wh.ingest("jobs", pd.DataFrame({"job_id": ["j"], "gpus": [4], "start_ts": [t],
+                                        "end_ts": [t + timedelta(days=1)]})).result()
+        wh.ingest("runs", pd.DataFrame({"job_id": ["j"], "run_index": [0], "start_ts": [t],
+                                        "end_ts": [t + timedelta(days=1)], "gpus": [4]})
+                  ).result()
+        wh.ingest("allocations", pd.DataFrame({
+            "job_id": "j", "run_index": 0, "node": ["n0", "n0", "n1", "n1"],
+            "gpu_index": [0, 1, 0, 1], "start_ts": t, "end_ts": t + timedelta(days=1)})
+                  ).result()
+        p = {"start": t - timedelta(days=1), "end": NOW}
+        here = qf.failure_rate(wh.reader(), **p)["node_days"]
+        export_parquet(wh.reader(), tmp_path / "lake", since=t - timedelta(days=1),
+                       until=NOW, cluster="c")
+    there = qf.failure_rate(lf.open_cluster(str(tmp_path / "lake"), "c"), **p)["node_days"]
+    assert here == pytest.approx(2.0) and there == pytest.approx(2.0)
+
+
 def _ys(trace) -> list[float]:
     return [float(v) for v in trace.y]
 

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.support.allocations import clear_allocations
 from tests.support.runs import H, M, T, add_job, ingest, run_refresh, samples, topology
 from warehouse import Warehouse
 from warehouse.analytics import Options
@@ -194,7 +195,7 @@ def test_attributed_plus_unattributed_is_the_gpus_energy(gpu_wh, spans):
     instances, also an instance that reported nothing): the jobs' energy plus the
     unallocated energy equals the GPU's energy, on every path."""
     def reset(con):
-        con.execute("DELETE FROM allocations")
+        clear_allocations(con)
         con.execute("DELETE FROM job_runs")
         con.execute("DELETE FROM jobs")
     gpu_wh.write(reset).result()

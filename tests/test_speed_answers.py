@@ -15,6 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.allocations import CLEAR_ALLOCATIONS, clear_allocations
+
 T0 = datetime(2026, 11, 9)
 H = timedelta(hours=1)
 
@@ -248,7 +250,7 @@ def test_allocated_over_time_as_the_per_row_join_on_random_spans(empty_wh, seed,
                                    merged["allocated_gpus_want"].fillna(0.0),
                                    rtol=1e-9, atol=1e-6)
     finally:
-        w.write(lambda con: (con.execute("DELETE FROM allocations"),
+        w.write(lambda con: (clear_allocations(con),
                              con.execute("DELETE FROM nodes"))).result()
 
 
@@ -300,7 +302,7 @@ def test_scheduled_gpu_hours_as_the_window_in_sql(empty_wh, seed, window):
         got = weekly.scheduled_gpu_hours(w.reader(), **p)
         assert got == pytest.approx(float(want), rel=1e-12, abs=1e-9)
     finally:
-        w.write(lambda con: con.execute("DELETE FROM allocations")).result()
+        w.write(clear_allocations).result()
 
 
 def _loss_sql_correlated(where: str) -> str:
@@ -367,4 +369,4 @@ def test_loss_counts_allocations_only_where_no_gpus_are_named(empty_wh, seed):
                                       check_dtype=False)
     finally:
         w.write(lambda con: con.execute(
-            "DELETE FROM allocations; DELETE FROM job_runs; DELETE FROM jobs")).result()
+            CLEAR_ALLOCATIONS + "; DELETE FROM job_runs; DELETE FROM jobs")).result()

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.allocations import CLEAR_ALLOCATIONS
 from tests.support.figures import assert_same_figure
 
 T0 = datetime(2026, 11, 9)
@@ -107,7 +108,7 @@ def test_exposure_on_random_runs_as_before(empty_wh, seed, window, gpus_per_node
         assert got == pytest.approx(before, rel=1e-12, abs=1e-12)
     finally:
         w.write(lambda con: con.execute(
-            "DELETE FROM allocations; DELETE FROM job_runs; DELETE FROM jobs")).result()
+            CLEAR_ALLOCATIONS + "; DELETE FROM job_runs; DELETE FROM jobs")).result()
 
 
 #: warehouse/goodput.py's failed runs before issue 17's second pass: every run joined to

@@ -15,7 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.allocations import CLEAR_ALLOCATIONS
+from tests.support.placement import WriteBetween
 from warehouse import placement as pl
+from warehouse import run_nodes
 from warehouse.db import fill
 from warehouse.schema import derived_columns
 
@@ -130,7 +133,7 @@ def test_waits_read_the_fragmentation_frames_free_gpus(partition, hours):
 
 #: The free GPUs per instant and node as warehouse/placement.py queried them before issue
 #: 17: every allocation of the warehouse range-joined with every instant.
-_FREE_GPUS_JOIN = pl._TREE.join(["WITH", """,
+_FREE_GPUS_JOIN = pl.TREE.join(["WITH", """,
 ticks AS (SELECT unnest($ticks::TIMESTAMP[]) AS ts),
 used AS (
     SELECT k.ts, a.node, count(*) AS used
@@ -355,7 +358,7 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
 
 #: The usual multi-node job size as warehouse/placement.py counted it before issue 17's
 #: single-node filter: every run's nodes counted.
-_USUAL_EVERY_RUN = pl._TREE.join(["WITH", """,
+_USUAL_EVERY_RUN = pl.TREE.join(["WITH", """,
 runs AS (
     SELECT a.job_id, a.run_index, count(*) AS gpus, count(DISTINCT a.node) AS nodes,
            mode(t.partition) AS partition
@@ -424,7 +427,7 @@ def test_multi_node_runs_only_as_every_run_filtered(empty_wh, seed):
             assert pl.usual_gpus(w.reader(), start=start, end=end) == want
     finally:
         w.write(lambda con: con.execute(
-            "DELETE FROM allocations; DELETE FROM nodes; DELETE FROM racks")).result()
+            CLEAR_ALLOCATIONS + "; DELETE FROM nodes; DELETE FROM racks")).result()
 
 
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1),
@@ -453,29 +456,7 @@ def test_fragmentation_in_numpy_as_the_pandas_grouping(empty_wh, seed, hours, of
                                       check_dtype=False)
     finally:
         w.write(lambda con: con.execute(
-            "DELETE FROM allocations; DELETE FROM nodes; DELETE FROM racks")).result()
-
-
-class _WriteBetween:
-    """A reader cursor whose cursors commit ``sql`` on the writer after their first
-    read (not BEGIN or SET: a topology change landing between two reads)."""
-
-    def __init__(self, wh, sql, cur=None):
-        self.wh, self.sql, self.cur, self.seen = wh, sql, cur or wh.reader(), 0
-
-    def cursor(self):
-        return _WriteBetween(self.wh, self.sql, self.cur.cursor())
-
-    def close(self):
-        self.cur.close()
-
-    def execute(self, statement, params=None):
-        out = self.cur.execute(statement, params)
-        if not statement.startswith(("BEGIN", "SET")):
-            self.seen += 1
-            if self.seen == 1:
-                self.wh.write(lambda con: con.execute(self.sql)).result()
-        return out
+            CLEAR_ALLOCATIONS + "; DELETE FROM nodes; DELETE FROM racks")).result()
 
 
 @pytest.mark.parametrize("change", [
@@ -496,8 +477,9 @@ def test_fragmentation_reads_the_tree_and_the_allocations_in_one_snapshot(change
                 SELECT 'j' AS job_id, 0 AS run_index, 'c' AS node, g::SMALLINT AS gpu_index,
                        $1::TIMESTAMP AS start_ts, NULL::TIMESTAMP AS end_ts
                 FROM range(8) t(g))""", key=derived_columns("allocations")), [T0])
+            run_nodes.rebuild(con)  # written here, not through the ingest
         w.write(load).result()
-        got = pl.fragmentation(_WriteBetween(w, change), ticks=[T0 + H], usual={})
+        got = pl.fragmentation(WriteBetween(w, change), ticks=[T0 + H], usual={})
         assert got["free_gpus"].tolist() == [4]  # b free, c held, as before the change
         assert pl.fragmentation(w.reader(), ticks=[T0 + H], usual={})[
             "free_gpus"].tolist() == [4 + 8 * change.startswith("INSERT")]

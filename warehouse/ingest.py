@@ -8,6 +8,9 @@ updates the row, keeping stored values where the new delivery has NULL.
 Every samples batch also records its time range in ``rollup_pending`` in the same
 transaction, so the rollup job finds it even after a crash, and upserts each GPU's newest
 row into ``gpu_latest`` (only when newer than the stored one), which "now" queries read.
+An allocations batch recomputes its jobs' rows of ``run_nodes`` and ``run_shapes`` in the
+same transaction (warehouse/run_nodes.py, warehouse/run_shapes.py), and a topology batch
+that changes the network tree the shapes of the runs on the nodes it moved.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from warehouse import run_nodes, run_shapes
 from warehouse.db import fill, transaction
 from warehouse.schema import APPEND_ONLY, DERIVED, KEYS, SCHEMAS, TABLES, derived_columns
 
@@ -136,6 +140,12 @@ def write_batch(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> i
                     con.execute(latest_sql())
             else:
                 con.execute(upsert_sql(kind))
+                if kind == "allocations":
+                    changed = run_nodes.refresh(con)
+                    run_shapes.follow_tree(con)
+                    run_shapes.refresh(con, changed)
+                elif kind in ("nodes", "racks"):
+                    run_shapes.follow_tree(con)
     finally:
         con.unregister("batch")
         if kind == "samples":

@@ -7,7 +7,8 @@ zones measures racks only. Meta's scheduling talk places tensor parallelism with
 rack, pipeline parallelism within a zone and data parallelism across zones: a job spread
 over more racks or zones than its size needs trains slower.
 
-Per job run (:func:`job_placement`, from ``allocations``):
+Per job run (:func:`job_placement`, from ``allocations`` counted per run and node in
+``run_nodes``, the whole runs of a window from ``run_shapes``: warehouse/run_shapes.py):
 
 - ``racks`` and ``zones``: the racks and zones its GPUs span;
 - ``min_racks = ceil(gpus / rack_gpus)``, ``min_zones = ceil(gpus / zone_gpus)``: the
@@ -51,13 +52,24 @@ from warehouse.db import fill, own_cursor, transaction
 
 #: The network tree: one row per node with its rack, zone (the rack itself when the
 #: racks table names none), partition and GPUs.
-_TREE = """
+TREE = """
 tree AS (
     SELECT n.node, n.rack, coalesce(r.zone, 'rack ' || n.rack) AS zone,
            coalesce(n.partition, '') AS partition, coalesce(n.gpus, 0) AS gpus
     FROM nodes n LEFT JOIN racks r USING (rack)
     WHERE n.rack IS NOT NULL
 )"""
+
+#: The tree's rows as ``run_shapes_tree`` keeps them (warehouse/run_shapes.py).
+TREE_ROWS = "WITH " + TREE + " SELECT node, rack, zone, partition FROM tree"
+
+#: True when ``run_shapes_tree`` is the tree now (both ways, duplicates counted): the
+#: runs' kept shapes are then the tree's.
+SAME_TREE_SQL = fill("""
+WITH now AS ({rows})
+SELECT NOT EXISTS (SELECT * FROM now EXCEPT ALL SELECT * FROM run_shapes_tree)
+   AND NOT EXISTS (SELECT * FROM run_shapes_tree EXCEPT ALL SELECT * FROM now)
+""", rows=TREE_ROWS)
 
 _CAPACITY = """
 rack_cap AS (SELECT partition, rack, sum(gpus) AS g FROM tree GROUP BY ALL),
@@ -68,12 +80,43 @@ cap AS (
     JOIN (SELECT partition, max(g) AS zone_gpus FROM zone_cap GROUP BY ALL) z USING (partition)
 )"""
 
-#: The allocations of the runs active in the window.
-_WINDOW = """
+#: The allocations of the runs active in the window, counted per run, node and span
+#: (``gpus``; warehouse/run_nodes.py, issue 17: 4x fewer rows than the allocations).
+_WINDOW_FILTER = "start_ts < $end AND start_ts <= $now AND coalesce(end_ts, $now) > $start"
+_WINDOW = fill("""
 window_rows AS (
-    SELECT job_id, run_index, node, start_ts, end_ts FROM allocations
-    WHERE start_ts < $end AND start_ts <= $now AND coalesce(end_ts, $now) > $start
-)"""
+    SELECT job_id, run_index, node, start_ts, end_ts, gpus FROM run_nodes
+    WHERE {window}
+)""", window=_WINDOW_FILTER)
+
+#: The runs of ``run_shapes`` (warehouse/run_shapes.py) that may have an allocation in the
+#: window (``cand``), those every allocation of which passes :data:`_WINDOW`'s filter
+#: (``whole``: grouping their allocations gives their kept figures) and the others
+#: (``edge``: allocations of one run with different spans across the window's edge, or a
+#: NULL start), whose allocations in the window are grouped as before (issue 17: the
+#: grouping took ~1.5 s of CPU for a 24,576-GPU week's runs). For runs on 2 or more
+#: nodes only (:data:`_MULTI_ONLY`: a whole run is not filtered so).
+_WHOLE = ("last_start < $end AND last_start <= $now AND (first_end IS NULL"
+          " OR first_end > $start) AND (end_ts IS NOT NULL OR $now > $start)")
+_KEPT = fill("""
+cand AS (
+    SELECT * FROM run_shapes
+    WHERE start_ts < $end AND start_ts <= $now AND (end_ts IS NULL OR end_ts > $start)
+),
+whole AS (SELECT * FROM cand WHERE {whole}),
+edge AS (SELECT job_id, run_index FROM cand WHERE ({whole}) IS NOT TRUE),
+window_rows AS (
+    SELECT a.job_id, a.run_index, a.node, a.start_ts, a.end_ts, a.gpus
+    FROM run_nodes a SEMI JOIN edge USING (job_id, run_index)
+    WHERE {window}
+)""", window=_WINDOW_FILTER, whole=_WHOLE)
+#: The whole runs beside the grouped ones: a run's end is its latest allocation's, or now
+#: while one is open, and no later than now, as the grouping gives it.
+_KEPT_RUNS = """
+    UNION ALL BY NAME
+    SELECT job_id, run_index, gpus, nodes, racks, zones, start_ts,
+           CASE WHEN end_ts IS NULL THEN $now ELSE least(end_ts, $now) END AS end_ts, partition
+    FROM whole"""
 
 #: Runs are counted per node first (a whole-node job's GPUs are one row, issue 17), on
 #: the three keys of the allocation alone, then given their node's place in the tree
@@ -81,12 +124,13 @@ window_rows AS (
 #: 24,576-GPU week of multi-node runs). The run's partition is the one holding most of
 #: its GPUs; of those holding as many, a named one before nodes without a partition,
 #: then the first by name (a run split evenly between two partitions got either).
-#: ``{only}``: nothing, or :data:`_MULTI_ONLY`; ``{rack_list}``, ``{names}``,
-#: ``{rack_names}`` and ``{jobs}``: the run's racks and job's names (:data:`_DETAIL`), or
-#: nothing where only the figures are wanted (:data:`_FIGURES`).
-_JOBS_SQL = "WITH " + _TREE + "," + _CAPACITY + "," + _WINDOW + """,
+#: ``{window}``: :data:`_WINDOW`, or :data:`_KEPT` with ``{kept}`` :data:`_KEPT_RUNS`
+#: (else nothing); ``{only}``: nothing, or :data:`_MULTI_ONLY`; ``{rack_list}``,
+#: ``{names}``, ``{rack_names}`` and ``{jobs}``: the run's racks and job's names
+#: (:data:`_DETAIL`), or nothing where only the figures are wanted (:data:`_FIGURES`).
+_JOBS_SQL = "WITH " + TREE + "," + _CAPACITY + ",{window}" + """,
 node_rows AS (
-    SELECT job_id, run_index, node, count(*) AS gpus, min(start_ts) AS start_ts,
+    SELECT job_id, run_index, node, sum(gpus) AS gpus, min(start_ts) AS start_ts,
            max(least(coalesce(end_ts, $now), $now)) AS end_ts
     FROM window_rows GROUP BY ALL
 ),
@@ -106,18 +150,21 @@ runs AS (
            count(DISTINCT rack) AS racks, count(DISTINCT zone) AS zones,
            {rack_list}min(start_ts) AS start_ts, max(end_ts) AS end_ts
     FROM per_node GROUP BY job_id, run_index
+),
+placed AS (
+    SELECT r.*, part.partition FROM runs r JOIN part USING (job_id, run_index){kept}
 )
-SELECT r.job_id, r.run_index, {names}part.partition, r.gpus, r.nodes, r.racks, r.zones,
-       CAST(ceil(r.gpus / c.rack_gpus) AS INTEGER) AS min_racks,
-       CAST(ceil(r.gpus / c.zone_gpus) AS INTEGER) AS min_zones,
-       {rack_names}r.start_ts, r.end_ts,
-       r.gpus * greatest(epoch_us(least(r.end_ts, $end)) - epoch_us(greatest(r.start_ts, $start)),
+SELECT p.job_id, p.run_index, {names}p.partition, p.gpus, p.nodes, p.racks, p.zones,
+       CAST(ceil(p.gpus / c.rack_gpus) AS INTEGER) AS min_racks,
+       CAST(ceil(p.gpus / c.zone_gpus) AS INTEGER) AS min_zones,
+       {rack_names}p.start_ts, p.end_ts,
+       p.gpus * greatest(epoch_us(least(p.end_ts, $end)) - epoch_us(greatest(p.start_ts, $start)),
                          0) / 3.6e9 AS gpu_hours
-FROM runs r JOIN part USING (job_id, run_index) JOIN cap c USING (partition){jobs}
-WHERE r.end_ts > r.start_ts
-  AND ($partition::VARCHAR IS NULL OR part.partition = $partition)
-  AND r.gpus >= $min_gpus AND r.nodes >= $min_nodes
-ORDER BY r.job_id, r.run_index  -- score() keeps this order among ties
+FROM placed p JOIN cap c USING (partition){jobs}
+WHERE p.end_ts > p.start_ts
+  AND ($partition::VARCHAR IS NULL OR p.partition = $partition)
+  AND p.gpus >= $min_gpus AND p.nodes >= $min_nodes
+ORDER BY p.job_id, p.run_index  -- score() keeps this order among ties
 """
 
 #: Only the runs on more than one node (a superset of the runs with more than one node in
@@ -132,14 +179,17 @@ _MULTI_ONLY = """ SEMI JOIN (
 _RACK_NAMES = "array_to_string(list(DISTINCT {rack} ORDER BY {rack}), ' ')"
 _DETAIL = {"rack_list": fill(_RACK_NAMES, rack="rack") + " AS rack_names, ",
            "names": "j.name, j.user_name, j.job_type, ",
-           "rack_names": "r.rack_names, ",
+           "rack_names": "p.rack_names, ",
            "jobs": "\nLEFT JOIN jobs j USING (job_id)"}
 #: None of them: the runs' figures alone, for :func:`placement_summary` (issue 17: the
 #: racks' lists and the names cost ~1 s of a 24,576-GPU week's 3.1 s in the report).
 _FIGURES = dict.fromkeys(_DETAIL, "")
-_JOBS = fill(_JOBS_SQL, only="", **_DETAIL)
-_JOBS_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_DETAIL)
-_FIGURES_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_FIGURES)
+_LIVE = {"window": _WINDOW, "kept": ""}
+_JOBS = fill(_JOBS_SQL, only="", **_LIVE, **_DETAIL)
+_JOBS_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_LIVE, **_DETAIL)
+_FIGURES_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_LIVE, **_FIGURES)
+#: :data:`_FIGURES_MULTI` with the whole runs read from ``run_shapes``.
+_FIGURES_KEPT = fill(_JOBS_SQL, only=_MULTI_ONLY, window=_KEPT, kept=_KEPT_RUNS, **_FIGURES)
 
 #: The instants ``$ticks`` and per instant and node the GPUs allocations held (``used``).
 #: The allocations are first cut to those held at some instant and counted per node and
@@ -149,8 +199,9 @@ _FIGURES_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_FIGURES)
 _USED = """
 ticks AS (SELECT unnest($ticks::TIMESTAMP[]) AS ts),
 held AS (
-    SELECT node, start_ts, coalesce(end_ts, 'infinity'::TIMESTAMP) AS end_ts, count(*) AS n
-    FROM allocations
+    SELECT node, start_ts, coalesce(end_ts, 'infinity'::TIMESTAMP) AS end_ts,
+           CAST(sum(gpus) AS BIGINT) AS n
+    FROM run_nodes
     WHERE start_ts <= (SELECT max(ts) FROM ticks)
       AND coalesce(end_ts, 'infinity'::TIMESTAMP) > (SELECT min(ts) FROM ticks)
     GROUP BY ALL
@@ -168,13 +219,13 @@ free AS (
     WHERE $partition::VARCHAR IS NULL OR t.partition = $partition
 )"""
 
-_FREE = "WITH " + _TREE + "," + _USED + """
+_FREE = "WITH " + TREE + "," + _USED + """
 SELECT * FROM free ORDER BY ts, node
 """
 
 #: The nodes of the tree (of ``$partition``, or all) numbered from 0 (``i``) by partition,
 #: then node: :func:`fragmentation`'s rows.
-_NUMBERED = _TREE + """,
+_NUMBERED = TREE + """,
 numbered AS (
     SELECT *, row_number() OVER (ORDER BY partition, node) - 1 AS i FROM tree
     WHERE $partition::VARCHAR IS NULL OR partition = $partition
@@ -188,11 +239,12 @@ SELECT node, rack, zone, partition, gpus FROM numbered ORDER BY i
 #: :data:`_NODES`, counted per node (its number ``i``) and interval, in microseconds: the
 #: start no earlier than ``$first``, an open end or one after ``$last`` as ``$after``
 #: (later than every instant). Nodes by number, not name (issue 17: matching 1.3 M names
-#: of a 24,576-GPU week to the nodes in pandas took ~0.3 s).
+#: of a 24,576-GPU week to the nodes in pandas took ~0.3 s); from ``run_nodes`` (0.33 ->
+#: 0.18 s for that week).
 _HELD = "WITH " + _NUMBERED + """
 SELECT n.i, epoch_us(greatest(a.start_ts, $first::TIMESTAMP)) AS s,
-       epoch_us(least(a.end_ts, $after::TIMESTAMP)) AS e, count(*) AS n
-FROM allocations a JOIN numbered n USING (node)
+       epoch_us(least(a.end_ts, $after::TIMESTAMP)) AS e, CAST(sum(a.gpus) AS BIGINT) AS n
+FROM run_nodes a JOIN numbered n USING (node)
 WHERE a.start_ts <= $last AND coalesce(a.end_ts, 'infinity'::TIMESTAMP) > $first
 GROUP BY ALL
 """
@@ -200,13 +252,10 @@ GROUP BY ALL
 #: Only runs on more than one node are counted (a superset of the multi-node runs of the
 #: tree; issue 17: counting every run's nodes took 0.3 s of CPU a 24,576-GPU fortnight),
 #: counted per node first, on the allocation's keys alone, as :data:`_JOBS_SQL` does
-#: (issue 17: 5.7 -> 2.8 s of CPU for bench/scale.py's 24,576-GPU fortnight). A run's
-#: partition is chosen as :data:`_JOBS_SQL` chooses it.
-_USUAL = "WITH " + _TREE + """,
-started AS (
-    SELECT job_id, run_index, node, count(*) AS gpus FROM allocations
-    WHERE start_ts >= $start AND start_ts < $end GROUP BY ALL
-),
+#: (issue 17: 5.7 -> 2.8 s of CPU for bench/scale.py's 24,576-GPU fortnight), from
+#: ``run_nodes`` (migration 029: 0.65 -> 0.5 s for its week). A run's partition is chosen
+#: as :data:`_JOBS_SQL` chooses it.
+_USUAL_SQL = "WITH " + TREE + ",{started}" + """,
 per_partition AS (
     SELECT a.job_id, a.run_index, t.partition, sum(a.gpus) AS gpus, count(*) AS nodes
     FROM started a SEMI JOIN (
@@ -217,7 +266,7 @@ per_partition AS (
 runs AS (
     SELECT job_id, run_index, sum(gpus) AS gpus, sum(nodes) AS nodes,
            first(partition ORDER BY gpus DESC, partition = '', partition) AS partition
-    FROM per_partition GROUP BY ALL
+    FROM per_partition GROUP BY ALL{kept}
 )
 SELECT t.partition, median(r.gpus) AS multi_node_gpus, (SELECT median(gpus) FROM tree x
        WHERE x.partition = t.partition) AS node_gpus
@@ -225,6 +274,31 @@ FROM (SELECT DISTINCT partition FROM tree) t
 LEFT JOIN runs r ON r.partition = t.partition AND r.nodes > 1
 GROUP BY t.partition
 """
+_STARTED_FILTER = "start_ts >= $start AND start_ts < $end"
+_STARTED = fill("""
+started AS (
+    SELECT job_id, run_index, node, sum(gpus) AS gpus FROM run_nodes
+    WHERE {started} GROUP BY ALL
+)""", started=_STARTED_FILTER)
+#: The runs of ``run_shapes`` that may have an allocation started in the window, those
+#: all of whose allocations started in it (``whole``: read as kept) and the others, whose
+#: allocations started in the window are grouped as before (issue 17).
+_STARTED_KEPT = fill("""
+cand AS (
+    SELECT * FROM run_shapes
+    WHERE start_ts < $end AND (last_start IS NULL OR last_start >= $start)
+),
+whole AS (SELECT * FROM cand WHERE {whole}),
+edge AS (SELECT job_id, run_index FROM cand WHERE ({whole}) IS NOT TRUE),
+started AS (
+    SELECT a.job_id, a.run_index, a.node, sum(a.gpus) AS gpus
+    FROM run_nodes a SEMI JOIN edge USING (job_id, run_index)
+    WHERE {started} GROUP BY ALL
+)""", started=_STARTED_FILTER, whole="start_ts >= $start AND last_start < $end")
+_USUAL = fill(_USUAL_SQL, started=_STARTED, kept="")
+_USUAL_KEPT = fill(_USUAL_SQL, started=_STARTED_KEPT, kept="""
+    UNION ALL BY NAME
+    SELECT job_id, run_index, gpus, nodes, partition FROM whole""")
 
 _PENDING = """
 SELECT j.job_id, j.name, j.user_name, coalesce(j.partition, '') AS partition, j.gpus,
@@ -251,17 +325,25 @@ def job_placement(cur, *, start: datetime, end: datetime, now: datetime,
     run. ``detail=False`` (with ``min_nodes`` 2 or more) leaves out name, user_name,
     job_type and rack_names: the figures of :func:`placement_summary` from the same runs,
     without naming them (:func:`name_runs` names a few of them)."""
-    sql = (_JOBS if min_nodes < 2 else _JOBS_MULTI if detail else _FIGURES_MULTI)
-    df = cur.execute(sql, {
-        "start": start, "end": end, "now": now, "partition": partition,
-        "min_gpus": int(min_gpus), "min_nodes": int(min_nodes)}).df()
-    return score(df)
+    params = {"start": start, "end": end, "now": now, "partition": partition,
+              "min_gpus": int(min_gpus), "min_nodes": int(min_nodes)}
+    if min_nodes < 2 or detail:
+        return score(cur.execute(_JOBS if min_nodes < 2 else _JOBS_MULTI, params).df())
+    with own_cursor(cur) as own, transaction(own):  # the kept rows of the tree it checked
+        sql = _FIGURES_KEPT if kept_shapes(own) else _FIGURES_MULTI
+        return score(own.execute(sql, params).df())
+
+
+def kept_shapes(cur) -> bool:
+    """Whether ``run_shapes`` was computed with the tree as it is now (the writer keeps it
+    so; a tree written by other means is not followed, and the runs are grouped live)."""
+    return bool(cur.execute(SAME_TREE_SQL).fetchone()[0])
 
 
 #: The racks (space-separated, by name) and the job's names of the runs
 #: ($jobs[i], $runs[i]), from their allocations in the window as :data:`_JOBS_SQL` reads
 #: them (nodes outside the tree left out).
-_NAMES = "WITH " + _TREE + "," + _WINDOW + """,
+_NAMES = "WITH " + TREE + "," + _WINDOW + """,
 picked AS (SELECT unnest($jobs::VARCHAR[]) AS job_id, unnest($runs::INTEGER[]) AS run_index),
 racks AS (
     SELECT a.job_id, a.run_index,
@@ -341,7 +423,9 @@ def free_gpus(cur, *, ticks: list[datetime], partition: str | None = None) -> pd
 def usual_gpus(cur, *, start: datetime, end: datetime) -> dict[str, float]:
     """Per partition, the usual size of a multi-node job: the median GPUs of the
     multi-node runs that started in ``[start, end)``, else one node's GPUs (median)."""
-    rows = cur.execute(_USUAL, {"start": start, "end": end}).fetchall()
+    with own_cursor(cur) as own, transaction(own):  # the kept rows of the tree it checked
+        sql = _USUAL_KEPT if kept_shapes(own) else _USUAL
+        rows = own.execute(sql, {"start": start, "end": end}).fetchall()
     return {p: float(m if m is not None and not np.isnan(m) else (n or 1))
             for p, m, n in rows}
 

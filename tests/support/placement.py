@@ -42,3 +42,25 @@ def seed_placement(wh) -> None:
         allocs += [{"job_id": job, "run_index": 0, "node": n, "gpu_index": i,
                     "start_ts": start, "end_ts": end} for n in nodes for i in idx]
     wh.ingest("allocations", pd.DataFrame(allocs)).result()
+
+
+class WriteBetween:
+    """A reader cursor whose cursors commit ``sql`` on the writer after their first
+    read (not BEGIN or SET: a topology change landing between two reads)."""
+
+    def __init__(self, wh, sql, cur=None):
+        self.wh, self.sql, self.cur, self.seen = wh, sql, cur or wh.reader(), 0
+
+    def cursor(self):
+        return WriteBetween(self.wh, self.sql, self.cur.cursor())
+
+    def close(self):
+        self.cur.close()
+
+    def execute(self, statement, params=None):
+        out = self.cur.execute(statement, params)
+        if not statement.startswith(("BEGIN", "SET")):
+            self.seen += 1
+            if self.seen == 1:
+                self.wh.write(lambda con: con.execute(self.sql)).result()
+        return out

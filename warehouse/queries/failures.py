@@ -64,6 +64,9 @@ _BREAKDOWN_SQL = {name: fill("WITH f AS ({scoped}) " + sql, scoped=_SCOPED) for 
 #: runs without allocations join ``jobs``: ~150 ms with 2 days of history (the window's
 #: runs are every run there); with a year of history the DISTINCT over every allocation,
 #: unprobed, cost ~2.5x the former query, so the runs' allocations are still chosen first.
+#: The pairs are read from ``run_nodes`` (warehouse/run_nodes.py, migration 029): the
+#: allocations counted per run, node and span, ~4x fewer rows (issue 17: 480 -> 250 ms for
+#: bench/scale.py's 24,576-GPU week).
 _EXPOSURE_SQL = """
 WITH r AS (
     SELECT job_id, run_index, gpus,
@@ -74,7 +77,7 @@ WITH r AS (
 pairs AS (  -- of the window's runs only: allocations are kept for good, and a DISTINCT
             -- over all of them grew with the history (a year: ~2.5x the probe's cost)
     SELECT DISTINCT a.job_id, a.run_index, a.node
-    FROM allocations a SEMI JOIN r USING (job_id, run_index)
+    FROM run_nodes a SEMI JOIN r USING (job_id, run_index)
 ),
 x AS (  -- a row per run and node it held; one with node NULL for a run without any
     SELECT r.job_id, r.days, r.gpus, p.node
@@ -92,12 +95,16 @@ SELECT count(*) FROM failures
 WHERE end_ts >= $start AND end_ts < $end AND category = 'infrastructure'
 """
 
+#: Per node: the node-days of allocated work (``exposure``: each ``run_nodes`` row's GPUs x
+#: its overlap with the window, over the node's GPUs), its infrastructure failures, the
+#: failed runs that held it (``involved``) and its XIDs. ``run_nodes`` stands for the
+#: allocations (issue 17: 350 -> 130 ms for bench/scale.py's 24,576-GPU week).
 _NODE_SQL = """
 WITH exposure AS (
-    SELECT a.node, sum(greatest(0, epoch_us(least(coalesce(a.end_ts, $end), $end))
-                               - epoch_us(greatest(a.start_ts, $start))) / 8.64e10)
+    SELECT a.node, sum(a.gpus * greatest(0, epoch_us(least(coalesce(a.end_ts, $end), $end))
+                                        - epoch_us(greatest(a.start_ts, $start))) / 8.64e10)
                / any_value(coalesce(n.gpus, $gpus_per_node)) AS node_days
-    FROM allocations a LEFT JOIN nodes n USING (node)
+    FROM run_nodes a LEFT JOIN nodes n USING (node)
     WHERE a.start_ts < $end AND coalesce(a.end_ts, $end) > $start
     GROUP BY a.node
 ),
@@ -109,7 +116,7 @@ infra AS (
 ),
 involved AS (
     SELECT a.node, count(DISTINCT (f.job_id, f.run_index)) AS failed_runs_on_node
-    FROM failures f JOIN allocations a USING (job_id, run_index)
+    FROM failures f JOIN run_nodes a USING (job_id, run_index)
     WHERE f.end_ts >= $start AND f.end_ts < $end GROUP BY a.node
 ),
 xids AS (

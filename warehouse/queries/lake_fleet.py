@@ -30,6 +30,7 @@ import duckdb
 import pandas as pd
 
 from gpulens.settings.core import cluster_name_ok
+from warehouse import run_nodes
 from warehouse.analytics import Options
 from warehouse.db import fill, names
 from warehouse.export import PARTITIONED, WHOLE
@@ -148,6 +149,11 @@ def open_cluster(lake: str, cluster: str, *, memory_limit_mb: float | None = Non
         sql = _view_sql(con, lake, table, cluster)
         con.execute(fill("DROP TABLE {table}", table=_ident(table)))
         con.execute(sql)
+    # the writer keeps run_nodes from allocations (not exported): here a view of its
+    # definition over the allocations' view; run_shapes stays empty, and its tree too, so
+    # Placement groups the runs (warehouse/placement.py:kept_shapes)
+    con.execute("DROP TABLE run_nodes")
+    con.execute("CREATE VIEW run_nodes AS " + fill(run_nodes.SELECT_SQL, where=""))
     return con
 
 

@@ -1,0 +1,86 @@
+"""The allocations counted per run, node and span (``run_nodes``, migration 029).
+
+An allocation is one GPU of a run (``allocations``: 4.86 M rows for a 24,576-GPU week).
+The pages that ask which nodes a run held, and for how long, grouped them per run and
+node on every read: r_f's exposure (warehouse/queries/failures.py), lemon nodes' exposure
+and failed runs, Placement's runs, their racks and the usual job size
+(warehouse/placement.py). A run's GPUs on one node share their start and end, so the
+same allocations counted per ``(job_id, run_index, node, start_ts, end_ts)`` are ~4x
+fewer rows (1.32 M for that week), and each row stands for its allocations exactly: a
+query that filters allocations on their times keeps or drops a row's allocations
+together, and counts ``gpus`` where it counted rows.
+
+Columns: ``job_id``, ``run_index``, ``node``, ``start_ts`` and ``end_ts`` (naive UTC, NULL
+as the allocations' are: ``end_ts`` while running), ``gpus`` (allocation rows with those
+five values).
+
+The table is a function of ``allocations`` alone. :func:`refresh` recomputes the rows of
+the jobs of a batch the writer has just upserted, in the same transaction
+(warehouse/ingest.py), and rewrites only the jobs whose rows changed: every Slurm poll
+delivers the running jobs' allocations again, unchanged. Anything else that writes
+``allocations`` calls :func:`rebuild` (bench/analytics.py's generated warehouse).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from warehouse.db import fill, transaction
+
+#: ``allocations`` counted per run, node and span, of the jobs ``{where}`` selects.
+SELECT_SQL = """
+SELECT job_id, run_index, node, start_ts, end_ts, count(*)::INTEGER AS gpus
+FROM allocations{where} GROUP BY ALL
+"""
+
+#: Of the jobs of the registered view ``batch``.
+_FRESH_SQL = fill(SELECT_SQL, where=" WHERE job_id IN (SELECT job_id FROM batch)")
+
+#: The jobs of ``batch`` whose rows in ``run_nodes`` differ from their fresh count
+#: (registered as ``_run_nodes_fresh``): a row added, gone or changed.
+_CHANGED_SQL = """
+WITH stored AS (
+    SELECT job_id, run_index, node, start_ts, end_ts, gpus FROM run_nodes
+    WHERE job_id IN (SELECT job_id FROM batch)
+)
+SELECT DISTINCT job_id FROM (
+    (SELECT * FROM _run_nodes_fresh EXCEPT ALL SELECT * FROM stored)
+    UNION ALL
+    (SELECT * FROM stored EXCEPT ALL SELECT * FROM _run_nodes_fresh)
+)
+"""
+
+_DELETE_SQL = "DELETE FROM run_nodes WHERE job_id IN (SELECT job_id FROM _run_nodes_changed)"
+_INSERT_SQL = """
+INSERT INTO run_nodes SELECT * FROM _run_nodes_fresh
+WHERE job_id IN (SELECT job_id FROM _run_nodes_changed) ORDER BY start_ts
+"""
+
+
+def refresh(con) -> pa.Table:
+    """Recompute the rows of the jobs of the registered view ``batch`` (rows with a
+    ``job_id``) from ``allocations``, on ``con`` inside the caller's transaction; return
+    the jobs rewritten (those whose rows changed; a ``job_id`` column)."""
+    fresh = con.sql(_FRESH_SQL).to_arrow_table()
+    con.register("_run_nodes_fresh", fresh)
+    try:
+        changed = con.sql(_CHANGED_SQL).to_arrow_table()
+        if changed.num_rows:
+            con.register("_run_nodes_changed", changed)
+            try:
+                con.execute(_DELETE_SQL)
+                con.execute(_INSERT_SQL)
+            finally:
+                con.unregister("_run_nodes_changed")
+    finally:
+        con.unregister("_run_nodes_fresh")
+    return changed
+
+
+def rebuild(con) -> None:
+    """Recompute the whole table from ``allocations`` (for a writer that inserts
+    allocations other than through the warehouse's ingest), in its own transaction."""
+    with transaction(con):
+        con.execute("DELETE FROM run_nodes")
+        con.execute("INSERT INTO run_nodes " + fill(SELECT_SQL, where="")
+                    + " ORDER BY start_ts")
