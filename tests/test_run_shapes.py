@@ -41,6 +41,11 @@ def _kept(cur) -> None:
     assert pl.kept_shapes(cur)
 
 
+def _topology(w, racks: pd.DataFrame = RACKS, nodes: pd.DataFrame = NODES) -> None:
+    w.ingest("racks", racks).result()
+    w.ingest("nodes", nodes).result()
+
+
 def _runs(rng) -> pd.DataFrame:
     """Runs over 1-4 nodes (a node outside the tree at times) of 1-3 GPUs each; most with
     one span, some with another span on one node (across a window's edge), a few with
@@ -98,8 +103,7 @@ def test_kept_shapes_give_the_grouped_figures(empty_wh, seed):
     rng = np.random.default_rng(seed)
     w = empty_wh
     try:
-        w.ingest("racks", RACKS).result()
-        w.ingest("nodes", NODES).result()
+        _topology(w)
         runs = _runs(rng)
         w.ingest("allocations", runs).result()
         _kept(w.reader())
@@ -130,8 +134,7 @@ def test_a_tree_written_otherwise_is_not_trusted(empty_wh):
                          "gpu_index": [0, 1, 0, 1], "start_ts": T0, "end_ts": T0 + H})
     p = {"start": T0, "end": T0 + 2 * H, "now": T0 + 2 * H}
     try:
-        w.ingest("racks", RACKS).result()
-        w.ingest("nodes", NODES).result()
+        _topology(w)
         w.ingest("allocations", rows).result()
         assert pl.job_placement(w.reader(), min_nodes=2, detail=False, **p)["racks"].tolist() == [1]
         w.write(lambda con: con.execute("UPDATE nodes SET rack = 'r1' WHERE node = 'n1'")
@@ -182,8 +185,7 @@ def test_a_tree_changed_by_hand_and_back_is_followed(empty_wh):
                         "gpu_index": [0, 1, 0, 1], "start_ts": T0, "end_ts": T0 + H})
     p = {"start": T0, "end": T0 + 2 * H, "now": T0 + 2 * H}
     try:
-        w.ingest("racks", RACKS).result()
-        w.ingest("nodes", NODES).result()
+        _topology(w)
         w.write(lambda con: con.execute("UPDATE nodes SET rack = 'r2' WHERE node = 'n1'")
                 ).result()
         w.ingest("allocations", run).result()
@@ -216,8 +218,7 @@ def test_the_tree_check_and_the_runs_are_read_in_one_snapshot(empty_wh):
     p = {"start": T0, "end": T0 + 2 * H, "now": T0 + 2 * H, "min_nodes": 2, "detail": False}
     move = "UPDATE nodes SET rack = 'r2' WHERE node = 'n1'"
     try:
-        w.ingest("racks", racks).result()
-        w.ingest("nodes", nodes).result()
+        _topology(w, racks, nodes)
         w.ingest("allocations", run).result()
         got = pl.job_placement(WriteBetween(w, move), **p)
         assert got[["racks", "min_racks"]].values.tolist() == [[1, 1]]

@@ -118,12 +118,21 @@ _KEPT_RUNS = """
            CASE WHEN end_ts IS NULL THEN $now ELSE least(end_ts, $now) END AS end_ts, partition
     FROM whole"""
 
+#: Each run's partition (``part``) from ``{rows}`` (its rows per node with their
+#: partition and GPUs): the one holding most of its GPUs; of those holding as many, a
+#: named one before nodes without a partition, then the first by name.
+PART = """part AS (
+    SELECT job_id, run_index,
+           first(partition ORDER BY gpus DESC, partition = '', partition) AS partition
+    FROM (SELECT job_id, run_index, partition, sum(gpus) AS gpus FROM {rows} GROUP BY ALL)
+    GROUP BY ALL
+)"""
+
 #: Runs are counted per node first (a whole-node job's GPUs are one row, issue 17), on
 #: the three keys of the allocation alone, then given their node's place in the tree
 #: (issue 17: with the six keys of the tree's, 11.2 -> 8.3 s of CPU for bench/scale.py's
-#: 24,576-GPU week of multi-node runs). The run's partition is the one holding most of
-#: its GPUs; of those holding as many, a named one before nodes without a partition,
-#: then the first by name (a run split evenly between two partitions got either).
+#: 24,576-GPU week of multi-node runs). The run's partition is :data:`PART`'s (a run split
+#: evenly between two partitions got either before).
 #: ``{window}``: :data:`_WINDOW`, or :data:`_KEPT` with ``{kept}`` :data:`_KEPT_RUNS`
 #: (else nothing); ``{only}``: nothing, or :data:`_MULTI_ONLY`; ``{rack_list}``,
 #: ``{names}``, ``{rack_names}`` and ``{jobs}``: the run's racks and job's names
@@ -139,12 +148,7 @@ per_node AS (
            a.end_ts
     FROM node_rows a{only} JOIN tree t USING (node)
 ),
-part AS (
-    SELECT job_id, run_index,
-           first(partition ORDER BY gpus DESC, partition = '', partition) AS partition
-    FROM (SELECT job_id, run_index, partition, sum(gpus) AS gpus FROM per_node GROUP BY ALL)
-    GROUP BY ALL
-),
+{part},
 runs AS (
     SELECT job_id, run_index, CAST(sum(gpus) AS BIGINT) AS gpus, count(*) AS nodes,
            count(DISTINCT rack) AS racks, count(DISTINCT zone) AS zones,
@@ -166,6 +170,7 @@ WHERE p.end_ts > p.start_ts
   AND p.gpus >= $min_gpus AND p.nodes >= $min_nodes
 ORDER BY p.job_id, p.run_index  -- score() keeps this order among ties
 """
+_JOBS_SQL = fill(_JOBS_SQL, part=fill(PART, rows="per_node"))
 
 #: Only the runs on more than one node (a superset of the runs with more than one node in
 #: the tree) are placed in the tree and grouped: the weekly report reads multi-node runs

@@ -40,7 +40,7 @@ Anything that writes ``allocations`` other than through the ingest calls :func:`
 from __future__ import annotations
 
 from warehouse.db import fill, transaction
-from warehouse.placement import TREE, TREE_ROWS
+from warehouse.placement import PART, TREE, TREE_ROWS
 
 #: Each run's shape from ``run_nodes`` on the tree, of the runs ``{where}`` selects (a
 #: condition on ``a.job_id``, or nothing); migration 030 filled the table with the same.
@@ -50,12 +50,7 @@ rows AS (
            t.partition
     FROM run_nodes a JOIN tree t USING (node){where}
 ),
-part AS (
-    SELECT job_id, run_index,
-           first(partition ORDER BY gpus DESC, partition = '', partition) AS partition
-    FROM (SELECT job_id, run_index, partition, sum(gpus) AS gpus FROM rows GROUP BY ALL)
-    GROUP BY ALL
-),
+{part},
 runs AS (
     SELECT job_id, run_index, CAST(sum(gpus) AS INTEGER) AS gpus,
            CAST(count(DISTINCT node) AS INTEGER) AS nodes,
@@ -72,6 +67,7 @@ SELECT r.job_id, r.run_index, p.partition, r.gpus, r.nodes, r.racks, r.zones, r.
 FROM runs r JOIN part p USING (job_id, run_index)
 ORDER BY r.start_ts
 """
+SELECT_SQL = fill(SELECT_SQL, part=fill(PART, rows="rows"))
 
 _JOBS = " WHERE a.job_id IN (SELECT job_id FROM _run_shapes_jobs)"
 
