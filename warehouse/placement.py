@@ -340,8 +340,9 @@ def job_placement(cur, *, start: datetime, end: datetime, now: datetime,
 
 
 def kept_shapes(cur) -> bool:
-    """Whether ``run_shapes`` was computed with the tree as it is now (the writer keeps it
-    so; a tree written by other means is not followed, and the runs are grouped live)."""
+    """Whether ``run_shapes`` was computed with the tree as it is now: the writer keeps it
+    so with each batch (warehouse/run_shapes.py); a tree changed by hand since is not,
+    and the runs are then grouped from ``run_nodes``."""
     return bool(cur.execute(SAME_TREE_SQL).fetchone()[0])
 
 
