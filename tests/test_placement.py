@@ -9,6 +9,7 @@ import pytest
 from tests.support.placement import NOW, H, T, seed_placement
 from warehouse import Warehouse
 from warehouse import placement as pl
+from warehouse import placement_waits as pw
 
 
 @pytest.fixture
@@ -67,9 +68,9 @@ def test_fragmentation_over_time_and_scattered_waits(wh):
     # T: J1, J3 -> free 22, whole 20; T+1, T+2: 14, 12; T+3 (J2 ended): 22, 20
     assert frag["free_gpus"].tolist() == [22, 14, 14, 22]
     assert frag["whole_node_gpus"].tolist() == [20, 12, 12, 20]
-    pending = pl.pending_large(wh.reader(), start=T, end=NOW, now=NOW, min_gpus=10)
+    pending = pw.pending_large(wh.reader(), start=T, end=NOW, now=NOW, min_gpus=10)
     assert pending["job_id"].tolist() == ["P"]
-    waits = pl.scattered_waits(pending, frag.attrs["by_partition"], now=NOW, node_gpus=4)
+    waits = pw.scattered_waits(pending, frag.attrs["by_partition"], now=NOW, node_gpus=4)
     # P (14 GPUs) pending at T+1, T+2, T+3; 14 free but 12 on whole nodes at T+1 and T+2
     assert waits.iloc[0]["pending_h"] == 3.0 and waits.iloc[0]["scattered_h"] == 2.0
 
@@ -105,8 +106,8 @@ def test_fleet_views_compose_the_pieces(wh):
     # hourly T..T+3 and T+4 = now (J1 and J2 ended: n1, n2, n3, n5 free again)
     assert frag["free_gpus"].tolist() == [22, 14, 14, 22, 30]
     assert frag.attrs["usual_gpus"] == {"train": 8.0}
-    waits = pl.waits_while_scattered(wh.reader(), start=T, end=NOW, now=NOW, min_gpus=10)
-    assert pl.waits_summary(waits) == {"waited": 1, "scattered": 1, "pending_h": 3.0,
+    waits = pw.waits_while_scattered(wh.reader(), start=T, end=NOW, now=NOW, min_gpus=10)
+    assert pw.waits_summary(waits) == {"waited": 1, "scattered": 1, "pending_h": 3.0,
                                        "scattered_h": 2.0}
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from tests.support.allocations import CLEAR_ALLOCATIONS
 from tests.support.placement import WriteBetween
 from warehouse import placement as pl
+from warehouse import placement_waits as pw
 from warehouse import run_nodes
 from warehouse.db import fill
 from warehouse.schema import derived_columns
@@ -30,7 +31,7 @@ _partition = st.sampled_from(["train", "eval", None])
 
 
 def _scattered_waits_loop(pending, by_partition, *, now, node_gpus, step_h=1.0):
-    """The per-job loop :func:`warehouse.placement.scattered_waits` replaced."""
+    """The per-job loop :func:`warehouse.placement_waits.scattered_waits` replaced."""
     out = pending.copy()
     pend, scat = [], []
     for job in pending.itertuples():
@@ -78,7 +79,7 @@ def _waits_inputs(draw):
 def test_scattered_waits_as_the_per_job_loop(args):
     pending, by_partition, node_gpus = args
     now = T0 + 25 * H
-    got = pl.scattered_waits(pending, by_partition, now=now, node_gpus=node_gpus)
+    got = pw.scattered_waits(pending, by_partition, now=now, node_gpus=node_gpus)
     want = _scattered_waits_loop(pending, by_partition, now=now, node_gpus=node_gpus)
     assert got["pending_h"].tolist() == want["pending_h"].tolist()
     assert got["scattered_h"].tolist() == want["scattered_h"].tolist()
@@ -98,7 +99,7 @@ def test_scattered_waits_by_hand():
     pending = pd.DataFrame({"job_id": ["a", "b"], "partition": "train", "gpus": [16, 16],
                             "submit_ts": [T0, T0 + H - timedelta(minutes=5)],
                             "start_ts": [T0 + 3 * H, pd.NaT]})
-    got = pl.scattered_waits(pending, by_partition, now=T0 + 4 * H, node_gpus=8.0)
+    got = pw.scattered_waits(pending, by_partition, now=T0 + 4 * H, node_gpus=8.0)
     assert got["pending_h"].tolist() == [3.0, 3.0]
     assert got["scattered_h"].tolist() == [2.0, 1.0]
 
@@ -122,8 +123,8 @@ def test_waits_read_the_fragmentation_frames_free_gpus(partition, hours):
                   "partition": partition}
         frag = pl.fleet_fragmentation(w.reader(), start=start, end=end, now=NOW,
                                       partition=partition)
-        own = pl.waits_while_scattered(w.reader(), **window)
-        shared = pl.waits_while_scattered(w.reader(), frag=frag, **window)
+        own = pw.waits_while_scattered(w.reader(), **window)
+        shared = pw.waits_while_scattered(w.reader(), frag=frag, **window)
         pd.testing.assert_frame_equal(shared, own)
         if hours == (0, 4) and partition != "other":
             assert own[["pending_h", "scattered_h"]].values.tolist() == [[3.0, 2.0]]

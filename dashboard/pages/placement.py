@@ -20,7 +20,7 @@ from dashboard.components import Column, job_href, num
 from dashboard.figures import placement as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_time, missing
-from warehouse import placement
+from warehouse import placement, placement_waits
 
 dash.register_page(
     __name__, path="/placement", name="Placement", order=6,
@@ -127,7 +127,7 @@ def update_frag(data, _n=None):
     start, end = f.window(now)
     frag = placement.fleet_fragmentation(context.reader(), start=start, end=end, now=now,
                                          partition=f.partition)
-    waits = placement.waits_while_scattered(context.reader(), start=start, end=end, now=now,
+    waits = placement_waits.waits_while_scattered(context.reader(), start=start, end=end, now=now,
                                             min_gpus=context.options().large_job_gpus,
                                             partition=f.partition, frag=frag)
     return (fig.fragmentation_over_time(frag), now_cards(frag, reaches_now=start <= now <= end),
@@ -136,8 +136,8 @@ def update_frag(data, _n=None):
 
 def waits_panel(waits) -> list:
     """The scattered waits' summary line (large jobs, job-hours pending and scattered)
-    and table (hours per job; :func:`warehouse.placement.waits_summary`)."""
-    s = placement.waits_summary(waits)
+    and table (hours per job; :func:`warehouse.placement_waits.waits_summary`)."""
+    s = placement_waits.waits_summary(waits)
     note = html.P(f"{s['scattered']:,} of {s['waited']:,} large jobs that waited did so "
                   f"while their GPUs were free but scattered ({s['scattered_h']:,.0f} of "
                   f"{s['pending_h']:,.0f} job-hours pending).", className="panel-sub")

@@ -33,7 +33,7 @@ import pandas as pd
 
 from gpulens.settings import default
 from warehouse import fleet_hours as hourly
-from warehouse import placement
+from warehouse import placement, placement_waits
 from warehouse.analytics import Options
 from warehouse.queries import energy as qe
 from warehouse.queries import failures as qf
@@ -263,7 +263,7 @@ def placement_figures(reader: Callable, *, start: datetime, end: datetime, now: 
     s = placement.placement_summary(placement.job_placement(reader(), min_nodes=2,
                                                             detail=False, **w))
     frag = placement.fleet_fragmentation(reader(), **w)
-    waits = placement.waits_summary(placement.waits_while_scattered(
+    waits = placement_waits.waits_summary(placement_waits.waits_while_scattered(
         reader(), min_gpus=min_gpus, frag=frag, **w))
     return {"placement_score": None if np.isnan(s["mean_score"]) else s["mean_score"],
             "misplaced_gpu_h": s["misplaced_gpu_hours"], "multi_node_runs": s["runs"],
