@@ -245,31 +245,31 @@ def test_job_telemetry_from_its_cached_layout_is_the_figure_plotly_updates_gave(
 
 
 def test_placement_scores_draw_one_marker_per_size_span_and_score():
-    """Runs of the same size, span and score are one marker (issue 17: a marker per run
-    was 560,000 markers a 24,576-GPU week); the marker names its costliest run and how
-    many more it holds, and its size follows their GPU-hours."""
+    """A marker per size, span and score (issue 17: a marker per run was 560,000
+    markers a 24,576-GPU week; placed_runs groups them): the marker names its costliest
+    run's job and how many more runs it holds, and its size follows their GPU-hours."""
     from dashboard.figures.placement import placement_scores
 
-    def run(job, gpus, racks, gpu_hours, misplaced):
-        return {"job_id": job, "gpus": gpus, "racks": racks, "min_racks": 1, "zones": 1,
-                "min_zones": 1, "score": 2 / (racks + 1), "gpu_hours": gpu_hours,
-                "misplaced": misplaced}
+    def marker(job, gpus, racks, runs, gpu_hours, misplaced):
+        return {"misplaced": misplaced, "gpus": gpus, "racks": racks, "min_racks": 1,
+                "zones": 1, "min_zones": 1, "score": 2 / (racks + 1), "runs": runs,
+                "gpu_hours": gpu_hours, "score_gpu_hours": gpu_hours * 2 / (racks + 1),
+                "job_id": job}
 
-    df = pd.DataFrame([run("a<1>", 16, 2, 5.0, True), run("b", 16, 2, 9.0, True),
-                       run("c", 16, 2, 1.0, True), run("d", 32, 3, 2.0, True),
-                       run("e", 16, 1, 4.0, False)])
+    df = pd.DataFrame([marker("e", 16, 1, 1, 4.0, False), marker("b", 16, 2, 3, 15.0, True),
+                       marker("d", 32, 3, 1, 2.0, True)])
     fig = placement_scores(df)
     tight, spread = fig.data
     assert list(tight.text) == ["e"] and list(tight.x) == [16]
     assert list(spread.x) == [16, 32] and list(spread.y) == pytest.approx([2 / 3, 0.5])
-    assert list(spread.text) == ["b and 2 more runs", "d"]  # the costliest named
+    assert list(spread.text) == ["b and 2 more runs", "d"]
     assert spread.marker.size[0] == pytest.approx(30.0)  # 15 GPU-hours, the largest
     assert spread.marker.size[1] == pytest.approx(6 + 24 * (2 / 15) ** 0.5)
-    one = placement_scores(df.iloc[[0, 2]])
+    assert list(spread.customdata[0]) == [2, 1, 1, 1]  # racks, fewest, zones, fewest
+    one = placement_scores(pd.DataFrame([marker("a<1>", 16, 2, 2, 6.0, True)]))
     assert list(one.data[0].text) == ["a&lt;1&gt; and 1 more run"]  # escaped
-    tied = pd.DataFrame([run(j, 16, 2, 3.0, True) for j in ("c", "a", "b")])
-    for order in (tied, tied.iloc[::-1]):  # ties of GPU-hours: the first by id, always
-        assert list(placement_scores(order).data[0].text) == ["a and 2 more runs"]
+    assert list(one.layout.xaxis.tickvals) == [8, 16, 32]  # powers of 2 around the sizes
+    assert "No multi-node job" in str(placement_scores(df.head(0)).layout)
 
 
 def test_rack_gpus_cells_show_each_gpus_first_row():

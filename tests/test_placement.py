@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from tests.support.placement import NOW, H, T, seed_placement
-from warehouse import Warehouse
+from warehouse import Warehouse, placement_runs
 from warehouse import placement as pl
 from warehouse import placement_waits as pw
 
@@ -33,7 +33,7 @@ def test_job_span_against_the_fewest_racks_and_zones(wh):
     # GPU-hours within the window: J1 8 x 4 h, J2 8 x 2 h, J3 (running) 2 x 4 h
     assert df["gpu_hours"].to_dict() == pytest.approx({"J1": 32.0, "J2": 16.0, "J3": 8.0})
     assert df.index[0] == "J2"  # worst placed first
-    s = pl.placement_summary(df.reset_index())
+    s = placement_runs.placed_runs(wh.reader(), start=T, end=NOW, now=NOW).summary
     # runs of 2+ nodes: J1 and J2; GPU-hour weighted score (32 x 1 + 16 x 0.5) / 48
     assert s == pytest.approx({"runs": 2, "misplaced_runs": 1, "gpu_hours": 48.0,
                                "misplaced_gpu_hours": 16.0, "mean_score": 40 / 48})
@@ -82,18 +82,26 @@ def test_racks_without_a_zone_are_zones_of_their_own(wh):
     assert df.loc["J2", ["racks", "zones", "min_racks", "min_zones"]].tolist() == [2, 2, 1, 1]
 
 
-def test_score_is_pure_and_bounded():
-    df = pl.score(pd.DataFrame({"racks": [3, 1], "zones": [2, 1], "min_racks": [2, 1],
-                                "min_zones": [1, 1]}))
-    assert df["score"].tolist() == [0.6, 1.0]  # (2 + 1) / (3 + 2)
-    assert pl.placement_summary(df.assign(nodes=1, gpu_hours=1.0))["runs"] == 0
-    assert math.isnan(pl.placement_summary(df.assign(nodes=1, gpu_hours=1.0))["mean_score"])
+def test_score_is_at_most_one_where_the_inventory_counts_fewer_gpus(wh):
+    """A run given more GPUs on a node than the inventory counts (10 on n1 of 4): its
+    size needs ceil(10 / 8) = 2 racks by the inventory, it spans 1; its score is 1, not
+    (2 + 1) / (1 + 1), and it spans no extra rack."""
+    wh.ingest("allocations", pd.DataFrame({
+        "job_id": "big", "run_index": 0, "node": "n1", "gpu_index": range(10),
+        "start_ts": T, "end_ts": T + H})).result()
+    df = pl.job_placement(wh.reader(), start=T, end=NOW, now=NOW).set_index("job_id")
+    assert df.loc["big", ["racks", "min_racks", "zones", "min_zones"]].tolist() == [1, 2, 1, 1]
+    assert df.loc["big", "score"] == 1.0 and df.loc["big", "extra_racks"] == 0
+    assert not df.loc["big", "misplaced"]
 
 
 def test_empty_warehouse_gives_empty_frames():
     w = Warehouse(":memory:")
     try:
         assert len(pl.job_placement(w.reader(), start=T, end=NOW, now=NOW)) == 0
+        placed = placement_runs.placed_runs(w.reader(), start=T, end=NOW, now=NOW)
+        assert len(placed.markers) == 0 and len(placed.worst) == 0
+        assert placed.summary["runs"] == 0 and math.isnan(placed.summary["mean_score"])
         frag = pl.fragmentation(w.reader(), ticks=[T], usual={})
         assert len(frag) == 0 and len(frag.attrs["by_partition"]) == 0
         assert pl.usual_gpus(w.reader(), start=T, end=NOW) == {}

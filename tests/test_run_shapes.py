@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from tests.support.allocations import CLEAR_ALLOCATIONS
 from tests.support.migrations import migrated_before
-from tests.support.placement import WriteBetween
+from tests.support.placement import WriteBetween, assert_placed
 from warehouse import placement as pl
-from warehouse import run_shapes
+from warehouse import placement_runs, run_shapes
 from warehouse.db import fill
 from warehouse.migrate import available, migrate
 
@@ -87,6 +87,9 @@ def _same_answers(cur, rng) -> None:
             want = cur.execute(pl._FIGURES_MULTI, p).df()
             got = cur.execute(pl._FIGURES_KEPT, p).df()
             pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-12)
+            if min_gpus == 1 and min_nodes == 2:  # the page's chart, cards and table
+                assert_placed(placement_runs.placed_runs(cur, start=start, end=end, now=now,
+                                             partition=partition, rows=3), want, 3)
         u = {"start": start, "end": end}
         assert (sorted(cur.execute(pl._USUAL_KEPT, u).fetchall())
                 == sorted(cur.execute(pl._USUAL, u).fetchall()))
@@ -196,6 +199,7 @@ def test_a_tree_changed_by_hand_and_back_is_followed(empty_wh):
         assert not pl.kept_shapes(w.reader())
         got = pl.job_placement(w.reader(), min_nodes=2, detail=False, **p)
         assert got[["racks", "zones"]].values.tolist() == [[1, 1]]
+        assert_placed(placement_runs.placed_runs(w.reader(), **p), got, 500)  # grouped as well
         w.ingest("nodes", NODES.head(1)).result()  # any topology delivery follows it
         _kept(w.reader())
         assert w.reader().execute("SELECT racks, zones FROM run_shapes").fetchall() == [(1, 1)]

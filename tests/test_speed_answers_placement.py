@@ -16,10 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.allocations import CLEAR_ALLOCATIONS
-from tests.support.placement import WriteBetween
+from tests.support.placement import WriteBetween, assert_placed, scored
 from warehouse import placement as pl
+from warehouse import placement_runs, run_nodes
 from warehouse import placement_waits as pw
-from warehouse import run_nodes
 from warehouse.db import fill
 from warehouse.schema import derived_columns
 
@@ -28,6 +28,11 @@ H = timedelta(hours=1)
 
 _hours = st.integers(min_value=-3, max_value=30)
 _partition = st.sampled_from(["train", "eval", None])
+
+
+def _window(params: dict) -> dict:
+    """``params``' window and partition: what ``placement.placed_runs`` is asked."""
+    return {k: params[k] for k in ("start", "end", "now", "partition")}
 
 
 def _scattered_waits_loop(pending, by_partition, *, now, node_gpus, step_h=1.0):
@@ -287,7 +292,7 @@ def test_job_spans_counted_per_node_as_per_allocation(seed):
             params = {"start": T0 + 2 * H, "end": T0 + 20 * H, "now": T0 + 18 * H,
                       "partition": partition, "min_gpus": min_gpus}
             key = ["job_id", "run_index"]  # ties of score and GPU-hours come in any order
-            want = pl.score(w.reader().execute(_JOB_SPANS_ROWS, params).df()).sort_values(
+            want = scored(w.reader().execute(_JOB_SPANS_ROWS, params).df()).sort_values(
                 key, ignore_index=True)
             got = pl.job_placement(w.reader(), **params).sort_values(key, ignore_index=True)
             assert len(want) > 10 and (want["racks"] > 1).any()
@@ -332,7 +337,9 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
                 report.sort_values(key, ignore_index=True),
                 page.drop(columns=named).sort_values(key, ignore_index=True),
                 check_dtype=False)
-            assert pl.placement_summary(report) == pl.placement_summary(page)
+            if min_gpus == 1 and min_nodes == 2:  # the page's chart, cards and table
+                assert_placed(placement_runs.placed_runs(w.reader(), rows=2, **_window(params)), page.drop(
+                    columns=named), 2)
             for frame in (page, report):  # ties by job and run: the same rows every call
                 pd.testing.assert_frame_equal(frame, frame.sort_values(
                     ["score", "gpu_hours", "job_id", "run_index"],
@@ -418,8 +425,11 @@ def test_multi_node_runs_only_as_every_run_filtered(empty_wh, seed):
             got = pl.job_placement(w.reader(), min_nodes=2, **params).sort_values(
                 key, ignore_index=True)
             pd.testing.assert_frame_equal(got, want, check_dtype=False)
-            assert pl.placement_summary(got) == pytest.approx(pl.placement_summary(every),
-                                                              nan_ok=True)
+            if min_gpus == 1:  # the page's and the report's figures: the same runs
+                assert_placed(placement_runs.placed_runs(w.reader(), rows=3, **_window(params)),
+                              want.sort_values(["score", "gpu_hours", "job_id", "run_index"],
+                                               ascending=[True, False, True, True],
+                                               ignore_index=True), 3)
         for start, end in ((T0 - 24 * H, T0 + 30 * H), (T0 + 5 * H, T0 + 9 * H)):
             rows = w.reader().execute(_USUAL_EVERY_RUN, {"start": start, "end": end}
                                       ).fetchall()

@@ -126,6 +126,18 @@ PART = """part AS (
     GROUP BY ALL
 )"""
 
+#: A run's score and how far it is spread, from ``sized``'s columns (one definition for
+#: the page, its chart and cards, and the weekly report): ``extra_racks`` and
+#: ``extra_zones`` beyond the fewest possible, ``score = (min_racks + min_zones) /
+#: (racks + zones)`` (at most 1), ``misplaced`` when either is more than needed.
+_SCORED = """
+    SELECT *, CAST(greatest(racks - min_racks, 0) AS BIGINT) AS extra_racks,
+           CAST(greatest(zones - min_zones, 0) AS BIGINT) AS extra_zones,
+           least((min_racks + min_zones) / greatest(racks + zones, 1), 1.0) AS score,
+           racks > min_racks OR zones > min_zones AS misplaced
+    FROM sized"""
+WORST_FIRST = "score, gpu_hours DESC, job_id, run_index"
+
 #: Runs are counted per node first (a whole-node job's GPUs are one row, issue 17), on
 #: the three keys of the allocation alone, then given their node's place in the tree
 #: (issue 17: with the six keys of the tree's, 11.2 -> 8.3 s of CPU for bench/scale.py's
@@ -155,20 +167,25 @@ runs AS (
 ),
 placed AS (
     SELECT r.*, part.partition FROM runs r JOIN part USING (job_id, run_index){kept}
-)
-SELECT p.job_id, p.run_index, {names}p.partition, p.gpus, p.nodes, p.racks, p.zones,
-       CAST(ceil(p.gpus / c.rack_gpus) AS INTEGER) AS min_racks,
-       CAST(ceil(p.gpus / c.zone_gpus) AS INTEGER) AS min_zones,
-       {rack_names}p.start_ts, p.end_ts,
-       p.gpus * greatest(epoch_us(least(p.end_ts, $end)) - epoch_us(greatest(p.start_ts, $start)),
-                         0) / 3.6e9 AS gpu_hours
-FROM placed p JOIN cap c USING (partition){jobs}
-WHERE p.end_ts > p.start_ts
-  AND ($partition::VARCHAR IS NULL OR p.partition = $partition)
-  AND p.gpus >= $min_gpus AND p.nodes >= $min_nodes
-ORDER BY p.job_id, p.run_index  -- score() keeps this order among ties
-"""
+),
+sized AS (
+    SELECT p.job_id, p.run_index, {names}p.partition, p.gpus, p.nodes, p.racks, p.zones,
+           CAST(ceil(p.gpus / c.rack_gpus) AS INTEGER) AS min_racks,
+           CAST(ceil(p.gpus / c.zone_gpus) AS INTEGER) AS min_zones,
+           {rack_names}p.start_ts, p.end_ts,
+           p.gpus * greatest(epoch_us(least(p.end_ts, $end))
+                             - epoch_us(greatest(p.start_ts, $start)), 0) / 3.6e9 AS gpu_hours
+    FROM placed p JOIN cap c USING (partition){jobs}
+    WHERE p.end_ts > p.start_ts
+      AND ($partition::VARCHAR IS NULL OR p.partition = $partition)
+      AND p.gpus >= $min_gpus AND p.nodes >= $min_nodes
+),
+scored AS {materialized}(""" + _SCORED + """)
+{tail}"""
 _JOBS_SQL = fill(_JOBS_SQL, part=fill(PART, rows="per_node"))
+#: The runs one by one, worst placed first, then most GPU-hours, then by job and run (so
+#: a page that shows the first 500 shows the same ones on every call).
+_EACH = {"materialized": "", "tail": "SELECT * FROM scored ORDER BY " + WORST_FIRST}
 
 #: Only the runs on more than one node (a superset of the runs with more than one node in
 #: the tree) are placed in the tree and grouped: the weekly report reads multi-node runs
@@ -184,15 +201,18 @@ _DETAIL = {"rack_list": fill(_RACK_NAMES, rack="rack") + " AS rack_names, ",
            "names": "j.name, j.user_name, j.job_type, ",
            "rack_names": "p.rack_names, ",
            "jobs": "\nLEFT JOIN jobs j USING (job_id)"}
-#: None of them: the runs' figures alone, for :func:`placement_summary` (issue 17: the
-#: racks' lists and the names cost ~1 s of a 24,576-GPU week's 3.1 s in the report).
+#: None of them: the runs' figures alone, for warehouse/placement_runs.py (issue 17:
+#: the racks' lists and the names cost ~1 s of a 24,576-GPU week's 3.1 s in the report).
 _FIGURES = dict.fromkeys(_DETAIL, "")
 _LIVE = {"window": _WINDOW, "kept": ""}
-_JOBS = fill(_JOBS_SQL, only="", **_LIVE, **_DETAIL)
-_JOBS_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_LIVE, **_DETAIL)
-_FIGURES_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_LIVE, **_FIGURES)
-#: :data:`_FIGURES_MULTI` with the whole runs read from ``run_shapes``.
-_FIGURES_KEPT = fill(_JOBS_SQL, only=_MULTI_ONLY, window=_KEPT, kept=_KEPT_RUNS, **_FIGURES)
+_JOBS = fill(_JOBS_SQL, only="", **_LIVE, **_DETAIL, **_EACH)
+_JOBS_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_LIVE, **_DETAIL, **_EACH)
+RUNS_MULTI = fill(_JOBS_SQL, only=_MULTI_ONLY, **_LIVE, **_FIGURES)
+#: :data:`RUNS_MULTI` with the whole runs read from ``run_shapes``.
+RUNS_KEPT = fill(_JOBS_SQL, only=_MULTI_ONLY, window=_KEPT, kept=_KEPT_RUNS, **_FIGURES)
+_FIGURES_MULTI = fill(RUNS_MULTI, **_EACH)
+_FIGURES_KEPT = fill(RUNS_KEPT, **_EACH)
+
 
 #: The instants ``$ticks`` and per instant and node the GPUs allocations held (``used``).
 #: The allocations are first cut to those held at some instant and counted per node and
@@ -315,22 +335,22 @@ def job_placement(cur, *, start: datetime, end: datetime, now: datetime,
     gpu_hours (GPU-hours within the window), score (0..1), misplaced (bool),
     extra_racks, extra_zones; worst placed first, then most GPU-hours, then by job and
     run. ``detail=False`` (with ``min_nodes`` 2 or more) leaves out name, user_name,
-    job_type and rack_names: the figures of :func:`placement_summary` from the same runs,
-    without naming them (:func:`name_runs` names a few of them)."""
+    job_type and rack_names: the runs :func:`warehouse.placement_runs.placed_runs`
+    counts, without naming them (:func:`name_runs` names a few of them)."""
     params = {"start": start, "end": end, "now": now, "partition": partition,
               "min_gpus": int(min_gpus), "min_nodes": int(min_nodes)}
     if min_nodes < 2 or detail:
-        return score(cur.execute(_JOBS if min_nodes < 2 else _JOBS_MULTI, params).df())
+        return cur.execute(_JOBS if min_nodes < 2 else _JOBS_MULTI, params).df()
     with own_cursor(cur) as own, transaction(own):  # the kept rows of the tree it checked
         sql = _FIGURES_KEPT if kept_shapes(own) else _FIGURES_MULTI
-        return score(own.execute(sql, params).df())
+        return own.execute(sql, params).df()
 
 
 def kept_shapes(cur) -> bool:
     """Whether ``run_shapes`` was computed with the tree as it is now: the writer keeps it
     so with each batch (warehouse/run_shapes.py); a tree changed by hand since is not,
     and the runs are then grouped from ``run_nodes``."""
-    return bool(cur.execute(SAME_TREE_SQL).fetchone()[0])
+    return bool(cur.execute(SAME_TREE_SQL).fetchall()[0][0])
 
 
 #: The racks (space-separated, by name) and the job's names of the runs
@@ -352,7 +372,8 @@ _NAMES = fill(_NAMES, rack_names=fill(_RACK_NAMES, rack="t.rack"))
 
 def name_runs(cur, runs: pd.DataFrame, *, start: datetime, end: datetime,
               now: datetime) -> pd.DataFrame:
-    """``runs`` (rows of :func:`job_placement` with ``detail=False``, the same window)
+    """``runs`` (:func:`warehouse.placement_runs.placed_runs`'s worst, or rows of
+    :func:`job_placement` with ``detail=False``; the same window)
     with the columns ``detail=True`` adds: name, user_name, job_type, rack_names; in
     their order. For a page that shows a few hundred of a week's runs (issue 17: the
     Placement page read a 24,576-GPU week's 594,666 runs with names, 3.5 s, and its
@@ -362,36 +383,6 @@ def name_runs(cur, runs: pd.DataFrame, *, start: datetime, end: datetime,
         "jobs": [str(j) for j in runs["job_id"]],
         "runs": [int(r) for r in runs["run_index"]]}).df()
     return runs.merge(names, on=["job_id", "run_index"], how="left", validate="one_to_one")
-
-
-def score(df: pd.DataFrame) -> pd.DataFrame:
-    """Add score, misplaced, extra_racks and extra_zones to a frame with racks, zones,
-    min_racks and min_zones (pure); sorted worst score, then most GPU-hours, first, ties
-    kept in the frame's order (:func:`job_placement`'s: by job and run, so a page that
-    shows the first 500 shows the same ones on every call; sorting on the two more keys
-    here took 0.3-0.4 s more for a 24,576-GPU week's runs, the SQL's ORDER BY ~0)."""
-    df = df.copy()
-    df["extra_racks"] = (df["racks"] - df["min_racks"]).clip(lower=0).astype(int)
-    df["extra_zones"] = (df["zones"] - df["min_zones"]).clip(lower=0).astype(int)
-    df["score"] = ((df["min_racks"] + df["min_zones"])
-                   / (df["racks"] + df["zones"]).clip(lower=1)).clip(upper=1.0)
-    df["misplaced"] = (df["extra_racks"] > 0) | (df["extra_zones"] > 0)
-    sort = ["score", "gpu_hours"] if "gpu_hours" in df else ["score"]
-    return df.sort_values(sort, ascending=[True, False][: len(sort)], kind="stable",
-                          ignore_index=True)
-
-
-def placement_summary(jobs: pd.DataFrame, *, min_nodes: int = 2) -> dict:
-    """Totals over :func:`job_placement`'s runs of at least ``min_nodes`` nodes (the
-    ones whose placement can be wrong): runs, misplaced runs, GPU-hours, misplaced
-    GPU-hours, and the GPU-hour-weighted mean score (NaN without runs)."""
-    big = jobs[jobs["nodes"] >= min_nodes] if len(jobs) else jobs
-    gh = float(big["gpu_hours"].sum()) if len(big) else 0.0
-    bad = big[big["misplaced"]] if len(big) else big
-    mean = float((big["score"] * big["gpu_hours"]).sum() / gh) if gh > 0 else float("nan")
-    return {"runs": int(len(big)), "misplaced_runs": int(len(bad)), "gpu_hours": gh,
-            "misplaced_gpu_hours": float(bad["gpu_hours"].sum()) if len(bad) else 0.0,
-            "mean_score": mean}
 
 
 def hourly_ticks(start: datetime, end: datetime, *, step: timedelta = timedelta(hours=1)

@@ -24,32 +24,22 @@ def fragmentation_over_time(df: pd.DataFrame | None) -> go.Figure:
                  empty="No topology or no allocation in this range: nothing to measure.")
 
 
-#: What makes runs one marker of :func:`placement_scores`: the same size, span and score.
-MARKER_KEYS = ["gpus", "racks", "min_racks", "zones", "min_zones", "score"]
-
-
-def placement_scores(df: pd.DataFrame | None) -> go.Figure:
+def placement_scores(markers: pd.DataFrame | None) -> go.Figure:
     """Multi-node runs: GPUs against placement score (1 = as tight as its size allows);
-    misplaced runs in a second colour. Runs of the same size, span and score are one
-    marker (issue 17: a 24,576-GPU week has ~560,000 multi-node runs, and a marker each
-    took 16 s to build and tens of MB to send); its size is by their GPU-hours, and its
-    hover names how many runs it holds and the one with the most GPU-hours."""
-    if df is None or len(df) == 0:
+    misplaced runs in a second colour. A marker is the runs of one size, span and score
+    (:func:`warehouse.placement.placed_runs`'s markers; issue 17: a 24,576-GPU week has
+    ~560,000 multi-node runs, and a marker each took 16 s to build and tens of MB to
+    send); its size is by their GPU-hours, and its hover names how many runs it holds
+    and the job of the one with the most GPU-hours."""
+    if markers is None or len(markers) == 0:
         return empty_figure("No multi-node job ran in this range.")
     fig = figure()
     for bad, name, colour in ((False, "Placed tightly", PALETTE[0]),
                               (True, "Spread more than needed", PALETTE[5])):
-        d = df[df["misplaced"] == bad]
+        d = markers[markers["misplaced"] == bad]
         if len(d) == 0:
             continue
-        d = d.assign(gpu_hours=d["gpu_hours"].fillna(0).clip(lower=0),
-                     job_id=d["job_id"].astype(str))
-        groups = d.groupby(MARKER_KEYS, sort=True)
-        costliest = d[d["gpu_hours"] == groups["gpu_hours"].transform("max")]
-        named = costliest.groupby(MARKER_KEYS, sort=True)["job_id"].min()  # ties: by id
-        d = groups.agg(runs=("job_id", "size"), gpu_hours=("gpu_hours", "sum")).reset_index()
-        d["job_id"] = named.to_numpy()
-        size = d["gpu_hours"] ** 0.5
+        size = d["gpu_hours"].clip(lower=0) ** 0.5
         more = d["runs"] - 1
         fig.add_trace(go.Scatter(
             x=d["gpus"], y=d["score"], mode="markers", name=name,
@@ -62,7 +52,7 @@ def placement_scores(df: pd.DataFrame | None) -> go.Figure:
                            "racks %{customdata[0]} (fewest %{customdata[1]}), "
                            "zones %{customdata[2]} (fewest %{customdata[3]})<extra></extra>"),
         ))
-    lo, hi = float(df["gpus"].min()), float(df["gpus"].max())
+    lo, hi = float(markers["gpus"].min()), float(markers["gpus"].max())
     ticks = [2 ** k for k in range(0, 21) if lo / 2 <= 2 ** k <= hi * 2]  # sizes: powers of 2
     fig.update_layout(**chart_layout(hovermode="closest", uirevision="placement-scores"),
                       xaxis={**GRID, "title": {"text": "GPUs"}, "type": "log",

@@ -20,7 +20,7 @@ from dashboard.components import Column, job_href, num
 from dashboard.figures import placement as fig
 from dashboard.filters import from_query
 from dashboard.formatting import fmt_time, missing
-from warehouse import placement, placement_waits
+from warehouse import placement, placement_runs, placement_waits
 
 dash.register_page(
     __name__, path="/placement", name="Placement", order=6,
@@ -104,7 +104,7 @@ def now_cards(frag, *, reaches_now: bool) -> html.Div:
 
 def placement_cards(summary: dict) -> html.Div:
     """Cards: the window's GPU-hour weighted placement score and GPU-hours spread over
-    more racks or zones than needed (:func:`warehouse.placement.placement_summary`)."""
+    more racks or zones than needed (:func:`warehouse.placement_runs.placement_summary`)."""
     score = summary["mean_score"]
     return components.cards([
         ("Placement score", "—" if score != score else f"{score:.2f}",
@@ -153,14 +153,11 @@ def update_jobs(data, _n=None):
     f = from_query(data)
     now = context.now()
     start, end = f.window(now)
-    # the multi-node runs without names; only the table's rows are named (issue 17)
-    multi = placement.job_placement(context.reader(), start=start, end=end, now=now,
-                                    partition=f.partition, min_nodes=2, detail=False)
-    shown = placement.name_runs(context.reader(),
-                                multi[multi["misplaced"]].head(components.MAX_TABLE_ROWS),
-                                start=start, end=end, now=now)
+    # the multi-node runs' markers, summary and worst rows; only the table's are named
+    runs = placement_runs.placed_runs(context.reader(), start=start, end=end, now=now,
+                                 partition=f.partition, rows=components.MAX_TABLE_ROWS)
+    shown = placement.name_runs(context.reader(), runs.worst, start=start, end=end, now=now)
     table = components.table(shown, JOB_COLUMNS, table_id=ids.PLACEMENT_JOBS + "-table",
                              empty_message="Every multi-node run in this range was placed "
                              "as tightly as its size allowed.")
-    return (fig.placement_scores(multi), table,
-            placement_cards(placement.placement_summary(multi)))
+    return fig.placement_scores(runs.markers), table, placement_cards(runs.summary)

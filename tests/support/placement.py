@@ -15,6 +15,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pandas as pd
+import pytest
+
+from warehouse.placement_runs import MARKER_KEYS
 
 T = datetime(2026, 11, 2)
 H = timedelta(hours=1)
@@ -64,3 +67,52 @@ class WriteBetween:
             if self.seen == 1:
                 self.wh.write(lambda con: con.execute(self.sql)).result()
         return out
+
+
+def scored(df: pd.DataFrame) -> pd.DataFrame:
+    """The score as the page computed it in pandas before issue 17 moved it into
+    warehouse/placement.py's SQL (the reference): extra racks and zones, score, misplaced,
+    worst first, then most GPU-hours, ties in the frame's order."""
+    df = df.copy()
+    df["extra_racks"] = (df["racks"] - df["min_racks"]).clip(lower=0).astype(int)
+    df["extra_zones"] = (df["zones"] - df["min_zones"]).clip(lower=0).astype(int)
+    df["score"] = ((df["min_racks"] + df["min_zones"])
+                   / (df["racks"] + df["zones"]).clip(lower=1)).clip(upper=1.0)
+    df["misplaced"] = (df["extra_racks"] > 0) | (df["extra_zones"] > 0)
+    return df.sort_values(["score", "gpu_hours"], ascending=[True, False], kind="stable",
+                          ignore_index=True)
+
+
+def placed_reference(runs: pd.DataFrame, rows: int) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """What ``placement.placed_runs`` gives, computed as the page did before issue 17
+    from ``job_placement(min_nodes=2, detail=False)``'s frame ``runs``: the chart's
+    markers (grouped in pandas, the costliest run's job named, the first by id among
+    ties), the first ``rows`` misplaced runs, and the summary."""
+    d = runs.assign(job_id=runs["job_id"].astype(str))
+    groups = d.groupby(MARKER_KEYS, sort=True)
+    costliest = d[d["gpu_hours"] == groups["gpu_hours"].transform("max")]
+    named = costliest.groupby(MARKER_KEYS, sort=True)["job_id"].min()
+    d["score_gpu_hours"] = d["score"] * d["gpu_hours"]
+    markers = d.groupby(MARKER_KEYS, sort=True).agg(
+        runs=("job_id", "size"), gpu_hours=("gpu_hours", "sum"),
+        score_gpu_hours=("score_gpu_hours", "sum")).reset_index()
+    markers["job_id"] = named.to_numpy()
+    bad = runs[runs["misplaced"]]
+    gh = float(runs["gpu_hours"].sum())
+    summary = {"runs": len(runs), "misplaced_runs": len(bad), "gpu_hours": gh,
+               "misplaced_gpu_hours": float(bad["gpu_hours"].sum()),
+               "mean_score": float((runs["score"] * runs["gpu_hours"]).sum() / gh)
+               if gh > 0 else float("nan")}
+    return markers, bad.head(rows).reset_index(drop=True), summary
+
+
+def assert_placed(got, runs: pd.DataFrame, rows: int) -> None:
+    """``got`` (a ``placed_runs`` answer) is :func:`placed_reference` of ``runs``
+    (``job_placement``'s frame, with or without the names of ``detail=True``)."""
+    markers, worst, summary = placed_reference(runs, rows)
+    worst = worst.drop(columns=["name", "user_name", "job_type", "rack_names"],
+                       errors="ignore")
+    pd.testing.assert_frame_equal(got.markers, markers, check_dtype=False,
+                                  check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(got.worst, worst, check_dtype=False)
+    assert got.summary == pytest.approx(summary, rel=1e-12, nan_ok=True)

@@ -33,7 +33,7 @@ import pandas as pd
 
 from gpulens.settings import default
 from warehouse import fleet_hours as hourly
-from warehouse import placement, placement_waits
+from warehouse import placement, placement_runs, placement_waits
 from warehouse.analytics import Options
 from warehouse.queries import energy as qe
 from warehouse.queries import failures as qf
@@ -260,8 +260,7 @@ def placement_figures(reader: Callable, *, start: datetime, end: datetime, now: 
     racks or zones than needed, the mean stranded GPUs (hourly), and the large jobs (at
     least ``min_gpus`` GPUs) that waited while enough GPUs were free but scattered."""
     w = {"start": start, "end": end, "now": now}
-    s = placement.placement_summary(placement.job_placement(reader(), min_nodes=2,
-                                                            detail=False, **w))
+    s = placement_runs.placed_runs(reader(), rows=0, **w).summary
     frag = placement.fleet_fragmentation(reader(), **w)
     waits = placement_waits.waits_summary(placement_waits.waits_while_scattered(
         reader(), min_gpus=min_gpus, frag=frag, **w))
