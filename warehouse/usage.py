@@ -63,30 +63,31 @@ SCOPE = ("($partition::VARCHAR IS NULL OR n.partition = $partition) "
          "AND ($rack::VARCHAR IS NULL OR n.rack = $rack)")
 _NODES = fill("($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL"
               " OR node IN (SELECT node FROM nodes n WHERE {scope}))", scope=SCOPE)
-#: The runs ``$runs`` ('job_id:run_index' texts) as rows, each with its job id (the text
-#: before the last ':'; the run index is digits and '-'), once per statement: each use of
-#: a list parameter in a statement costs its conversion again (~20 ms for the 28,530
-#: failed runs of a day at 24,576 GPUs, issue 17). A statement using :data:`RUNS` starts
-#: its ``WITH`` with it.
+#: The runs ``$runs`` ('job_id:run_index' texts) as rows of job id (the text before the
+#: last ':') and run index (the rest, an integer; NULL, matching nothing, if it is not
+#: one), once per statement: each use of a list parameter in a statement costs its
+#: conversion again (~20 ms for the 28,530 failed runs of a day at 24,576 GPUs, issue
+#: 17). A statement using :data:`RUNS` starts its ``WITH`` with it.
 WANTED = """wanted_runs AS MATERIALIZED (
-    SELECT run, substr(run, 1, length(run) - strpos(reverse(run), ':')) AS job_id
+    SELECT substr(run, 1, length(run) - strpos(reverse(run), ':')) AS job_id,
+           TRY_CAST(substr(run, length(run) - strpos(reverse(run), ':') + 2) AS INTEGER)
+               AS run_index
     FROM (SELECT unnest($runs::VARCHAR[]) AS run)
 )"""
 
 
 def wanted_from(rows: str) -> str:
-    """:data:`WANTED` whose runs are the rows of the statement ``rows`` (columns ``run``,
-    the text 'job_id:run_index', and ``job_id``) instead of ``$runs``, for a statement
-    given ``$runs`` as an empty list (not NULL, so that :data:`RUNS` filters)."""
+    """:data:`WANTED` whose runs are the rows of the statement ``rows`` (columns
+    ``job_id`` and ``run_index``) instead of ``$runs``, for a statement given ``$runs``
+    as an empty list (not NULL, so that :data:`RUNS` filters)."""
     return fill("wanted_runs AS MATERIALIZED ({rows})", rows=rows)
 
 
-#: Only the runs ``$runs`` (NULL: all; the CTE :data:`WANTED`). The job ids come first
-#: so that the text of job and run is built only for those jobs' rows (issue 17: built for
-#: every row, it was two thirds of the energy of failures at 24,576 GPUs).
+#: Only the runs ``$runs`` (NULL: all; the CTE :data:`WANTED`), matched on job id and run
+#: index (issue 17: the text of job and run built for each usage row and matched took
+#: ~0.13 s of the energy of failures over a 24,576-GPU week, 0.22 -> ~0.15 s).
 RUNS = ("($runs::VARCHAR[] IS NULL"
-        " OR {alias}job_id IN (SELECT job_id FROM wanted_runs)"
-        " AND {alias}job_id || ':' || {alias}run_index IN (SELECT run FROM wanted_runs))")
+        " OR ({alias}job_id, {alias}run_index) IN (SELECT job_id, run_index FROM wanted_runs))")
 _RUNS = fill(RUNS, alias="")
 
 #: The measures of a usage row from its seconds, joules, utilisation and idle flag.

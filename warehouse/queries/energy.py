@@ -94,16 +94,21 @@ def run_energy_tail(src: str) -> str:
     ``src`` (columns job_id, run_index, ts, gpu_j, other_j joules, gpu_s seconds; any
     number of rows per run and bucket: each row is priced at its bucket's PUE and
     intensity, so ``src`` need not be grouped per bucket first, issue 17).
-    Returns gpu_hours, gpu_kwh, it_kwh, facility_kwh and carbon_kg per run."""
+    Returns gpu_hours, gpu_kwh, it_kwh, facility_kwh and carbon_kg per run, or per
+    ``{keys}`` (:data:`PER_RUN`, or :func:`_job_keys`' columns of the run's job)."""
     return fill("""buckets AS (SELECT DISTINCT ts FROM {src}),
 {ctes}
-SELECT p.job_id, p.run_index, sum(p.gpu_s) / 3600.0 AS gpu_hours,
+SELECT {keys}, sum(p.gpu_s) / 3600.0 AS gpu_hours,
        sum(p.gpu_j) / 3.6e6 AS gpu_kwh, sum(p.gpu_j + p.other_j) / 3.6e6 AS it_kwh,
        sum((p.gpu_j + p.other_j) * f.pue) / 3.6e6 AS facility_kwh,
        sum((p.gpu_j + p.other_j) * f.pue * i.g_co2_per_kwh) / 3.6e9 AS carbon_kg
-FROM {src} p JOIN pue_of f USING (ts) JOIN intensity i USING (ts)
+FROM {src} p JOIN pue_of f USING (ts) JOIN intensity i USING (ts){jobs}
 GROUP BY ALL
 """, src=src)
+
+
+#: :func:`run_energy_tail`'s sums per run.
+PER_RUN = {"keys": "p.job_id, p.run_index", "jobs": ""}
 
 
 #: Per run over a usage source ``u`` (warehouse/usage.py: live minutes or the table's
@@ -304,10 +309,10 @@ def _parts(cur, start: datetime, end: datetime, resolution: str | None, idle_pct
 
 def _run_frames(cur, *, start: datetime, end: datetime, opts: Options,
                 resolution: str | None, runs: list[tuple[str, int]] | None = None,
-                wrap: str | None = None,
+                keys: dict | None = None,
                 wanted: tuple[str, dict] | None = None) -> list[pd.DataFrame]:
-    """Each part's frame of the per-run energy query (warehouse/usage.py:plan), the query
-    inside ``wrap`` (a statement reading it as ``{runs}``) where given; ``wanted``: the
+    """Each part's frame of the per-run energy query (warehouse/usage.py:plan), summed per
+    ``keys`` (:func:`run_energy_tail`'s; :data:`PER_RUN` by default); ``wanted``: the
     runs as a statement's rows (usage.wanted_from) and its parameters, not ``runs``."""
     ctes = carbon.intensity_ctes().strip()
     params = {"node_w": opts.node_overhead_w, "idle_pct": float(opts.idle_util_pct),
@@ -317,12 +322,10 @@ def _run_frames(cur, *, start: datetime, end: datetime, opts: Options,
         params = {**params, **wanted[1], "runs": []}
     frames = []
     for p in _parts(cur, start, end, resolution, opts.idle_util_pct):
-        sql = fill(_RUN[p.path], ctes=ctes)
+        sql = fill(_RUN[p.path], ctes=ctes, **(keys or PER_RUN))
         if wanted is not None:
             assert sql.count(usage.WANTED) == 1
             sql = sql.replace(usage.WANTED, usage.wanted_from(wanted[0]))
-        if wrap is not None:
-            sql = fill(wrap, runs=sql)
         frames.append(cur.execute(*usage.bind(sql, start=p.start, end=p.end, **params,
                                               **_carbon_params(opts, _WIDTH[p.path]))).df())
     return frames
@@ -356,16 +359,13 @@ JOB_KEYS = {"job_id": ["job_id", "name", "user_name", "partition", "job_type"],
             **{k: [k] for k in ("name", "user_name", "account", "partition", "job_type",
                                 "gpus")}}
 
-#: :func:`run_energy`'s query (``{runs}``) summed per job keys (``{keys}``) in SQL: the
-#: jobs join sees one row per run, and the frame one row per key (issue 17: per run
-#: through pandas, energy by user took ~0.3 s more at 24,576 GPUs).
-_BY_JOB_SQL = """
-SELECT {keys}, sum(r.gpu_hours) AS gpu_hours, sum(r.gpu_kwh) AS gpu_kwh,
-       sum(r.it_kwh) AS it_kwh, sum(r.facility_kwh) AS facility_kwh,
-       sum(r.carbon_kg) AS carbon_kg
-FROM ({runs}) r LEFT JOIN jobs j USING (job_id)
-GROUP BY ALL
-"""
+def _job_keys(keys: list[str]) -> dict:
+    """:func:`run_energy_tail`'s sums per the job columns ``keys`` (the usage rows joined
+    with ``jobs``; issue 17: summed per run first and then per key, energy by user took
+    ~0.28 s of a 24,576-GPU week, ~0.24 s so; per run through pandas ~0.3 s more)."""
+    return {"keys": ", ".join("p.job_id" if k == "job_id" else fill("j.{k}", k=k)
+                              for k in keys),
+            "jobs": "\nLEFT JOIN jobs j USING (job_id)"}
 
 
 def job_energy(cur, *, start: datetime, end: datetime, by: str = "job_id",
@@ -377,10 +377,8 @@ def job_energy(cur, *, start: datetime, end: datetime, by: str = "job_id",
         raise ValueError(f"by must be one of {sorted(JOB_KEYS)}, not {by!r}")
     opts = opts or Options()
     keys = JOB_KEYS[by]
-    wrap = fill(_BY_JOB_SQL, keys=", ".join("job_id" if k == "job_id" else fill("j.{k}", k=k)
-                                            for k in keys))
     frames = _run_frames(cur, start=start, end=end, opts=opts, resolution=resolution,
-                         wrap=wrap)
+                         keys=_job_keys(keys))
     cols = _RUN_COLS
     out = usage.combine(frames, keys, cols)
     out[cols] = out[cols].fillna(0.0)  # a key without any energy sums to 0, as in pandas
@@ -410,7 +408,7 @@ def idle_energy(cur, *, start: datetime, end: datetime,
 #: (issue 17: the 28,530 of a day at 24,576 GPUs went from a frame to a list of texts in
 #: Python, then into each statement as a parameter).
 _FAILED_RUNS = """
-SELECT job_id || ':' || run_index AS run, job_id FROM failures
+SELECT job_id, run_index FROM failures
 WHERE end_ts >= $fail_start AND end_ts < $fail_end
 """
 
