@@ -61,13 +61,16 @@ tree AS (
 #: The tree's rows as ``run_shapes_tree`` keeps them (warehouse/run_shapes.py).
 TREE_ROWS = "WITH " + TREE + " SELECT node, rack, zone, partition FROM tree"
 
-#: True when ``run_shapes_tree`` is the tree now (both ways, duplicates counted): the
-#: runs' kept shapes are then the tree's.
-SAME_TREE_SQL = fill("""
-WITH now AS ({rows})
-SELECT NOT EXISTS (SELECT * FROM now EXCEPT ALL SELECT * FROM run_shapes_tree)
-   AND NOT EXISTS (SELECT * FROM run_shapes_tree EXCEPT ALL SELECT * FROM now)
-""", rows=TREE_ROWS)
+#: The rows of the tree now and of ``run_shapes_tree`` that the other lacks (both ways,
+#: duplicates counted; the writer's nodes moved, warehouse/run_shapes.py)...
+TREE_DIFF = fill("""now AS ({rows}),
+tree_diff AS (
+    (SELECT * FROM now EXCEPT ALL SELECT * FROM run_shapes_tree)
+    UNION ALL
+    (SELECT * FROM run_shapes_tree EXCEPT ALL SELECT * FROM now)
+)""", rows=TREE_ROWS)
+#: ...and true when there are none: the runs' kept shapes are then the tree's.
+SAME_TREE_SQL = "WITH " + TREE_DIFF + "\nSELECT NOT EXISTS (SELECT * FROM tree_diff)"
 
 _CAPACITY = """
 rack_cap AS (SELECT partition, rack, sum(gpus) AS g FROM tree GROUP BY ALL),

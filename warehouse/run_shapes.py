@@ -40,7 +40,7 @@ Anything that writes ``allocations`` other than through the ingest calls :func:`
 from __future__ import annotations
 
 from warehouse.db import fill, transaction
-from warehouse.placement import PART, TREE, TREE_ROWS
+from warehouse.placement import PART, TREE, TREE_DIFF, TREE_ROWS
 
 #: Each run's shape from ``run_nodes`` on the tree, of the runs ``{where}`` selects (a
 #: condition on ``a.job_id``, or nothing); migration 030 filled the table with the same.
@@ -72,14 +72,7 @@ SELECT_SQL = fill(SELECT_SQL, part=fill(PART, rows="rows"))
 _JOBS = " WHERE a.job_id IN (SELECT job_id FROM _run_shapes_jobs)"
 
 #: The nodes whose row in the tree is not the one ``run_shapes_tree`` holds.
-_MOVED_SQL = fill("""
-WITH now AS ({rows})
-SELECT DISTINCT node FROM (
-    (SELECT * FROM now EXCEPT ALL SELECT * FROM run_shapes_tree)
-    UNION ALL
-    (SELECT * FROM run_shapes_tree EXCEPT ALL SELECT * FROM now)
-)
-""", rows=TREE_ROWS)
+_MOVED_SQL = "WITH " + TREE_DIFF + "\nSELECT DISTINCT node FROM tree_diff"
 
 #: The jobs with a run on one of those nodes (registered as ``_run_shapes_moved``).
 _MOVED_JOBS_SQL = """
