@@ -72,6 +72,26 @@ def test_the_runs_filter_keeps_the_rows_the_former_kept(keys, wanted, pick):
         con.execute(old, {"runs": runs}).fetchall()
 
 
+@pytest.mark.parametrize("text", ["J:01", "J: 1", "J:1 ", "J:1.5", "J:0x10", "J:1e0", "J:-0",
+                                  "J:+1", "J:99999999999", "J:", "J", "J:1:", ":1", "J:١",
+                                  None])
+def test_a_run_text_matches_only_its_own_digits(text):
+    """A run index written otherwise than SQL writes it (a second reader's case: a lenient
+    cast matched 'J:01' to run 1, 'J:1.5' to run 2, 'J:0x10' to run 16) matches no run,
+    as the texts compared before did not; 'J:1' and 'J:-3' match theirs."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (job_id VARCHAR, run_index INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?, ?)",
+                    [("J", 1), ("J", 2), ("J", 16), ("J", 0), ("J", -3), ("J:1", 0), ("", 1)])
+    new = fill("WITH {wanted} SELECT * FROM t WHERE {runs} ORDER BY ALL",
+               wanted=usage.WANTED, runs=fill(usage.RUNS, alias="t."))
+    old = fill("SELECT * FROM t WHERE {runs} ORDER BY ALL", runs=fill(OLD_RUNS, alias="t."))
+    for runs in ([text], [text, "J:1", "J:-3"]):
+        want = con.execute(old, {"runs": runs}).fetchall()
+        assert con.execute(new, {"runs": runs}).fetchall() == want
+    assert con.execute(new, {"runs": ["J:1", "J:-3"]}).fetchall() == [("J", -3), ("J", 1)]
+
+
 OPTS = Options(node_overhead_w=120.0, pue=1.3, fallback_g_per_kwh=400.0)
 START, END = T + timedelta(seconds=50), T + 100 * M
 

@@ -95,6 +95,27 @@ def test_score_is_at_most_one_where_the_inventory_counts_fewer_gpus(wh):
     assert not df.loc["big", "misplaced"]
 
 
+def test_a_partition_without_gpus_in_the_inventory_is_not_scored(wh):
+    """Nodes whose inventory counts no GPUs (NULL) in a partition of their own (a second
+    reader's case: the fewest racks divided by 0 stopped the page and the report): their
+    run has no fewest racks or score and is not misplaced; the others are scored as
+    before, and the fleet's mean score is theirs."""
+    wh.ingest("nodes", pd.DataFrame({"node": ["x1", "x2"], "rack": ["r1", "r3"],
+                                     "partition": "bare", "gpus": None})).result()
+    wh.ingest("allocations", pd.DataFrame({
+        "job_id": "X", "run_index": 0, "node": ["x1", "x2"], "gpu_index": 0,
+        "start_ts": T, "end_ts": T + H})).result()
+    df = pl.job_placement(wh.reader(), start=T, end=NOW, now=NOW).set_index("job_id")
+    assert df.loc["X", ["racks", "zones"]].tolist() == [2, 2]
+    assert df.loc["X", ["min_racks", "min_zones", "score"]].isna().all()
+    assert df.loc["X", ["extra_racks", "extra_zones"]].tolist() == [0, 0]
+    assert not df.loc["X", "misplaced"] and df.index[-1] == "X"  # unscored runs last
+    assert df.loc["J2", "score"] == 0.5
+    s = placement_runs.placed_runs(wh.reader(), start=T, end=NOW, now=NOW).summary
+    assert s == pytest.approx({"runs": 3, "misplaced_runs": 1, "gpu_hours": 50.0,
+                               "misplaced_gpu_hours": 16.0, "mean_score": 40 / 48})
+
+
 def test_empty_warehouse_gives_empty_frames():
     w = Warehouse(":memory:")
     try:

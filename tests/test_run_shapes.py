@@ -226,6 +226,11 @@ def test_the_tree_check_and_the_runs_are_read_in_one_snapshot(empty_wh):
         w.ingest("allocations", run).result()
         got = pl.job_placement(WriteBetween(w, move), **p)
         assert got[["racks", "min_racks"]].values.tolist() == [[1, 1]]
+        w.write(lambda con: con.execute("UPDATE nodes SET rack = 'r0' WHERE node = 'n1'")
+                ).result()
+        placed = placement_runs.placed_runs(WriteBetween(w, move), start=T0, end=T0 + 2 * H,
+                                            now=T0 + 2 * H)  # the page's chart and cards
+        assert placed.markers[["racks", "min_racks"]].values.tolist() == [[1, 1]]
         after = pl.job_placement(w.reader(), **p)
         assert after[["racks", "min_racks"]].values.tolist() == [[2, 2]]
         w.write(lambda con: con.execute("UPDATE nodes SET rack = 'r0' WHERE node = 'n1'")

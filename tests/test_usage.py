@@ -127,6 +127,25 @@ def test_job_energy_and_failure_carbon_follow(wh):
     assert_same(live, fast, ["job_id", "run_index"], ["lost_kwh", "lost_carbon_kg"])
 
 
+def test_job_energy_keeps_a_run_whose_job_has_no_row(wh):
+    """A run whose job has no ``jobs`` row (not yet polled, or purged) keeps its energy:
+    per job under its id with no name, per user under no user, as run_energy gives it
+    (job_energy joins the usage rows with the jobs, issue 17)."""
+    gone = wh.reader().execute("SELECT * FROM jobs WHERE job_id = '2002'").df()
+    wh.write(lambda con: con.execute("DELETE FROM jobs WHERE job_id = '2002'")).result()
+    try:
+        runs = qe.run_energy(wh.reader(), opts=OPTS, **DAY).set_index("job_id")
+        assert runs.loc["2002", "carbon_kg"] > 0
+        per_job = qe.job_energy(wh.reader(), opts=OPTS, **DAY).set_index("job_id")
+        assert per_job.loc["2002", "carbon_kg"] == pytest.approx(runs.loc["2002", "carbon_kg"])
+        assert per_job.loc["2002", ["name", "user_name"]].isna().all()
+        per_user = qe.job_energy(wh.reader(), by="user_name", opts=OPTS, **DAY)
+        nobody = per_user[per_user["user_name"].isna()]
+        assert nobody["carbon_kg"].tolist() == pytest.approx([runs.loc["2002", "carbon_kg"]])
+    finally:
+        wh.ingest("jobs", gone).result()
+
+
 def test_idle_energy_equals_the_minute_path(wh):
     live, fast = live_and_table(wh, lambda cur: qe.idle_energy(cur, **DAY))
     assert list(fast["state"]) == ["allocated_idle", "busy", "unallocated"]

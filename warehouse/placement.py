@@ -132,12 +132,15 @@ PART = """part AS (
 #: A run's score and how far it is spread, from ``sized``'s columns (one definition for
 #: the page, its chart and cards, and the weekly report): ``extra_racks`` and
 #: ``extra_zones`` beyond the fewest possible, ``score = (min_racks + min_zones) /
-#: (racks + zones)`` (at most 1), ``misplaced`` when either is more than needed.
+#: (racks + zones)`` (at most 1), ``misplaced`` when either is more than needed. A
+#: partition whose inventory counts no GPUs has no fewest possible: its runs' score is
+#: NULL, their extras 0 (``greatest`` passes over NULL), and they are not misplaced.
 _SCORED = """
     SELECT *, CAST(greatest(racks - min_racks, 0) AS BIGINT) AS extra_racks,
            CAST(greatest(zones - min_zones, 0) AS BIGINT) AS extra_zones,
-           least((min_racks + min_zones) / greatest(racks + zones, 1), 1.0) AS score,
-           racks > min_racks OR zones > min_zones AS misplaced
+           CASE WHEN min_racks + min_zones >= racks + zones THEN 1.0
+                ELSE (min_racks + min_zones) / greatest(racks + zones, 1) END AS score,
+           coalesce(racks > min_racks OR zones > min_zones, false) AS misplaced
     FROM sized"""
 WORST_FIRST = "score, gpu_hours DESC, job_id, run_index"
 
@@ -149,7 +152,9 @@ WORST_FIRST = "score, gpu_hours DESC, job_id, run_index"
 #: ``{window}``: :data:`_WINDOW`, or :data:`_KEPT` with ``{kept}`` :data:`_KEPT_RUNS`
 #: (else nothing); ``{only}``: nothing, or :data:`_MULTI_ONLY`; ``{rack_list}``,
 #: ``{names}``, ``{rack_names}`` and ``{jobs}``: the run's racks and job's names
-#: (:data:`_DETAIL`), or nothing where only the figures are wanted (:data:`_FIGURES`).
+#: (:data:`_DETAIL`), or nothing where only the figures are wanted (:data:`_FIGURES`);
+#: ``{materialized}`` and ``{tail}``: the runs scored (``scored``) read once in order
+#: (:data:`_EACH`), or kept and read twice (warehouse/placement_runs.py).
 _JOBS_SQL = "WITH " + TREE + "," + _CAPACITY + ",{window}" + """,
 node_rows AS (
     SELECT job_id, run_index, node, sum(gpus) AS gpus, min(start_ts) AS start_ts,
@@ -173,8 +178,8 @@ placed AS (
 ),
 sized AS (
     SELECT p.job_id, p.run_index, {names}p.partition, p.gpus, p.nodes, p.racks, p.zones,
-           CAST(ceil(p.gpus / c.rack_gpus) AS INTEGER) AS min_racks,
-           CAST(ceil(p.gpus / c.zone_gpus) AS INTEGER) AS min_zones,
+           CAST(ceil(p.gpus / nullif(c.rack_gpus, 0)) AS INTEGER) AS min_racks,
+           CAST(ceil(p.gpus / nullif(c.zone_gpus, 0)) AS INTEGER) AS min_zones,
            {rack_names}p.start_ts, p.end_ts,
            p.gpus * greatest(epoch_us(least(p.end_ts, $end))
                              - epoch_us(greatest(p.start_ts, $start)), 0) / 3.6e9 AS gpu_hours
@@ -204,7 +209,7 @@ _DETAIL = {"rack_list": fill(_RACK_NAMES, rack="rack") + " AS rack_names, ",
            "names": "j.name, j.user_name, j.job_type, ",
            "rack_names": "p.rack_names, ",
            "jobs": "\nLEFT JOIN jobs j USING (job_id)"}
-#: None of them: the runs' figures alone, for warehouse/placement_runs.py (issue 17:
+#: None of them: the runs' figures alone (``detail=False``, warehouse/placement_runs.py; issue 17:
 #: the racks' lists and the names cost ~1 s of a 24,576-GPU week's 3.1 s in the report).
 _FIGURES = dict.fromkeys(_DETAIL, "")
 _LIVE = {"window": _WINDOW, "kept": ""}

@@ -77,10 +77,11 @@ def placed_runs(cur, *, start: datetime, end: datetime, now: datetime,
 def placement_summary(markers: pd.DataFrame) -> dict:
     """Totals over :func:`placed_runs`'s markers (multi-node runs, the ones whose
     placement can be wrong): runs, misplaced runs, GPU-hours, misplaced GPU-hours, and
-    the GPU-hour-weighted mean score (NaN without GPU-hours)."""
+    the GPU-hour-weighted mean score of the runs with a score (NaN without GPU-hours)."""
     bad = markers[markers["misplaced"]]
     gh = float(markers["gpu_hours"].sum())
-    mean = float(markers["score_gpu_hours"].sum()) / gh if gh > 0 else float("nan")
+    scored = float(markers.loc[markers["score"].notna(), "gpu_hours"].sum())
+    mean = float(markers["score_gpu_hours"].sum()) / scored if scored > 0 else float("nan")
     return {"runs": int(markers["runs"].sum()), "misplaced_runs": int(bad["runs"].sum()),
             "gpu_hours": gh, "misplaced_gpu_hours": float(bad["gpu_hours"].sum()),
             "mean_score": mean}

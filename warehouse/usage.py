@@ -64,15 +64,17 @@ SCOPE = ("($partition::VARCHAR IS NULL OR n.partition = $partition) "
 _NODES = fill("($partition::VARCHAR IS NULL AND $rack::VARCHAR IS NULL"
               " OR node IN (SELECT node FROM nodes n WHERE {scope}))", scope=SCOPE)
 #: The runs ``$runs`` ('job_id:run_index' texts) as rows of job id (the text before the
-#: last ':') and run index (the rest, an integer; NULL, matching nothing, if it is not
-#: one), once per statement: each use of a list parameter in a statement costs its
-#: conversion again (~20 ms for the 28,530 failed runs of a day at 24,576 GPUs, issue
+#: last ':') and run index (the rest, when it is an integer as SQL writes one: '7', '-3',
+#: not '07', ' 7', '7.0' or '-0'; else NULL, matching nothing, as the texts compared
+#: before did not), once per statement: each use of a list parameter in a statement costs
+#: its conversion again (~20 ms for the 28,530 failed runs of a day at 24,576 GPUs, issue
 #: 17). A statement using :data:`RUNS` starts its ``WITH`` with it.
 WANTED = """wanted_runs AS MATERIALIZED (
-    SELECT substr(run, 1, length(run) - strpos(reverse(run), ':')) AS job_id,
-           TRY_CAST(substr(run, length(run) - strpos(reverse(run), ':') + 2) AS INTEGER)
-               AS run_index
-    FROM (SELECT unnest($runs::VARCHAR[]) AS run)
+    SELECT job_id, CASE WHEN regexp_full_match(tail, '0|-?[1-9][0-9]*')
+                        THEN TRY_CAST(tail AS INTEGER) END AS run_index
+    FROM (SELECT substr(run, 1, length(run) - strpos(reverse(run), ':')) AS job_id,
+                 substr(run, length(run) - strpos(reverse(run), ':') + 2) AS tail
+          FROM (SELECT unnest($runs::VARCHAR[]) AS run))
 )"""
 
 

@@ -1,6 +1,6 @@
 """Figures of the Placement page (the weekly report draws ``fragmentation_over_time``).
 
-Inputs are the frames of :mod:`warehouse.placement`.
+Inputs are the frames of :mod:`warehouse.placement` and :mod:`warehouse.placement_runs`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def fragmentation_over_time(df: pd.DataFrame | None) -> go.Figure:
 def placement_scores(markers: pd.DataFrame | None) -> go.Figure:
     """Multi-node runs: GPUs against placement score (1 = as tight as its size allows);
     misplaced runs in a second colour. A marker is the runs of one size, span and score
-    (:func:`warehouse.placement.placed_runs`'s markers; issue 17: a 24,576-GPU week has
+    (:func:`warehouse.placement_runs.placed_runs`'s markers; issue 17: a 24,576-GPU week has
     ~560,000 multi-node runs, and a marker each took 16 s to build and tens of MB to
     send); its size is by their GPU-hours, and its hover names how many runs it holds
     and the job of the one with the most GPU-hours."""

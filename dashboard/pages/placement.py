@@ -155,7 +155,7 @@ def update_jobs(data, _n=None):
     start, end = f.window(now)
     # the multi-node runs' markers, summary and worst rows; only the table's are named
     runs = placement_runs.placed_runs(context.reader(), start=start, end=end, now=now,
-                                 partition=f.partition, rows=components.MAX_TABLE_ROWS)
+                                      partition=f.partition, rows=components.MAX_TABLE_ROWS)
     shown = placement.name_runs(context.reader(), runs.worst, start=start, end=end, now=now)
     table = components.table(shown, JOB_COLUMNS, table_id=ids.PLACEMENT_JOBS + "-table",
                              empty_message="Every multi-node run in this range was placed "

@@ -48,25 +48,32 @@ def seed_placement(wh) -> None:
 
 
 class WriteBetween:
-    """A reader cursor whose cursors commit ``sql`` on the writer after their first
-    read (not BEGIN or SET: a topology change landing between two reads)."""
+    """A reader cursor whose cursors commit ``change`` on the writer after their first
+    read (not BEGIN or SET: a topology change landing between two reads), whether the
+    read is ``execute`` or ``sql``."""
 
-    def __init__(self, wh, sql, cur=None):
-        self.wh, self.sql, self.cur, self.seen = wh, sql, cur or wh.reader(), 0
+    def __init__(self, wh, change, cur=None):
+        self.wh, self.change, self.cur, self.seen = wh, change, cur or wh.reader(), 0
 
     def cursor(self):
-        return WriteBetween(self.wh, self.sql, self.cur.cursor())
+        return WriteBetween(self.wh, self.change, self.cur.cursor())
 
     def close(self):
         self.cur.close()
 
-    def execute(self, statement, params=None):
-        out = self.cur.execute(statement, params)
+    def _read(self, statement, run):
+        out = run()
         if not statement.startswith(("BEGIN", "SET")):
             self.seen += 1
             if self.seen == 1:
-                self.wh.write(lambda con: con.execute(self.sql)).result()
+                self.wh.write(lambda con: con.execute(self.change)).result()
         return out
+
+    def execute(self, statement, params=None):
+        return self._read(statement, lambda: self.cur.execute(statement, params))
+
+    def sql(self, statement, params=None):
+        return self._read(statement, lambda: self.cur.sql(statement, params=params))
 
 
 def scored(df: pd.DataFrame) -> pd.DataFrame:

@@ -111,10 +111,11 @@ GROUP BY ALL
 PER_RUN = {"keys": "p.job_id, p.run_index", "jobs": ""}
 
 
-#: Per run over a usage source ``u`` (warehouse/usage.py: live minutes or the table's
-#: hours): GPU energy, the node's non-GPU power shared by GPU-seconds, GPU-seconds. Each
-#: usage row is priced as it is (no grouping per run and bucket before the sums per run:
-#: that grouping was half of the query at 24,576 GPUs, issue 17).
+#: Per run (or per ``{keys}``, :func:`run_energy_tail`) over a usage source ``u``
+#: (warehouse/usage.py: live minutes or the table's hours): GPU energy, the node's
+#: non-GPU power shared by GPU-seconds, GPU-seconds. Each usage row is priced as it is
+#: (no grouping per run and bucket before the sums per run: that grouping was half of
+#: the query at 24,576 GPUs, issue 17).
 _RUN_USAGE_SQL = fill("""
 WITH {source},
 per_b AS (
