@@ -126,8 +126,7 @@ _ALLOC = st.tuples(st.sampled_from(["1", "1:2", "7-", "é"]), st.integers(0, 1),
 
 def _minute_runs(cur, source: str, runs) -> pd.DataFrame:
     """Per-run energy of [START, END) over the minute path's usage source ``source``."""
-    sql = fill(fill(qe._RUN_USAGE_SQL, source=source), ctes=carbon.intensity_ctes().strip(),
-               **qe.PER_RUN)
+    sql = fill(fill(qe._RUN_USAGE_SQL, source=source), ctes=carbon.intensity_ctes().strip())
     params = {"node_w": OPTS.node_overhead_w, "idle_pct": float(OPTS.idle_util_pct),
               "runs": runs, "partition": None, "rack": None,
               **qe._carbon_params(OPTS, timedelta(minutes=1))}

@@ -94,28 +94,22 @@ def run_energy_tail(src: str) -> str:
     ``src`` (columns job_id, run_index, ts, gpu_j, other_j joules, gpu_s seconds; any
     number of rows per run and bucket: each row is priced at its bucket's PUE and
     intensity, so ``src`` need not be grouped per bucket first, issue 17).
-    Returns gpu_hours, gpu_kwh, it_kwh, facility_kwh and carbon_kg per run, or per
-    ``{keys}`` (:data:`PER_RUN`, or :func:`_job_keys`' columns of the run's job)."""
+    Returns gpu_hours, gpu_kwh, it_kwh, facility_kwh and carbon_kg per run."""
     return fill("""buckets AS (SELECT DISTINCT ts FROM {src}),
 {ctes}
-SELECT {keys}, sum(p.gpu_s) / 3600.0 AS gpu_hours,
+SELECT p.job_id, p.run_index, sum(p.gpu_s) / 3600.0 AS gpu_hours,
        sum(p.gpu_j) / 3.6e6 AS gpu_kwh, sum(p.gpu_j + p.other_j) / 3.6e6 AS it_kwh,
        sum((p.gpu_j + p.other_j) * f.pue) / 3.6e6 AS facility_kwh,
        sum((p.gpu_j + p.other_j) * f.pue * i.g_co2_per_kwh) / 3.6e9 AS carbon_kg
-FROM {src} p JOIN pue_of f USING (ts) JOIN intensity i USING (ts){jobs}
+FROM {src} p JOIN pue_of f USING (ts) JOIN intensity i USING (ts)
 GROUP BY ALL
 """, src=src)
 
 
-#: :func:`run_energy_tail`'s sums per run.
-PER_RUN = {"keys": "p.job_id, p.run_index", "jobs": ""}
-
-
-#: Per run (or per ``{keys}``, :func:`run_energy_tail`) over a usage source ``u``
-#: (warehouse/usage.py: live minutes or the table's hours): GPU energy, the node's
-#: non-GPU power shared by GPU-seconds, GPU-seconds. Each usage row is priced as it is
-#: (no grouping per run and bucket before the sums per run: that grouping was half of
-#: the query at 24,576 GPUs, issue 17).
+#: Per run over a usage source ``u`` (warehouse/usage.py: live minutes or the table's
+#: hours): GPU energy, the node's non-GPU power shared by GPU-seconds, GPU-seconds. Each
+#: usage row is priced as it is (no grouping per run and bucket before the sums per run:
+#: that grouping was half of the query at 24,576 GPUs, issue 17).
 _RUN_USAGE_SQL = fill("""
 WITH {source},
 per_b AS (
@@ -310,10 +304,10 @@ def _parts(cur, start: datetime, end: datetime, resolution: str | None, idle_pct
 
 def _run_frames(cur, *, start: datetime, end: datetime, opts: Options,
                 resolution: str | None, runs: list[tuple[str, int]] | None = None,
-                keys: dict | None = None,
+                wrap: str | None = None,
                 wanted: tuple[str, dict] | None = None) -> list[pd.DataFrame]:
-    """Each part's frame of the per-run energy query (warehouse/usage.py:plan), summed per
-    ``keys`` (:func:`run_energy_tail`'s; :data:`PER_RUN` by default); ``wanted``: the
+    """Each part's frame of the per-run energy query (warehouse/usage.py:plan), the query
+    inside ``wrap`` (a statement reading it as ``{runs}``) where given; ``wanted``: the
     runs as a statement's rows (usage.wanted_from) and its parameters, not ``runs``."""
     ctes = carbon.intensity_ctes().strip()
     params = {"node_w": opts.node_overhead_w, "idle_pct": float(opts.idle_util_pct),
@@ -323,10 +317,12 @@ def _run_frames(cur, *, start: datetime, end: datetime, opts: Options,
         params = {**params, **wanted[1], "runs": []}
     frames = []
     for p in _parts(cur, start, end, resolution, opts.idle_util_pct):
-        sql = fill(_RUN[p.path], ctes=ctes, **(keys or PER_RUN))
+        sql = fill(_RUN[p.path], ctes=ctes)
         if wanted is not None:
             assert sql.count(usage.WANTED) == 1
             sql = sql.replace(usage.WANTED, usage.wanted_from(wanted[0]))
+        if wrap is not None:
+            sql = fill(wrap, runs=sql)
         frames.append(cur.execute(*usage.bind(sql, start=p.start, end=p.end, **params,
                                               **_carbon_params(opts, _WIDTH[p.path]))).df())
     return frames
@@ -360,13 +356,16 @@ JOB_KEYS = {"job_id": ["job_id", "name", "user_name", "partition", "job_type"],
             **{k: [k] for k in ("name", "user_name", "account", "partition", "job_type",
                                 "gpus")}}
 
-def _job_keys(keys: list[str]) -> dict:
-    """:func:`run_energy_tail`'s sums per the job columns ``keys`` (the usage rows joined
-    with ``jobs``; issue 17: summed per run first and then per key, energy by user took
-    ~0.28 s of a 24,576-GPU week, ~0.24 s so; per run through pandas ~0.3 s more)."""
-    return {"keys": ", ".join("p.job_id" if k == "job_id" else fill("j.{k}", k=k)
-                              for k in keys),
-            "jobs": "\nLEFT JOIN jobs j USING (job_id)"}
+#: :func:`run_energy`'s query (``{runs}``) summed per job keys (``{keys}``) in SQL: the
+#: jobs join sees one row per run, and the frame one row per key (issue 17: per run
+#: through pandas, energy by user took ~0.3 s more at 24,576 GPUs).
+_BY_JOB_SQL = """
+SELECT {keys}, sum(r.gpu_hours) AS gpu_hours, sum(r.gpu_kwh) AS gpu_kwh,
+       sum(r.it_kwh) AS it_kwh, sum(r.facility_kwh) AS facility_kwh,
+       sum(r.carbon_kg) AS carbon_kg
+FROM ({runs}) r LEFT JOIN jobs j USING (job_id)
+GROUP BY ALL
+"""
 
 
 def job_energy(cur, *, start: datetime, end: datetime, by: str = "job_id",
@@ -378,8 +377,10 @@ def job_energy(cur, *, start: datetime, end: datetime, by: str = "job_id",
         raise ValueError(f"by must be one of {sorted(JOB_KEYS)}, not {by!r}")
     opts = opts or Options()
     keys = JOB_KEYS[by]
+    wrap = fill(_BY_JOB_SQL, keys=", ".join("job_id" if k == "job_id" else fill("j.{k}", k=k)
+                                            for k in keys))
     frames = _run_frames(cur, start=start, end=end, opts=opts, resolution=resolution,
-                         keys=_job_keys(keys))
+                         wrap=wrap)
     cols = _RUN_COLS
     out = usage.combine(frames, keys, cols)
     out[cols] = out[cols].fillna(0.0)  # a key without any energy sums to 0, as in pandas
