@@ -209,8 +209,9 @@ _DETAIL = {"rack_list": fill(_RACK_NAMES, rack="rack") + " AS rack_names, ",
            "names": "j.name, j.user_name, j.job_type, ",
            "rack_names": "p.rack_names, ",
            "jobs": "\nLEFT JOIN jobs j USING (job_id)"}
-#: None of them: the runs' figures alone (``detail=False``, warehouse/placement_runs.py; issue 17:
-#: the racks' lists and the names cost ~1 s of a 24,576-GPU week's 3.1 s in the report).
+#: None of them: the runs' figures alone (``detail=False``, warehouse/placement_runs.py;
+#: issue 17: the racks' lists and the names cost ~1 s of a 24,576-GPU week's 3.1 s in the
+#: report).
 _FIGURES = dict.fromkeys(_DETAIL, "")
 _LIVE = {"window": _WINDOW, "kept": ""}
 _JOBS = fill(_JOBS_SQL, only="", **_LIVE, **_DETAIL, **_EACH)
@@ -341,11 +342,13 @@ def job_placement(cur, *, start: datetime, end: datetime, now: datetime,
 
     Columns: job_id, run_index, name, user_name, job_type, partition, gpus, nodes, racks,
     zones, min_racks, min_zones, rack_names (space-separated), start_ts, end_ts,
-    gpu_hours (GPU-hours within the window), score (0..1), misplaced (bool),
-    extra_racks, extra_zones; worst placed first, then most GPU-hours, then by job and
-    run. ``detail=False`` (with ``min_nodes`` 2 or more) leaves out name, user_name,
-    job_type and rack_names: the runs :func:`warehouse.placement_runs.placed_runs`
-    counts, without naming them (:func:`name_runs` names a few of them)."""
+    gpu_hours (GPU-hours within the window), score (0..1; NaN, and not misplaced, in a
+    partition whose inventory counts no GPUs), misplaced (bool), extra_racks,
+    extra_zones; worst placed first, then most GPU-hours, then by job and run (runs
+    without a score last). ``detail=False`` (with ``min_nodes`` 2 or more) leaves out
+    name, user_name, job_type and rack_names: the runs
+    :func:`warehouse.placement_runs.placed_runs` counts, without naming them
+    (:func:`name_runs` names a few of them)."""
     params = {"start": start, "end": end, "now": now, "partition": partition,
               "min_gpus": int(min_gpus), "min_nodes": int(min_nodes)}
     if min_nodes < 2 or detail:
