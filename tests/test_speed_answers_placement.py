@@ -31,7 +31,7 @@ _partition = st.sampled_from(["train", "eval", None])
 
 
 def _window(params: dict) -> dict:
-    """``params``' window and partition: what ``placement.placed_runs`` is asked."""
+    """``params``' window and partition: what ``placement_runs.placed_runs`` is asked."""
     return {k: params[k] for k in ("start", "end", "now", "partition")}
 
 
@@ -338,8 +338,8 @@ def test_the_reports_runs_without_names_are_the_pages_runs(seed):
                 page.drop(columns=named).sort_values(key, ignore_index=True),
                 check_dtype=False)
             if min_gpus == 1 and min_nodes == 2:  # the page's chart, cards and table
-                assert_placed(placement_runs.placed_runs(w.reader(), rows=2, **_window(params)), page.drop(
-                    columns=named), 2)
+                placed = placement_runs.placed_runs(w.reader(), rows=2, **_window(params))
+                assert_placed(placed, page.drop(columns=named), 2)
             for frame in (page, report):  # ties by job and run: the same rows every call
                 pd.testing.assert_frame_equal(frame, frame.sort_values(
                     ["score", "gpu_hours", "job_id", "run_index"],

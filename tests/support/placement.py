@@ -91,7 +91,7 @@ def scored(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def placed_reference(runs: pd.DataFrame, rows: int) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """What ``placement.placed_runs`` gives, computed as the page did before issue 17
+    """What ``placement_runs.placed_runs`` gives, computed as the page did before issue 17
     from ``job_placement(min_nodes=2, detail=False)``'s frame ``runs``: the chart's
     markers (grouped in pandas, the costliest run's job named, the first by id among
     ties), the first ``rows`` misplaced runs, and the summary."""
