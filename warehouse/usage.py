@@ -87,7 +87,7 @@ def wanted_from(rows: str) -> str:
 
 #: Only the runs ``$runs`` (NULL: all; the CTE :data:`WANTED`), matched on job id and run
 #: index (issue 17: the text of job and run built for each usage row and matched took
-#: ~0.13 s of the energy of failures over a 24,576-GPU week, 0.22 -> ~0.15 s).
+#: ~0.13 s of the energy of failures over a 24,576-GPU week, 0.22 -> 0.16 s).
 RUNS = ("($runs::VARCHAR[] IS NULL"
         " OR ({alias}job_id, {alias}run_index) IN (SELECT job_id, run_index FROM wanted_runs))")
 _RUNS = fill(RUNS, alias="")
