@@ -1,8 +1,8 @@
 """``run_nodes`` (migration 029, issue 17): the allocations counted per run, node and
-span, kept by the writer in step with ``allocations``, and the answers read from it
-(lemon nodes here; r_f's exposure and Placement's runs and usual size against their
-former allocation queries in tests/test_speed_answers_goodput.py and
-tests/test_speed_answers_placement.py)."""
+span, and ``run_node_counts`` (migration 031): each run's distinct nodes, kept by the
+writer in step with ``allocations``, and the answers read from them (lemon nodes here;
+r_f's exposure and Placement's runs and usual size against their former allocation
+queries in tests/test_speed_answers_goodput.py and tests/test_speed_answers_placement.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ from warehouse.queries import failures as fq
 T0 = datetime(2026, 11, 2)
 H = timedelta(hours=1)
 EVERY = fill(run_nodes.SELECT_SQL, where="")
+#: Each run's distinct nodes, counted from the allocations themselves (the reference).
+COUNTED = ("SELECT job_id, run_index, count(DISTINCT node)::INTEGER FROM allocations "
+           "GROUP BY ALL")
 COLS = ["job_id", "run_index", "node", "start_ts", "end_ts", "gpus"]
 
 
@@ -32,8 +35,10 @@ def _rows(cur, sql: str) -> list[tuple]:
 
 
 def _kept(cur) -> None:
-    """run_nodes holds exactly the allocations counted per run, node and span."""
+    """run_nodes holds exactly the allocations counted per run, node and span, and
+    run_node_counts each run's distinct nodes."""
     assert _rows(cur, "SELECT * FROM run_nodes") == _rows(cur, EVERY)
+    assert _rows(cur, "SELECT * FROM run_node_counts") == _rows(cur, COUNTED)
 
 
 def _clear(w) -> None:
@@ -72,10 +77,13 @@ def test_the_same_delivery_again_rewrites_nothing(empty_wh):
                          "gpu_index": [0, 1, 0, 1, 0, 1], "start_ts": T0, "end_ts": None})
     ids = "SELECT job_id, node, rowid FROM run_nodes ORDER BY ALL"
     try:
+        counts = "SELECT job_id, rowid FROM run_node_counts ORDER BY ALL"
         w.ingest("allocations", rows).result()
         first = w.reader().execute(ids).fetchall()
+        first_counts = w.reader().execute(counts).fetchall()
         w.ingest("allocations", rows).result()
         assert w.reader().execute(ids).fetchall() == first
+        assert w.reader().execute(counts).fetchall() == first_counts
         ended = rows.assign(end_ts=np.where(rows["job_id"] == "b", T0 + H, None))
         w.ingest("allocations", ended).result()
         now = w.reader().execute(ids).fetchall()
@@ -118,6 +126,25 @@ def test_migration_counts_the_allocations_already_stored(tmp_path):
     assert migrate(con) == [m.version for m in available() if m.version >= mine]
     _kept(con)
     assert con.execute("SELECT count(*), sum(gpus) FROM run_nodes").fetchone() == (5, 6)
+    assert _rows(con, "SELECT * FROM run_node_counts") == [("a", 0, 2), ("a", 1, 1),
+                                                           ("b", 0, 1)]
+    con.close()
+
+
+def test_migration_counts_the_runs_nodes_already_stored(tmp_path):
+    """A warehouse written with run_nodes and before its counts: the migration counts
+    each run's distinct nodes from it (a node held over two spans once)."""
+    con = duckdb.connect(str(tmp_path / "old.duckdb"))
+    mine = migrated_before(con, "run_node_counts")
+    con.execute("""INSERT INTO allocations (job_id, run_index, node, gpu_index, start_ts,
+                   end_ts, alloc_key) VALUES
+        ('a', 0, 'n0', 0, $t, NULL, 1), ('a', 0, 'n0', 1, $u, NULL, 2),
+        ('a', 0, 'n1', 0, $t, $u, 3), ('b', 2, 'n1', 1, NULL, NULL, 4)""",
+                {"t": T0, "u": T0 + H})
+    con.execute("INSERT INTO run_nodes " + EVERY)
+    assert migrate(con) == [m.version for m in available() if m.version >= mine]
+    _kept(con)
+    assert _rows(con, "SELECT * FROM run_node_counts") == [("a", 0, 2), ("b", 2, 1)]
     con.close()
 
 
@@ -182,8 +209,12 @@ def test_lemon_nodes_count_what_the_allocations_gave(empty_wh, seed, hours):
         _clear(w)
 
 
-def test_the_table_has_the_columns_of_its_select(empty_wh):
-    """The table's columns are its SELECT's, in order (refresh inserts ``SELECT *``)."""
+def test_the_tables_have_the_columns_of_their_selects(empty_wh):
+    """The tables' columns are their SELECTs', in order (both are inserted whole)."""
     cur = empty_wh.reader()
     cols = [r[0] for r in cur.execute("DESCRIBE run_nodes").fetchall()]
     assert cols == COLS == [r[0] for r in cur.execute("DESCRIBE " + EVERY).fetchall()]
+    counts = fill(run_nodes.COUNTS_SQL, rows="run_nodes", where="")
+    assert ([r[0] for r in cur.execute("DESCRIBE run_node_counts").fetchall()]
+            == ["job_id", "run_index", "nodes"]
+            == [r[0] for r in cur.execute("DESCRIBE " + counts).fetchall()])

@@ -5,7 +5,7 @@ from __future__ import annotations
 #: ``allocations`` and the tables the writer keeps from them (warehouse/run_nodes.py,
 #: warehouse/run_shapes.py): a test that deletes allocations by SQL deletes these too.
 CLEAR_ALLOCATIONS = ("DELETE FROM allocations; DELETE FROM run_nodes; "
-                     "DELETE FROM run_shapes")
+                     "DELETE FROM run_node_counts; DELETE FROM run_shapes")
 
 
 def clear_allocations(con) -> None:

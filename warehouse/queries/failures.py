@@ -57,16 +57,11 @@ _BREAKDOWN_SQL = {name: fill("WITH f AS ({scoped}) " + sql, scoped=_SCOPED) for 
 #: Node-days of the runs overlapping ``[$start, $end)``: each run's overlap x its nodes
 #: (the distinct nodes of its allocations, else the job's node count, else its GPUs over
 #: $gpus_per_node). Issue 17: a correlated subquery per run took ~1 s at 24,576 GPUs;
-#: then the allocations probed against the runs and counted per run, every run joined to
-#: its job, ~240 ms of CPU (170 k runs in the 30-day rate window, 727 k allocations).
-#: Now each run's overlap is summed once per distinct node of its allocations (one
-#: DISTINCT pass over the window's runs' allocations, no count per run), and only the
-#: runs without allocations join ``jobs``: ~150 ms with 2 days of history (the window's
-#: runs are every run there); with a year of history the DISTINCT over every allocation,
-#: unprobed, cost ~2.5x the former query, so the runs' allocations are still chosen first.
-#: The pairs are read from ``run_nodes`` (warehouse/run_nodes.py, migration 029): the
-#: allocations counted per run, node and span, ~4x fewer rows (issue 17: 480 -> 250 ms for
-#: bench/scale.py's 24,576-GPU week).
+#: then the runs' allocations counted per run, ~240 ms of CPU; then a DISTINCT over the
+#: window's runs' ``run_nodes`` rows (1.3 M for bench/scale.py's 24,576-GPU week) joined
+#: back to the runs, ~270 ms. Now each run's count is kept (``run_node_counts``,
+#: warehouse/run_nodes.py, migration 031) and joined to the window's runs: ~70 ms; only
+#: the runs without allocations join ``jobs``.
 _EXPOSURE_SQL = """
 WITH r AS (
     SELECT job_id, run_index, gpus,
@@ -74,19 +69,14 @@ WITH r AS (
                        - epoch_us(greatest(start_ts, $start))) / 8.64e10 AS days
     FROM job_runs WHERE start_ts < $end AND coalesce(end_ts, $end) > $start
 ),
-pairs AS (  -- of the window's runs only: allocations are kept for good, and a DISTINCT
-            -- over all of them grew with the history (a year: ~2.5x the probe's cost)
-    SELECT DISTINCT a.job_id, a.run_index, a.node
-    FROM run_nodes a SEMI JOIN r USING (job_id, run_index)
-),
-x AS (  -- a row per run and node it held; one with node NULL for a run without any
-    SELECT r.job_id, r.days, r.gpus, p.node
-    FROM r LEFT JOIN pairs p USING (job_id, run_index)
+x AS (  -- the run's distinct nodes; NULL for a run without any allocation
+    SELECT r.job_id, r.days, r.gpus, c.nodes
+    FROM r LEFT JOIN run_node_counts c USING (job_id, run_index)
 )
-SELECT coalesce((SELECT sum(days) FROM x WHERE node IS NOT NULL), 0)
+SELECT coalesce((SELECT sum(days * nodes) FROM x WHERE nodes IS NOT NULL), 0)
      + coalesce((SELECT sum(x.days * coalesce(j.nodes,
                                               ceil(coalesce(x.gpus, j.gpus, 0) / $gpus_per_node)))
-                 FROM x LEFT JOIN jobs j USING (job_id) WHERE x.node IS NULL), 0)
+                 FROM x LEFT JOIN jobs j USING (job_id) WHERE x.nodes IS NULL), 0)
     AS node_days
 """
 

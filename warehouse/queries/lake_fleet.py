@@ -149,11 +149,13 @@ def open_cluster(lake: str, cluster: str, *, memory_limit_mb: float | None = Non
         sql = _view_sql(con, lake, table, cluster)
         con.execute(fill("DROP TABLE {table}", table=_ident(table)))
         con.execute(sql)
-    # the writer keeps run_nodes from allocations (not exported): here a view of its
-    # definition over the allocations' view; run_shapes stays empty, and its tree too, so
-    # Placement groups the runs (warehouse/placement.py:kept_shapes)
-    con.execute("DROP TABLE run_nodes")
+    # the writer keeps run_nodes and run_node_counts from allocations (not exported): here
+    # views of their definitions over the allocations' view; run_shapes stays empty, and
+    # its tree too, so Placement groups the runs (warehouse/placement.py:kept_shapes)
+    con.execute("DROP TABLE run_nodes; DROP TABLE run_node_counts")
     con.execute("CREATE VIEW run_nodes AS " + fill(run_nodes.SELECT_SQL, where=""))
+    con.execute("CREATE VIEW run_node_counts AS " + fill(run_nodes.COUNTS_SQL, rows="run_nodes",
+                                                           where=""))
     return con
 
 
