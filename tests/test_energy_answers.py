@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.allocations import rebuild_derived
 from tests.support.runs import M, T, ingest, samples, topology
 from warehouse import Warehouse, carbon, usage
 from warehouse.analytics import Options
@@ -257,7 +258,8 @@ def test_a_changed_energy_row_share_or_unkept_hour_is_live_until_recomputed():
         ]
         for sql in changes:
             before = em.window_seconds(w.reader(), start=start, end=end)
-            w.write(lambda con, sql=sql: con.execute(sql, {"ts": hour})).result()
+            w.write(lambda con, sql=sql: (con.execute(sql, {"ts": hour}),
+                                          rebuild_derived(con))).result()
             assert em.kept_hours(w.reader(), start, end) is None, sql
             live = _live_window(w.reader(), start, end)
             got = em.window_seconds(w.reader(), start=start, end=end)

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 import pytest
 
+from tests.support.allocations import edit_allocations
 from tests.support.dash_seed import NOW, seed_dashboard
 from warehouse import Warehouse
 from warehouse import fleet_hours as fh
@@ -186,10 +187,10 @@ def test_a_stale_or_missing_hour_is_computed_live():
                                         {"ts": first + 2 * H})).result()
         w.write(lambda con: fh.refresh_fleet_hours(con, NOW, recheck_days=0.5, idle_pct=5.0)).result()
         assert _served(w, start, end)
-        w.write(lambda con: con.execute(
-            "UPDATE allocations SET end_ts = start_ts + INTERVAL 10 MINUTE "
+        edit_allocations(
+            w, "UPDATE allocations SET end_ts = start_ts + INTERVAL 10 MINUTE "
             "WHERE rowid = (SELECT min(rowid) FROM allocations WHERE start_ts >= $ts "
-            "AND end_ts > start_ts + INTERVAL 1 HOUR)", {"ts": first})).result()
+            "AND end_ts > start_ts + INTERVAL 1 HOUR)", {"ts": first})
         assert not _served(w, start, end)
         got = weekly.fleet_hours(w.reader(), start=start, end=end)
         assert {k: got[k] for k in KEYS} == pytest.approx(_former(w.reader(), start, end),

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from tests.support.allocations import edit_allocations
 from tests.support.dash_seed import NOW, seed_dashboard
 from tests.support.frames import T0, samples
 from warehouse import Warehouse, kept_hours, meta, usage
@@ -112,7 +113,7 @@ def test_an_allocation_moved_to_another_gpu_is_not_served_stale():
         w.write(lambda con: refresh(con, now, None)).result()
         start, end = T0, T0 + 4 * H
         assert em.window_seconds(w.reader(), start=start, end=end)[0] == pytest.approx(7200, abs=60)
-        w.write(lambda con: con.execute("UPDATE allocations SET gpu_index = 1")).result()
+        edit_allocations(w, "UPDATE allocations SET gpu_index = 1")
         assert _live_card(w.reader(), start, end)[2] == pytest.approx(7200, abs=60)
         assert not _served(w.reader(), start, end)
         _check(w, start, end)
@@ -181,9 +182,8 @@ def test_rows_kept_before_the_migration_are_filled_not_recomputed(refreshed):
     aid = w.reader().execute(  # a run of two whole hours before the window
         "SELECT min(rowid) FROM allocations WHERE start_ts = $lo AND end_ts = $hi",
         {"lo": old, "hi": old + 2 * H}).fetchall()[0][0]
-    w.write(lambda con: con.execute(
-        "UPDATE allocations SET start_ts = start_ts + INTERVAL 1 HOUR, "
-        "end_ts = end_ts + INTERVAL 1 HOUR WHERE rowid = $id", {"id": aid})).result()
+    edit_allocations(w, "UPDATE allocations SET start_ts = start_ts + INTERVAL 1 HOUR, "
+                     "end_ts = end_ts + INTERVAL 1 HOUR WHERE rowid = $id", {"id": aid})
     start, end = NOW - 48 * H, NOW
     assert not _served(w.reader(), start, end)
     _check(w, start, end)

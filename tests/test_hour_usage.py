@@ -10,6 +10,7 @@ from datetime import timedelta
 import pandas as pd
 import pytest
 
+from tests.support.allocations import edit_allocations
 from tests.support.dash_seed import NOW, seed_dashboard
 from warehouse import Warehouse, hour_usage, usage
 from warehouse import fleet_hours as fh
@@ -119,10 +120,9 @@ def test_ragged_ranges_another_threshold_and_stale_hours_are_live(hour_only):
 
 def test_a_changed_hour_is_live_until_the_refresh_recomputes_it(kept):
     w, window = kept
-    w.write(lambda con: con.execute(
-        "UPDATE allocations SET end_ts = end_ts - INTERVAL 20 MINUTE "
-        "WHERE rowid = (SELECT min(rowid) FROM allocations "
-        "WHERE end_ts > $start + INTERVAL 2 HOUR AND end_ts < $end)", window)).result()
+    edit_allocations(w, "UPDATE allocations SET end_ts = end_ts - INTERVAL 20 MINUTE "
+                     "WHERE rowid = (SELECT min(rowid) FROM allocations "
+                     "WHERE end_ts > $start + INTERVAL 2 HOUR AND end_ts < $end)", window)
     assert _paths(w, **window) == ["hour"]
     _refresh(w)  # within recheck_days: the hour's allocations changed
     assert _paths(w, **window) == [hour_usage.PATH]
@@ -157,10 +157,9 @@ def test_a_changed_share_is_live_until_the_refresh_recomputes_it(kept):
     delivered whole) changes the hour's energy split but not its allocated
     microseconds; the kept rows served the old split (a run's GPU-hours 40 -> 64)."""
     w, window = kept
-    w.write(lambda con: con.execute(
-        "UPDATE allocations SET share = 0.25 WHERE rowid IN (SELECT rowid FROM "
-        "allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start "
-        "ORDER BY rowid LIMIT 20)", window)).result()
+    edit_allocations(w, "UPDATE allocations SET share = 0.25 WHERE rowid IN (SELECT rowid "
+                     "FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > "
+                     "$start ORDER BY rowid LIMIT 20)", window)
     _same_as_live(w, window)
     assert _paths(w, **window) == ["hour"]
     _refresh(w)  # within recheck_days: the hours' allocation signatures changed

@@ -27,7 +27,6 @@ EVERY = fill(run_nodes.SELECT_SQL, where="")
 #: Each run's distinct nodes, counted from the allocations themselves (the reference).
 COUNTED = ("SELECT job_id, run_index, count(DISTINCT node)::INTEGER FROM allocations "
            "GROUP BY ALL")
-COLS = ["job_id", "run_index", "node", "start_ts", "end_ts", "gpus"]
 
 
 def _rows(cur, sql: str) -> list[tuple]:
@@ -132,16 +131,18 @@ def test_migration_counts_the_allocations_already_stored(tmp_path):
 
 
 def test_migration_counts_the_runs_nodes_already_stored(tmp_path):
-    """A warehouse written with run_nodes and before its counts: the migration counts
-    each run's distinct nodes from it (a node held over two spans once)."""
+    """A warehouse written with run_nodes and before migration 031: the migration adds
+    each row's sums of GPU index, key and share, and counts each run's distinct nodes
+    (a node held over two spans once)."""
     con = duckdb.connect(str(tmp_path / "old.duckdb"))
-    mine = migrated_before(con, "run_node_counts")
+    mine = migrated_before(con, "run_node_sums")
     con.execute("""INSERT INTO allocations (job_id, run_index, node, gpu_index, start_ts,
                    end_ts, alloc_key) VALUES
         ('a', 0, 'n0', 0, $t, NULL, 1), ('a', 0, 'n0', 1, $u, NULL, 2),
         ('a', 0, 'n1', 0, $t, $u, 3), ('b', 2, 'n1', 1, NULL, NULL, 4)""",
                 {"t": T0, "u": T0 + H})
-    con.execute("INSERT INTO run_nodes " + EVERY)
+    con.execute("INSERT INTO run_nodes SELECT job_id, run_index, node, start_ts, end_ts, "
+                "gpus FROM (" + EVERY + ")")  # as migration 029 filled it
     assert migrate(con) == [m.version for m in available() if m.version >= mine]
     _kept(con)
     assert _rows(con, "SELECT * FROM run_node_counts") == [("a", 0, 2), ("b", 2, 1)]
@@ -213,8 +214,50 @@ def test_the_tables_have_the_columns_of_their_selects(empty_wh):
     """The tables' columns are their SELECTs', in order (both are inserted whole)."""
     cur = empty_wh.reader()
     cols = [r[0] for r in cur.execute("DESCRIBE run_nodes").fetchall()]
-    assert cols == COLS == [r[0] for r in cur.execute("DESCRIBE " + EVERY).fetchall()]
+    assert cols == list(run_nodes.COLUMNS) == [r[0] for r in cur.execute("DESCRIBE " + EVERY).fetchall()]
     counts = fill(run_nodes.COUNTS_SQL, rows="run_nodes", where="")
     assert ([r[0] for r in cur.execute("DESCRIBE run_node_counts").fetchall()]
             == ["job_id", "run_index", "nodes"]
             == [r[0] for r in cur.execute("DESCRIBE " + counts).fetchall()])
+
+
+#: A run's GPUs on one node over one span: (job, run, node, start, end, GPUs and shares).
+_GROUP = st.tuples(st.sampled_from(["j0", "j1"]), st.integers(0, 1), st.sampled_from(["n0", "n1"]),
+                   _TIMES, _TIMES,
+                   st.dictionaries(st.integers(0, 7), st.one_of(
+                       st.none(), st.sampled_from([0.0, 0.25, 1 / 3, 1.0, 1.5, -0.5])),
+                       min_size=1, max_size=8))
+
+
+def _group_rows(groups) -> list[dict]:
+    return [{"job_id": j, "run_index": r, "node": n, "gpu_index": g, "start_ts": s,
+             "end_ts": e, "share": share}
+            for j, r, n, s, e, gpus in groups for g, share in gpus.items()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups=st.lists(_GROUP, min_size=1, max_size=4),
+       window=st.sampled_from([(0, 1), (0, 5), (1, 2), (2, 6)]))
+def test_the_read_checks_moments_from_it_are_the_allocations(empty_wh, groups, window):
+    """The kept hours' read check sums the allocations' exact moments (microseconds, time
+    moment, x GPU index, x key, x share) from run_nodes' rows: the same integers as from
+    the allocations themselves, for any window, NULL starts and ends, and shares out of
+    range or NULL."""
+    from warehouse import fleet_hours as fh
+
+    start, end = T0 + window[0] * H, T0 + window[1] * H
+    clip = {"s": "greatest(start_ts, $start::TIMESTAMP)",
+            "e": "least(coalesce(end_ts, $end::TIMESTAMP), $end::TIMESTAMP)"}
+    where = " WHERE start_ts < $end AND coalesce(end_ts, $end) > $start"
+    w = empty_wh
+    try:
+        w.ingest("allocations", pd.DataFrame(_group_rows(groups))).result()
+        cur = w.reader()
+        p = {"start": start, "end": end}
+        want = cur.execute("SELECT " + fill(fh.MOMENTS, share_ppm=fh.SHARE_PPM, **clip)
+                           + " FROM allocations" + where, p).fetchall()
+        got = cur.execute("SELECT " + fill(fh.RUN_NODE_MOMENTS, **clip) + " FROM run_nodes"
+                          + where, p).fetchall()
+        assert got == want
+    finally:
+        _clear(w)

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.allocations import edit_allocations
 from warehouse import node_energy
 from warehouse.queries import energy as qe
 from warehouse.usage import ceil_hour, floor_hour
@@ -194,14 +195,14 @@ def test_hour_tables_serve_as_before_with_one_pass_over_allocations(seeded_usage
         "WHERE start_ts < ? AND coalesce(end_ts, ?) > ? ORDER BY ALL LIMIT 1",
         [now, now, now - 6 * H]).fetchone()
     key = "job_id = ? AND run_index = ? AND node = ? AND gpu_index = ?"
-    w.write(lambda con: con.execute(f"UPDATE allocations SET share = 0.5 WHERE {key}",
-                                    [job, run, node, gpu])).result()
+    edit_allocations(w, f"UPDATE allocations SET share = 0.5 WHERE {key}",
+                     [job, run, node, gpu])
     try:
         assert not hour_usage.serves(cur, now - 6 * H, now, None)
         assert not _former_serves(cur, now - 6 * H, now, None)
     finally:
-        w.write(lambda con: con.execute(f"UPDATE allocations SET share = ? WHERE {key}",
-                                        [was, job, run, node, gpu])).result()
+        edit_allocations(w, f"UPDATE allocations SET share = ? WHERE {key}",
+                         [was, job, run, node, gpu])
     assert hour_usage.serves(cur, now - 6 * H, now, None)
 
 

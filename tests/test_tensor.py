@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.allocations import CLEAR_ALLOCATIONS, edit_allocations, rebuild_derived
 from tests.support.runs import H, M, T, add_job
 from warehouse import fleet_hours
 from warehouse.analytics import Options
@@ -125,7 +126,7 @@ def test_hours_cut_join_answers_as_every_pair(wh, allocs, lo, span, by, scope, g
     node outside the topology, and partition and rack filters."""
 
     wh.write(lambda con: con.execute(
-        "DELETE FROM allocations; DELETE FROM jobs; DELETE FROM gpu_samples_1h;"
+        CLEAR_ALLOCATIONS + "; DELETE FROM jobs; DELETE FROM gpu_samples_1h;"
         " DELETE FROM nodes; DELETE FROM meta WHERE key LIKE 'fleet_hours%'; "
         + "".join(f"DELETE FROM {t};" for t in fleet_hours.KEPT_TABLES))).result()
     wh.ingest("nodes", pd.DataFrame({"node": ["n0", "n1"], "rack": ["r0", "r1"],
@@ -230,8 +231,8 @@ def test_a_changed_allocation_or_an_old_row_is_read_live(wh):
     assert tensor.tensor_activity(wh.reader(), **window).set_index("job_id").loc[
         "A", "tensor_active_pct"] == pytest.approx(99)
     # A's end learnt later: its hours' allocations are not those the rows were kept from
-    wh.write(lambda con: con.execute("UPDATE allocations SET end_ts = $e WHERE job_id = 'A'",
-                                     {"e": T + 4 * H})).result()
+    edit_allocations(wh, "UPDATE allocations SET end_ts = $e WHERE job_id = 'A'",
+                     {"e": T + 4 * H})
     assert tensor.kept_span(wh.reader(), **window) is None
     got = tensor.tensor_activity(wh.reader(), **window).set_index("job_id")
     assert got.loc["A", "gpu_h"] == pytest.approx(4 - 10 / 60)
@@ -311,8 +312,8 @@ def test_the_newest_hours_not_kept_yet_are_read_live(wh):
                                      {"ts": T + 5 * H})).result()
     assert tensor.kept_span(wh.reader(), **window) == (T + 3 * H, T + 5 * H)
     # a kept hour's allocations changed in the middle of the range: all of it is live
-    wh.write(lambda con: con.execute("UPDATE allocations SET end_ts = $e WHERE job_id = 'A'",
-                                     {"e": T + 4 * H})).result()
+    edit_allocations(wh, "UPDATE allocations SET end_ts = $e WHERE job_id = 'A'",
+                     {"e": T + 4 * H})
     assert tensor.kept_span(wh.reader(), **window) is None
 
 
@@ -327,6 +328,7 @@ def test_a_job_given_the_gpu_time_of_another_is_seen_after_a_duckdb_upgrade(wh):
         con.execute("UPDATE allocations SET job_id = 'Z' WHERE job_id = 'A'")
         con.execute(fill("UPDATE allocations SET alloc_key = {key} WHERE job_id = 'Z'",
                          key=ALLOC_KEY_SQL))
+        rebuild_derived(con)
     wh.write(give).result()
     window = {"start": T, "end": T + 6 * H}
     assert tensor.kept_span(wh.reader(), **window) is None

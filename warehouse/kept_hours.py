@@ -40,10 +40,21 @@ ALLOC_KEY = "alloc_key"
 #: run's tail given to the next run on another node). Additive over time: e^2 - s^2
 #: telescopes over the pieces of an allocation, so the hours' sums are their day's (or
 #: range's) exactly.
-ALLOC_MOMENTS = fill("""
-sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * (epoch_us({e}) + epoch_us({s}))) AS m2,
-sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * gpu_index) AS gpu_us,
-sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * {key}) AS key_us""", key=ALLOC_KEY)
+_MOMENTS = """
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * (epoch_us({e}) + epoch_us({s})){n}) AS m2,
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * {gpu}) AS gpu_us,
+sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * {key}) AS key_us"""
+ALLOC_MOMENTS = fill(_MOMENTS, n="", gpu="gpu_index", key=ALLOC_KEY)
+#: The same integers from ``run_nodes`` rows (warehouse/run_nodes.py), each standing for
+#: ``gpus`` allocations with its times, whose GPU indices and keys sum to
+#: ``gpu_index_sum`` and ``key_sum``: every term is the allocation's clipped
+#: microseconds times a value, and the row's allocations share those microseconds.
+RUN_NODE_MOMENTS = fill(_MOMENTS, n=" * gpus", gpu="gpu_index_sum", key="key_sum")
+
+#: An allocation's fraction of its GPU (shard/MPS share, as the energy queries clamp it)
+#: in millionths, an integer: microseconds x it summed per hour add up to the range's sum
+#: exactly, so the read check (:func:`warehouse.fleet_hours.table_serves`) compares them.
+SHARE_PPM = "CAST(least(greatest(coalesce(share, 1.0), 0.0), 1.0) * 1000000 AS BIGINT)"
 
 #: Per hour of [$lo, $hi) (``sig``): sum(samples) of the 1-hour tier, the hash-sum of the
 #: allocations clipped to the hour, their GPU-microseconds in it and their moments
