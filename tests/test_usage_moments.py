@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from tests.support.allocations import edit_allocations, rebuild_derived
 from tests.support.frames import T0, samples
 from warehouse import Warehouse, analytics, usage
 from warehouse.analytics import Options
@@ -82,8 +83,8 @@ def test_an_allocation_moved_by_an_hour_within_its_day_is_recomputed(w):
 
 
 def test_an_allocation_moved_to_another_gpu_is_recomputed(w):
-    _moved(w, _alloc(T0, T0 + 2 * H, gpu=0), lambda w: w.write(
-        lambda con: con.execute("UPDATE allocations SET gpu_index = 1")).result())
+    _moved(w, _alloc(T0, T0 + 2 * H, gpu=0),
+           lambda w: edit_allocations(w, "UPDATE allocations SET gpu_index = 1"))
 
 
 @pytest.mark.parametrize("taker", [dict(job="b"), dict(run=1), dict(node="node001")])
@@ -124,7 +125,8 @@ def test_ledger_rows_the_minute_tier_no_longer_reaches_are_not_signed(w):
         con.execute("DELETE FROM gpu_samples_1m WHERE ts < $t", {"t": T0 + 2 * H}),
         con.execute("UPDATE gpu_usage_hours SET alloc_key_us = NULL"),
         con.execute("UPDATE allocations SET start_ts = start_ts + INTERVAL 10 MINUTE,"
-                    " end_ts = end_ts + INTERVAL 10 MINUTE"))).result()  # moved, too
+                    " end_ts = end_ts + INTERVAL 10 MINUTE"),  # moved, too
+        rebuild_derived(con))).result()
     _refresh(w)
     assert w.write(lambda con: usage.fill_keys(con)).result() == 0
     rows = w.reader().execute("SELECT ts >= $t, count(*), count(alloc_key_us)"

@@ -19,7 +19,8 @@ have a row that still matches its inputs, else the whole range is computed live:
 allocated GPU-microseconds, time moments and GPU-weighted microseconds (:data:`MOMENTS`,
 exact integers) sum to the allocations' in the range (history written late, an
 allocation's end learnt late, its times moved with its length kept, GPU time moved to
-another GPU, node, job or run). The refresh fills rows kept before migrations 21 and 23
+another GPU, node, job or run), summed from ``run_nodes``, which the writer keeps with the
+allocations (:data:`RUN_NODE_MOMENTS`). The refresh fills rows kept before migrations 21 and 23
 where their allocations are unchanged (:func:`fill_rows`), computes hours without a row, the newest
 :data:`MAX_HOURS` first, within ``recheck_days`` hours whose samples or clipped
 allocations changed (the signatures of warehouse/kept_hours.py), before it every hour of a
@@ -110,7 +111,8 @@ sum((epoch_us({e}) - epoch_us({s}))::HUGEINT * {share_ppm}) AS share_us,"""
 MOMENTS = fill(_MOMENTS, n="") + ALLOC_MOMENTS
 #: :data:`MOMENTS` from ``run_nodes`` rows (kept_hours.RUN_NODE_MOMENTS), their shares
 #: in millionths summed per row (``share_ppm_sum``): the read check's (issue 17: its
-#: pass over the allocations was ~95 ms of each kept 7-day read at 24,576 GPUs).
+#: pass over the allocations was most of the check's 100-165 ms on each kept 7-day read
+#: at 24,576 GPUs).
 RUN_NODE_MOMENTS = (fill(_MOMENTS, n=" * gpus", share_ppm="share_ppm_sum")
                     + kept_hours.RUN_NODE_MOMENTS)
 
@@ -120,8 +122,8 @@ RUN_NODE_MOMENTS = (fill(_MOMENTS, n=" * gpus", share_ppm="share_ppm_sum")
 #: time moments and GPU-weighted microseconds in the range, then their share-weighted
 #: microseconds (:data:`MOMENTS`). The allocations' are summed from ``run_nodes``, which
 #: the writer keeps with them in each batch's transaction (:data:`RUN_NODE_MOMENTS`, the
-#: same integers from ~4x fewer rows and no text: issue 17, 95 -> ~30 ms for a 24,576-GPU
-#: week); a writer that changes ``allocations`` otherwise rebuilds it
+#: same integers from ~4x fewer rows and no text: issue 17, the whole check 100-165 ->
+#: 32-45 ms for a 24,576-GPU week); a writer that changes ``allocations`` otherwise rebuilds it
 #: (warehouse/run_nodes.py), as for every other reader of it.
 _CHECK_SQL = fill("""
 SELECT * FROM
@@ -190,9 +192,10 @@ def has_table(cur) -> bool:
 
 def table_serves(cur, start: datetime, end: datetime, *, shares: bool = False) -> bool:
     """Whether the rows of [start, end) (whole hours) were computed from what the 1-hour
-    tier and the allocations hold now (:data:`_CHECK_SQL`); ``shares``: their shares'
-    microseconds too (warehouse/hour_usage.py:serves; the same pass over the allocations,
-    not a second one, issue 17). The kept tables' read check (:data:`KEPT_TABLES`)."""
+    tier and the allocations hold now (:data:`_CHECK_SQL`: the allocations' moments summed
+    from ``run_nodes``); ``shares``: their shares' microseconds too
+    (warehouse/hour_usage.py:serves; the same pass, not a second one, issue 17). The kept
+    tables' read check (:data:`KEPT_TABLES`)."""
     if not has_table(cur):
         return False  # a lake or an older copy without the table
     fresh, *sums = cur.execute(_CHECK_SQL, {"start": start, "end": end}).fetchall()[0]

@@ -131,7 +131,8 @@ WHERE ts >= $start AND ts < $end AND energy_idle_pct = $idle_pct
 def serves(cur, start: datetime, end: datetime, idle_pct: float | None) -> bool:
     """Whether the table holds every hour of ``[start, end)`` (whole hours), computed with
     ``idle_pct`` from the inputs the 1-hour tier and the allocations hold now (their
-    samples, allocated microseconds, time moments and GPUs (fleet_hours.MOMENTS), and
+    samples, allocated microseconds, time moments and GPUs (fleet_hours.MOMENTS, summed
+    from ``run_nodes``: fleet_hours.RUN_NODE_MOMENTS), and
     shares: the energy splits a shared GPU-hour by them). ``idle_pct`` None: only
     whether ``fleet_hours_1h``'s rows of the hours were computed from those inputs
     (their energy rows aside)."""

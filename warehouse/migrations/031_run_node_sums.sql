@@ -25,6 +25,7 @@ CREATE TABLE run_nodes (
 INSERT INTO run_nodes
 SELECT job_id, run_index, node, start_ts, end_ts, count(*)::INTEGER AS gpus,
        sum(gpu_index)::BIGINT AS gpu_index_sum, sum(alloc_key)::BIGINT AS key_sum,
+       -- warehouse/kept_hours.py:SHARE_PPM, as warehouse/run_nodes.py:SELECT_SQL sums it
        sum(CAST(least(greatest(coalesce(share, 1.0), 0.0), 1.0) * 1000000 AS BIGINT))::BIGINT
            AS share_ppm_sum
 FROM allocations GROUP BY ALL ORDER BY start_ts, job_id, run_index, node;
