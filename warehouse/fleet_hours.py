@@ -19,13 +19,14 @@ have a row that still matches its inputs, else the whole range is computed live:
 allocated GPU-microseconds, time moments and GPU-weighted microseconds (:data:`MOMENTS`,
 exact integers) sum to the allocations' in the range (history written late, an
 allocation's end learnt late, its times moved with its length kept, GPU time moved to
-another GPU, node, job or run), summed from ``run_nodes``, which the writer keeps with the
-allocations (:data:`RUN_NODE_MOMENTS`). The refresh fills rows kept before migrations 21 and 23
-where their allocations are unchanged (:func:`fill_rows`), computes hours without a row, the newest
-:data:`MAX_HOURS` first, within ``recheck_days`` hours whose samples or clipped
-allocations changed (the signatures of warehouse/kept_hours.py), before it every hour of a
-day whose rows' moments differ from the allocations' now, and deletes the rows of hours
-the 1-hour tier no longer holds (retention). The table is not exported to the lake: it is
+another GPU, node, job or run), summed from ``run_nodes``, which the writer keeps with
+the allocations (:data:`RUN_NODE_MOMENTS`). The refresh fills rows kept before
+migrations 21 and 23 where their allocations are unchanged (:func:`fill_rows`), computes
+hours without a row, the newest :data:`MAX_HOURS` first, within ``recheck_days`` hours
+whose samples or clipped allocations changed (the signatures of
+warehouse/kept_hours.py), before it every hour of a day whose rows' moments differ from
+the allocations' now, and deletes the rows of hours the 1-hour tier no longer holds
+(retention). The table is not exported to the lake: it is
 derived from tables that are, and a lake's reader computes the sums live.
 
 Each row also keeps the Energy page's method card's seconds of its hour (``held_s``,
@@ -123,8 +124,8 @@ RUN_NODE_MOMENTS = (fill(_MOMENTS, n=" * gpus", share_ppm="share_ppm_sum")
 #: microseconds (:data:`MOMENTS`). The allocations' are summed from ``run_nodes``, which
 #: the writer keeps with them in each batch's transaction (:data:`RUN_NODE_MOMENTS`, the
 #: same integers from ~4x fewer rows and no text: issue 17, the whole check 100-165 ->
-#: 32-45 ms for a 24,576-GPU week); a writer that changes ``allocations`` otherwise rebuilds it
-#: (warehouse/run_nodes.py), as for every other reader of it.
+#: 32-45 ms for a 24,576-GPU week); a writer that changes ``allocations`` otherwise
+#: rebuilds it (warehouse/run_nodes.py), as for every other reader of it.
 _CHECK_SQL = fill("""
 SELECT * FROM
 (SELECT count(*) AS fresh FROM fleet_hours_1h t

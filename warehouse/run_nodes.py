@@ -21,7 +21,7 @@ week).
 ``run_node_counts`` (migration 031) keeps, per run with allocations, ``nodes``: the
 distinct nodes of its rows here. r_f's exposure (each run's days x the nodes it held)
 counted them per run on every read, a DISTINCT over the window's rows joined back to its
-runs (issue 17: ~0.27 s of CPU for a 24,576-GPU week; ~0.07 s from the counts).
+runs (issue 17: ~0.27 s of CPU for a 24,576-GPU week; ~65 ms from the counts).
 
 Both tables are a function of ``allocations`` alone. :func:`refresh` recomputes the rows
 of the jobs of a batch the writer has just upserted, in the same transaction

@@ -5,7 +5,8 @@
 --   joined back to the runs, ~0.27 s of CPU for a 24,576-GPU week. run_node_counts keeps
 --   each run's count;
 -- * the kept hours' read check (warehouse/fleet_hours.py) summed the allocations' exact
---   moments (microseconds x GPU index, key and share) over 4.86 M allocations, ~95 ms.
+--   moments (microseconds x GPU index, key and share) over 4.86 M allocations: most
+--   of the check's 100-165 ms.
 --   A run_nodes row's allocations share its times, so the same integers come from the
 --   row's sums of GPU index, key and share: run_nodes gains those three columns.
 -- warehouse/run_nodes.py recomputes a job's rows of both tables in the transaction that

@@ -61,8 +61,8 @@ _BREAKDOWN_SQL = {name: fill("WITH f AS ({scoped}) " + sql, scoped=_SCOPED) for 
 #: window's runs' ``run_nodes`` rows (1.3 M for bench/scale.py's 24,576-GPU week) joined
 #: back to the runs, ~270 ms. Now each run's count is kept (``run_node_counts``,
 #: warehouse/run_nodes.py, migration 031) and joined to the window's runs: ~65 ms (the
-#: rate + MTTF callback over 7 days ~300 -> ~85-125 ms); only
-#: the runs without allocations join ``jobs``.
+#: rate + MTTF callback over 7 days ~300 -> ~85-125 ms); only the runs without
+#: allocations join ``jobs``.
 _EXPOSURE_SQL = """
 WITH r AS (
     SELECT job_id, run_index, gpus,
