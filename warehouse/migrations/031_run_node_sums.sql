@@ -11,18 +11,12 @@
 --   row's sums of GPU index, key and share: run_nodes gains those three columns.
 -- warehouse/run_nodes.py recomputes a job's rows of both tables in the transaction that
 -- writes its allocations. Both are filled here from the allocations already stored.
-DROP TABLE run_nodes;
-CREATE TABLE run_nodes (
-    job_id VARCHAR NOT NULL,
-    run_index INTEGER NOT NULL,
-    node VARCHAR NOT NULL,
-    start_ts TIMESTAMP,           -- the allocations' start (naive UTC); NULL as theirs
-    end_ts TIMESTAMP,             -- their end; NULL while running
-    gpus INTEGER NOT NULL,        -- allocation rows (GPUs) with this run, node, start, end
-    gpu_index_sum BIGINT NOT NULL,  -- their GPU indices, summed
-    key_sum BIGINT,               -- their keys (allocations.alloc_key), summed
-    share_ppm_sum BIGINT NOT NULL -- their shares of a GPU (0-1, NULL as 1) in millionths, summed
-);
+-- The columns are added to the table of migration 29 and its rows computed again.
+ALTER TABLE run_nodes ADD COLUMN gpu_index_sum BIGINT;  -- their GPU indices, summed
+ALTER TABLE run_nodes ADD COLUMN key_sum BIGINT;        -- their keys (allocations.alloc_key)
+ALTER TABLE run_nodes ADD COLUMN share_ppm_sum BIGINT;  -- their shares of a GPU (0-1, NULL
+                                                        -- as 1) in millionths, summed
+DELETE FROM run_nodes;
 INSERT INTO run_nodes
 SELECT job_id, run_index, node, start_ts, end_ts, count(*)::INTEGER AS gpus,
        sum(gpu_index)::BIGINT AS gpu_index_sum, sum(alloc_key)::BIGINT AS key_sum,
@@ -30,6 +24,8 @@ SELECT job_id, run_index, node, start_ts, end_ts, count(*)::INTEGER AS gpus,
        sum(CAST(least(greatest(coalesce(share, 1.0), 0.0), 1.0) * 1000000 AS BIGINT))::BIGINT
            AS share_ppm_sum
 FROM allocations GROUP BY ALL ORDER BY start_ts, job_id, run_index, node;
+ALTER TABLE run_nodes ALTER COLUMN gpu_index_sum SET NOT NULL;
+ALTER TABLE run_nodes ALTER COLUMN share_ppm_sum SET NOT NULL;
 CREATE TABLE run_node_counts (
     job_id VARCHAR NOT NULL,
     run_index INTEGER NOT NULL,
