@@ -17,9 +17,10 @@
    field's exposition text (labels, ``instance``/``job``, timestamps) and the query API
    with each field's JSON; the real ``PrometheusSource`` (``collector.prometheus.connect``)
    pulls through both, ``prometheus.pull = "federate"`` and ``"query"``, from the request
-   to sanitised rows (the commit is timed apart). Prints both as measured / target / met
-   against <= 3 s, with CPU seconds and the machine's load (2 cores shared), and whether
-   the faster is ``prometheus.pull``'s default. ``/federate`` is timed twice: the next
+   to sanitised rows (the commit is timed apart). Prints both with CPU seconds and the
+   machine's load (2 cores shared), the default's as measured / target / met against
+   <= 3 s (the other's "n/a": compared only), and whether the faster is
+   ``prometheus.pull``'s default. ``/federate`` is timed twice: the next
    pull of the same series (the label sets kept from the last pull, as every 15 s) and
    a pull whose series all look new (``series new``: a restart, a changed fleet).
    ``--pull-mode federate|query`` times one; ``--repeat N`` pulls N times per mode,
@@ -236,12 +237,15 @@ def pull_comparison(nodes: int, wh: Warehouse, modes: tuple[str, ...] = ("federa
     finally:
         server.close()
     rows = []
-    for mode, (took, cpu, load) in results.items():
-        rows.append((f"one pull of {gpus:,} GPUs, {mode}", f"{took:.2f} s ({cpu:.2f} s CPU, "
-                     f"load {load:.1f})", f"<= {PULL_TARGET_S:g} s", took <= PULL_TARGET_S))
+    pull = default("prometheus.pull")
+    for name, (took, cpu, load) in results.items():
+        # the target is the default's (the faster, below); the other mode is compared only
+        judged = name.split(",")[0] == pull
+        rows.append((f"one pull of {gpus:,} GPUs, {name}", f"{took:.2f} s ({cpu:.2f} s CPU, "
+                     f"load {load:.1f})", f"<= {PULL_TARGET_S:g} s" if judged
+                     else "not the default", took <= PULL_TARGET_S if judged else None))
     if len(modes) > 1:
         fastest = min(modes, key=lambda m: results[m][0])
-        pull = default("prometheus.pull")
         rows.append(("the faster pull is the default", f"{fastest} "
                      f"({max(results[m][0] for m in modes) / results[fastest][0]:.1f}x)",
                      f"prometheus.pull = {pull}", fastest == pull))

@@ -176,8 +176,22 @@ def _failure_carbon_before(cur, *, start, end, resolution):
     lo = min(pd.Timestamp(fails["start_ts"].min()).to_pydatetime(), start)
     keys = list(zip(fails["job_id"].tolist(), fails["run_index"].tolist(), strict=True))
     runs = qe.run_energy(cur, start=lo, end=end, resolution=resolution, runs=keys)
-    return qe.price_lost(fails, runs)[["job_id", "run_index", "category", "reason",
-                                       "gpu_hours_lost", "lost_kwh", "lost_carbon_kg"]]
+    return _price_lost_before(fails, runs)[["job_id", "run_index", "category", "reason",
+                                            "gpu_hours_lost", "lost_kwh", "lost_carbon_kg"]]
+
+
+def _price_lost_before(fails, runs, *, fleet_kwh=None, fleet_kg=None):
+    """energy.price_lost as it was, in pandas (issue 17: now energy._LOST_SQL)."""
+    df = fails.merge(runs, on=["job_id", "run_index"], how="left")
+    per_h = df["gpu_hours"].where(df["gpu_hours"] > 0)
+    lost = df["gpu_hours_lost"]
+    df["lost_kwh"] = lost * df["facility_kwh"] / per_h
+    df["lost_carbon_kg"] = lost * df["carbon_kg"] / per_h
+    if fleet_kwh is not None:
+        df["lost_kwh"] = df["lost_kwh"].fillna(lost * fleet_kwh)
+    if fleet_kg is not None:
+        df["lost_carbon_kg"] = df["lost_carbon_kg"].fillna(lost * fleet_kg)
+    return df
 
 
 @pytest.mark.parametrize("hours,resolution", [(10.25, None), (10.25, "minute"), (30, None),
@@ -272,3 +286,139 @@ def test_a_changed_energy_row_share_or_unkept_hour_is_live_until_recomputed():
                 assert list(got) != pytest.approx(list(before), rel=1e-9), sql
     finally:
         w.close()
+
+
+_PART_ROWS = st.lists(st.tuples(st.sampled_from(["a", "b:1", "é"]), st.integers(0, 2),
+                                st.one_of(st.none(), st.floats(-1e6, 1e6)),
+                                st.integers(0, 9)), max_size=6)
+
+
+@given(parts=st.lists(st.tuples(_PART_ROWS, st.integers(0, 9)), max_size=4))
+def test_the_parts_as_one_statement_are_the_parts_frames_combined(parts):
+    """usage.union: the parts' statements, each giving the same parameter ($min) its own
+    value, as one statement summed per key, are usage.combine of the parts' frames (a
+    sum of NULLs stays NULL); one part is itself; none is the empty statement."""
+    con = duckdb.connect()
+    part_sql = ("SELECT k AS job_id, r AS run_index, sum(v) AS kwh FROM (VALUES {rows}) "
+                "t(k, r, v, w) WHERE w >= $min GROUP BY ALL")  # a row per key, as a run's
+    empty = "SELECT NULL::VARCHAR AS job_id, NULL::INTEGER AS run_index, " \
+            "NULL::DOUBLE AS kwh WHERE FALSE"
+    statements = []
+    for rows, low in parts:
+        values = ", ".join(f"('{k}', {r}, {'NULL' if v is None else repr(v)}::DOUBLE, {w})"
+                           for k, r, v, w in rows) or "(NULL, NULL, NULL::DOUBLE, -1)"
+        statements.append((fill(part_sql, rows=values), {"min": low}))
+    sql, params = usage.union(statements, ["job_id", "run_index"], ["kwh"], empty=empty)
+    got = con.execute(sql, params).df()
+    frames = [con.execute(s, p).df() for s, p in statements]
+    want = usage.combine(frames, ["job_id", "run_index"], ["kwh"]) if frames else \
+        pd.DataFrame(columns=["job_id", "run_index", "kwh"])
+    if len(statements) > 1:
+        assert "$min_p0" in sql and "$min" not in sql.replace("$min_p", "")
+    if len(statements) == 1:
+        assert (sql, params) == statements[0]
+    key = ["job_id", "run_index"]
+    got, want = (df.dropna(subset=key).sort_values(key, ignore_index=True) for df in (got, want))
+    assert got[key].values.tolist() == want[key].values.tolist()
+    assert got["kwh"].astype(float).tolist() == pytest.approx(
+        want["kwh"].astype(float).tolist(), rel=1e-12, abs=1e-9, nan_ok=True)
+
+
+def test_a_window_of_several_parts_is_summed_per_run_once(seeded):
+    """A window of several parts (the usage table's hours, live minutes and the 1-hour
+    tier): run energy, energy per user and the failures' energy per category are the
+    former per-part frames combined in pandas."""
+    wh, now = seeded
+    start, end = now - timedelta(hours=30, minutes=20), now - timedelta(minutes=5)
+    cur, opts = wh.reader(), Options()
+    parts = qe._parts(cur, start, end, None, opts.idle_util_pct)
+    assert len(parts) >= 2 and len({p.path for p in parts}) >= 2, parts
+
+    def frames(wrap=None):  # the former _run_frames: one statement per part
+        out = []
+        for p in parts:
+            sql = fill(qe._RUN[p.path], ctes=carbon.intensity_ctes().strip())
+            if wrap is not None:
+                sql = fill(wrap, runs=sql)
+            out.append(cur.execute(*usage.bind(
+                sql, start=p.start, end=p.end, node_w=opts.node_overhead_w,
+                idle_pct=float(opts.idle_util_pct), runs=None, **qe._NO_SCOPE,
+                **qe._carbon_params(opts, qe._WIDTH[p.path]))).df())
+        return out
+
+    cols = qe._RUN_COLS
+    runs = qe.run_energy(cur, start=start, end=end)
+    per_part = frames()
+    before = usage.combine(per_part, ["job_id", "run_index"], cols)
+    key = ["job_id", "run_index"]
+    seen = pd.concat(per_part)[key].value_counts()
+    assert len(runs) >= 5 and (seen > 1).any(), seen  # runs summed across parts
+    pd.testing.assert_frame_equal(
+        runs[key + cols].sort_values(key, ignore_index=True),
+        before.sort_values(key, ignore_index=True), check_dtype=False, rtol=1e-12)
+    users = qe.job_energy(cur, start=start, end=end, by="user_name")
+    former = usage.combine(frames(fill(qe._BY_JOB_SQL, keys="j.user_name")), ["user_name"],
+                           cols).fillna({c: 0.0 for c in cols})
+    pd.testing.assert_frame_equal(
+        users[["user_name"] + cols].sort_values("user_name", ignore_index=True),
+        former.sort_values("user_name", ignore_index=True), check_dtype=False, rtol=1e-12)
+
+
+def test_the_failures_energy_per_category_is_the_sum_of_the_runs(seeded):
+    """failure_carbon(by="category"): the per-failure figures summed per category (a
+    category whose runs have no energy sums to 0), on the table and the live paths."""
+    wh, now = seeded
+    for hours, resolution in ((30, None), (30.25, "minute"), (30, "hour")):
+        window = {"start": now - timedelta(hours=hours), "end": now - timedelta(minutes=5),
+                  "resolution": resolution}
+        per_run = qe.failure_carbon(wh.reader(), **window)
+        by_cat = qe.failure_carbon(wh.reader(), by="category", **window)
+        assert per_run["category"].nunique() >= 2
+        want = per_run.groupby("category", dropna=False)[
+            ["gpu_hours_lost", "lost_kwh", "lost_carbon_kg"]].sum().reset_index()
+        pd.testing.assert_frame_equal(by_cat.sort_values("category", ignore_index=True),
+                                      want.sort_values("category", ignore_index=True),
+                                      check_dtype=False, rtol=1e-12)
+    with pytest.raises(ValueError, match="by must be one of"):
+        qe.failure_carbon(wh.reader(), start=now, end=now, by="rack")
+    empty = qe.failure_carbon(wh.reader(), start=now + timedelta(days=1),
+                              end=now + timedelta(days=2), by="category")
+    assert empty.empty and list(empty.columns) == ["category", "gpu_hours_lost", "lost_kwh",
+                                                   "lost_carbon_kg"]
+
+
+_RUN_ROW = st.tuples(st.sampled_from(["1", "2", "x:3"]), st.integers(0, 2),
+                     st.one_of(st.none(), st.floats(-2, 50), st.just(0.0)),
+                     st.one_of(st.none(), st.floats(0, 1e3)),
+                     st.one_of(st.none(), st.floats(0, 1e3)))
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fails=st.lists(st.tuples(st.sampled_from(["1", "2", "x:3", "9"]), st.integers(0, 2),
+                                st.one_of(st.none(), st.floats(0, 100))), max_size=8),
+       runs=st.lists(_RUN_ROW, max_size=8, unique_by=lambda r: r[:2]),
+       fleet=st.one_of(st.none(), st.tuples(st.floats(0, 5), st.floats(0, 5))))
+def test_the_lost_energy_is_priced_as_in_pandas(tmp_path, fails, runs, fleet):
+    """energy.price_lost (the one SQL definition, _LOST_SQL) gives the former pandas
+    figures: runs missing, without GPU-hours, with NULL energy, the fleet's fallback or
+    none."""
+    fails = pd.DataFrame(fails, columns=["job_id", "run_index", "gpu_hours_lost"])
+    runs = pd.DataFrame(runs, columns=["job_id", "run_index", "gpu_hours", "facility_kwh",
+                                       "carbon_kg"]).astype({"gpu_hours": float,
+                                                             "facility_kwh": float,
+                                                             "carbon_kg": float})
+    fails["gpu_hours_lost"] = fails["gpu_hours_lost"].astype(float)
+    kw = {} if fleet is None else {"fleet_kwh_per_gpu_h": fleet[0],
+                                   "fleet_kg_per_gpu_h": fleet[1]}
+    con = duckdb.connect()
+    got = qe.price_lost(con, fails, runs, **kw)
+    want = _price_lost_before(fails, runs, **({} if fleet is None else
+                                              {"fleet_kwh": fleet[0], "fleet_kg": fleet[1]}))
+    key = ["job_id", "run_index", "gpu_hours_lost"]
+    cols = ["lost_kwh", "lost_carbon_kg"]
+    got, want = (df[key + cols].sort_values(key, ignore_index=True, na_position="first")
+                 for df in (got, want))
+    assert len(got) == len(fails)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
+    assert con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name LIKE "
+                       "'_price_lost%'").fetchall()[0][0] == 0  # nothing left behind

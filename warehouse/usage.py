@@ -388,6 +388,31 @@ def combine(frames: list[pd.DataFrame], keys: list[str], cols: list[str]) -> pd.
     return df.groupby(keys, dropna=False, sort=False)[cols].sum(min_count=1).reset_index()
 
 
+#: The parts' statements as one (:func:`union`): their rows summed per key.
+_UNION_SQL = "SELECT {keys}, {sums} FROM ({parts}) GROUP BY ALL"
+
+
+def union(statements: list[tuple[str, dict]], keys: list[str], cols: list[str], *,
+          empty: str) -> tuple[str, dict]:
+    """The parts' statements (each ``(sql, params)``, from :func:`bind`) as one
+    ``(sql, params)`` whose rows are theirs summed per ``keys`` (every column in ``cols``
+    is additive; a sum of nothing but NULLs stays NULL), so that a caller can wrap a
+    range's whole answer in SQL (a ratio per key, a sum per group) instead of combining
+    frames in pandas (:func:`combine`; issue 17). Each part's parameters are renamed
+    ``$name_p<i>``: the parts give the same names other values. One part is returned as
+    it is; none: ``empty`` (a statement of no rows with the columns' types)."""
+    if len(statements) <= 1:
+        return statements[0] if statements else (empty, {})
+    sqls, params = [], {}
+    for i, (sql, prm) in enumerate(statements):
+        sqls.append("(" + re.sub(r"\$(\w+)\b", lambda m, i=i, prm=prm: (
+            f"${m[1]}_p{i}" if m[1] in prm else m[0]), sql) + ")")
+        params.update({f"{k}_p{i}": v for k, v in prm.items()})
+    sums = ", ".join(fill("sum({c}) AS {c}", c=c) for c in cols)
+    return fill(_UNION_SQL, keys=", ".join(keys), sums=sums,
+                parts="\nUNION ALL\n".join(sqls)), params
+
+
 # ---------------------------------------------------------------- writing: the refresh
 
 #: The hours of [$first, $hi) to recompute: no ledger row; another idle threshold;

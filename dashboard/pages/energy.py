@@ -143,7 +143,8 @@ def update_by(data, key="rack", _n=None):
           Input(ids.refresh("energy"), "n_intervals"))
 def update_failures(data, _n=None):
     _, start, end = _window(data)
-    df = eq.failure_carbon(context.reader(), start=start, end=end, opts=context.options())
+    df = eq.failure_carbon(context.reader(), start=start, end=end, opts=context.options(),
+                           by="category")
     return fig.categories_bar(df, cat="category", value="lost_carbon_kg",
                              x_title="Emissions of lost GPU-hours (kg CO₂e)",
                              empty="No failure cost any energy in this range.")

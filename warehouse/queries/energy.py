@@ -259,6 +259,9 @@ _WIDTH = {"table": timedelta(hours=1), "minute": timedelta(minutes=1),
           "hour": timedelta(hours=1),
           hour_usage.PATH: timedelta(hours=1)}  # time buckets of carbon intensity and PUE
 _RUN_COLS = ["gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg"]
+#: :func:`_run_statement` of a range without parts: no rows, the columns' types.
+_NO_RUNS = ("SELECT NULL::VARCHAR AS job_id, NULL::INTEGER AS run_index, "
+            + ", ".join(fill("NULL::DOUBLE AS {c}", c=c) for c in _RUN_COLS) + " WHERE FALSE")
 _NO_SCOPE = {"partition": None, "rack": None}
 
 RESOLUTIONS = ("minute", "hour")
@@ -308,30 +311,29 @@ def _parts(cur, start: datetime, end: datetime, resolution: str | None, idle_pct
         cur, usage.plan(cur, start, end, idle_pct=usage_idle_pct), idle_pct)
 
 
-def _run_frames(cur, *, start: datetime, end: datetime, opts: Options,
-                resolution: str | None, runs: list[tuple[str, int]] | None = None,
-                wrap: str | None = None,
-                wanted: tuple[str, dict] | None = None) -> list[pd.DataFrame]:
-    """Each part's frame of the per-run energy query (warehouse/usage.py:plan), the query
-    inside ``wrap`` (a statement reading it as ``{runs}``) where given; ``wanted``: the
-    runs as a statement's rows (usage.wanted_from) and its parameters, not ``runs``."""
+def _run_statement(cur, *, start: datetime, end: datetime, opts: Options,
+                   resolution: str | None, runs: list[tuple[str, int]] | None = None,
+                   wanted: tuple[str, dict] | None = None) -> tuple[str, dict]:
+    """The per-run energy query of ``[start, end)`` as one statement ``(sql, params)``
+    (columns job_id, run_index and :data:`_RUN_COLS`): each part's query
+    (warehouse/usage.py:plan) summed per run across the parts (usage.union), so callers
+    wrap it in SQL; ``wanted``: the runs as a statement's rows (usage.wanted_from) and its
+    parameters, not ``runs``."""
     ctes = carbon.intensity_ctes().strip()
     params = {"node_w": opts.node_overhead_w, "idle_pct": float(opts.idle_util_pct),
               "runs": None if runs is None else [f"{j}:{int(r)}" for j, r in runs],
               **_NO_SCOPE}
     if wanted is not None:
         params = {**params, **wanted[1], "runs": []}
-    frames = []
+    statements = []
     for p in _parts(cur, start, end, resolution, opts.idle_util_pct):
         sql = fill(_RUN[p.path], ctes=ctes)
         if wanted is not None:
             assert sql.count(usage.WANTED) == 1
             sql = sql.replace(usage.WANTED, usage.wanted_from(wanted[0]))
-        if wrap is not None:
-            sql = fill(wrap, runs=sql)
-        frames.append(cur.execute(*usage.bind(sql, start=p.start, end=p.end, **params,
-                                              **_carbon_params(opts, _WIDTH[p.path]))).df())
-    return frames
+        statements.append(usage.bind(sql, start=p.start, end=p.end, **params,
+                                     **_carbon_params(opts, _WIDTH[p.path])))
+    return usage.union(statements, ["job_id", "run_index"], _RUN_COLS, empty=_NO_RUNS)
 
 
 def _embodied(df: pd.DataFrame, opts: Options) -> pd.DataFrame:
@@ -350,11 +352,11 @@ def run_energy(cur, *, start: datetime, end: datetime, opts: Options | None = No
     By default whole hours come from ``gpu_usage_1h`` and the rest live (see
     warehouse/usage.py:plan); ``resolution`` ``"minute"`` or ``"hour"`` computes the
     whole range live from that tier. ``runs``: only these ``(job_id, run_index)``;
-    ``wanted``: only the runs a statement gives (:func:`_run_frames`)."""
+    ``wanted``: only the runs a statement gives (:func:`_run_statement`)."""
     opts = opts or Options()
-    frames = _run_frames(cur, start=start, end=end, opts=opts, resolution=resolution,
-                         runs=runs, wanted=wanted)
-    return _embodied(usage.combine(frames, ["job_id", "run_index"], _RUN_COLS), opts)
+    sql, params = _run_statement(cur, start=start, end=end, opts=opts,
+                                 resolution=resolution, runs=runs, wanted=wanted)
+    return _embodied(cur.execute(sql, params).df(), opts)
 
 
 #: The job columns :func:`job_energy` groups by: ``by="job_id"`` keeps the job's identity.
@@ -383,12 +385,12 @@ def job_energy(cur, *, start: datetime, end: datetime, by: str = "job_id",
         raise ValueError(f"by must be one of {sorted(JOB_KEYS)}, not {by!r}")
     opts = opts or Options()
     keys = JOB_KEYS[by]
-    wrap = fill(_BY_JOB_SQL, keys=", ".join("job_id" if k == "job_id" else fill("j.{k}", k=k)
-                                            for k in keys))
-    frames = _run_frames(cur, start=start, end=end, opts=opts, resolution=resolution,
-                         wrap=wrap)
+    runs, params = _run_statement(cur, start=start, end=end, opts=opts,
+                                  resolution=resolution)
+    sql = fill(_BY_JOB_SQL, runs=runs, keys=", ".join(
+        "job_id" if k == "job_id" else fill("j.{k}", k=k) for k in keys))
+    out = cur.execute(sql, params).df()
     cols = _RUN_COLS
-    out = usage.combine(frames, keys, cols)
     out[cols] = out[cols].fillna(0.0)  # a key without any energy sums to 0, as in pandas
     out = _embodied(out, opts)
     return out.sort_values("carbon_kg", ascending=False).reset_index(drop=True)
@@ -419,43 +421,86 @@ _FAILED_RUNS = """
 SELECT job_id, run_index FROM failures
 WHERE end_ts >= $fail_start AND end_ts < $fail_end
 """
+#: Those failures (``{fails}`` of :data:`_LOST_SQL`).
+_FAILED = """(
+    SELECT job_id, run_index, category, reason, gpu_hours_lost FROM failures
+    WHERE end_ts >= $fail_start AND end_ts < $fail_end
+)"""
+_FIRST_START_SQL = ("SELECT min(start_ts), count(*) FROM failures"
+                    " WHERE end_ts >= $fail_start AND end_ts < $fail_end")
+
+#: The GPU-hours lost to each failure of ``{fails}`` (rows of job_id, run_index,
+#: gpu_hours_lost, ...) priced at its run's facility kWh and kg CO2e per GPU-hour
+#: (``{runs}``: per run gpu_hours, facility_kwh, carbon_kg); a run without energy or
+#: without GPU-hours takes $fleet_kwh and $fleet_kg per GPU-hour (NULL: the figure is
+#: NULL). The one definition of lost_kwh and lost_carbon_kg: the Energy page's failures
+#: (:func:`failure_carbon`) and the weekly report (:func:`price_lost`).
+_LOST_SQL = """
+SELECT f.*,
+       coalesce(f.gpu_hours_lost * r.facility_kwh / r.per_h,
+                f.gpu_hours_lost * $fleet_kwh::DOUBLE) AS lost_kwh,
+       coalesce(f.gpu_hours_lost * r.carbon_kg / r.per_h,
+                f.gpu_hours_lost * $fleet_kg::DOUBLE) AS lost_carbon_kg
+FROM {fails} f
+LEFT JOIN (SELECT job_id, run_index, facility_kwh::DOUBLE AS facility_kwh,
+                  carbon_kg::DOUBLE AS carbon_kg,
+                  CASE WHEN gpu_hours::DOUBLE > 0 THEN gpu_hours::DOUBLE END AS per_h
+           FROM {runs}) r USING (job_id, run_index)
+"""
+
+#: :data:`_LOST_SQL` per failure, or summed per category (issue 17: 201,296 failed runs
+#: of a 24,576-GPU week went to pandas twice, as failures and as run energy, and were
+#: merged there only for the Energy page to sum them per category).
+_LOST_BY = {
+    None: "SELECT job_id, run_index, category, reason, gpu_hours_lost, lost_kwh, "
+          "lost_carbon_kg FROM ({lost}) ORDER BY job_id, run_index",
+    "category": "SELECT category, sum(gpu_hours_lost) AS gpu_hours_lost, "
+                "coalesce(sum(lost_kwh), 0.0) AS lost_kwh, "
+                "coalesce(sum(lost_carbon_kg), 0.0) AS lost_carbon_kg "
+                "FROM ({lost}) GROUP BY category ORDER BY category",
+}
 
 
 def failure_carbon(cur, *, start: datetime, end: datetime, opts: Options | None = None,
-                   resolution: str | None = None) -> pd.DataFrame:
-    """Energy and carbon of the GPU-hours lost to each classified failure in
+                   resolution: str | None = None, by: str | None = None) -> pd.DataFrame:
+    """Energy and carbon of the GPU-hours lost to each classified failure that ended in
     ``[start, end)``: lost_kwh = gpu_hours_lost x the run's facility kWh per GPU-hour,
-    carbon in proportion. Columns: job_id, run_index, category, reason, gpu_hours_lost,
-    lost_kwh, lost_carbon_kg."""
-    fails = cur.execute("SELECT job_id, run_index, category, reason, gpu_hours_lost, start_ts"
-                        " FROM failures WHERE end_ts >= $start AND end_ts < $end",
-                        {"start": start, "end": end}).df()
-    if fails.empty:
-        return fails.assign(lost_kwh=[], lost_carbon_kg=[])
+    carbon in proportion (:data:`_LOST_SQL`; NaN for a run without energy). Columns:
+    job_id, run_index, category, reason, gpu_hours_lost, lost_kwh, lost_carbon_kg; with
+    ``by="category"``: category, gpu_hours_lost, lost_kwh, lost_carbon_kg, summed per
+    category (a category whose runs have no energy sums to 0 kWh)."""
+    if by not in _LOST_BY:
+        raise ValueError(f"by must be one of {sorted(map(str, _LOST_BY))}, not {by!r}")
+    window = {"fail_start": start, "fail_end": end}
+    first, n = cur.execute(_FIRST_START_SQL, window).fetchall()[0]
+    if not n:
+        cols = {None: ["job_id", "run_index", "category", "reason"], "category": ["category"]}
+        return pd.DataFrame(columns=cols[by] + ["gpu_hours_lost", "lost_kwh",
+                                               "lost_carbon_kg"])
     # from the hour of the earliest run's start: a run has no usage outside its
     # allocations, and whole hours are read from the usage table (issue 17: the earliest
     # runs' partial hour was computed per minute, and priced per minute, not per hour)
-    lo = min(floor_hour(pd.Timestamp(fails["start_ts"].min()).to_pydatetime()), start)
-    runs = run_energy(cur, start=lo, end=end, opts=opts, resolution=resolution,
-                      wanted=(_FAILED_RUNS, {"fail_start": start, "fail_end": end}))
-    df = price_lost(fails, runs)
-    return df[["job_id", "run_index", "category", "reason", "gpu_hours_lost", "lost_kwh",
-               "lost_carbon_kg"]]
+    lo = min(floor_hour(first), start) if first is not None else start
+    runs, params = _run_statement(cur, start=lo, end=end, opts=opts or Options(),
+                                  resolution=resolution, wanted=(_FAILED_RUNS, window))
+    sql = fill(_LOST_BY[by], lost=fill(_LOST_SQL, fails=_FAILED, runs=f"({runs})"))
+    return cur.execute(sql, {**params, **window, "fleet_kwh": None, "fleet_kg": None}).df()
 
 
-def price_lost(fails: pd.DataFrame, runs: pd.DataFrame, *, fleet_kwh_per_gpu_h=None,
+def price_lost(cur, fails: pd.DataFrame, runs: pd.DataFrame, *, fleet_kwh_per_gpu_h=None,
                fleet_kg_per_gpu_h=None) -> pd.DataFrame:
-    """``fails`` (job_id, run_index, gpu_hours_lost) with lost_kwh and lost_carbon_kg:
-    the GPU-hours lost x the run's facility kWh and kg CO2e per GPU-hour (``runs``: per
-    run gpu_hours, facility_kwh, carbon_kg). A run without energy gets the fleet's
-    figures per GPU-hour when given, else NaN."""
-    df = fails.merge(runs, on=["job_id", "run_index"], how="left")
-    per_h = df["gpu_hours"].where(df["gpu_hours"] > 0)
-    lost = df["gpu_hours_lost"]
-    df["lost_kwh"] = lost * df["facility_kwh"] / per_h
-    df["lost_carbon_kg"] = lost * df["carbon_kg"] / per_h
-    if fleet_kwh_per_gpu_h is not None:
-        df["lost_kwh"] = df["lost_kwh"].fillna(lost * fleet_kwh_per_gpu_h)
-    if fleet_kg_per_gpu_h is not None:
-        df["lost_carbon_kg"] = df["lost_carbon_kg"].fillna(lost * fleet_kg_per_gpu_h)
-    return df
+    """Per failure of ``fails`` (job_id, run_index, gpu_hours_lost) lost_kwh and
+    lost_carbon_kg (:data:`_LOST_SQL`, on ``cur``): the GPU-hours lost x the run's
+    facility kWh and kg CO2e per GPU-hour (``runs``: per run gpu_hours, facility_kwh,
+    carbon_kg). A run without energy gets the fleet's figures per GPU-hour when given,
+    else NaN. Columns: job_id, run_index, gpu_hours_lost, lost_kwh, lost_carbon_kg."""
+    names = {"fails": "_price_lost_fails", "runs": "_price_lost_runs"}
+    cur.register(names["fails"], fails[["job_id", "run_index", "gpu_hours_lost"]])
+    cur.register(names["runs"], runs[["job_id", "run_index", "gpu_hours", "facility_kwh",
+                                      "carbon_kg"]])
+    try:
+        return cur.execute(fill(_LOST_SQL, **names), {
+            "fleet_kwh": fleet_kwh_per_gpu_h, "fleet_kg": fleet_kg_per_gpu_h}).df()
+    finally:
+        for name in names.values():
+            cur.unregister(name)

@@ -201,12 +201,13 @@ def _energy_tops(reader, runs: pd.DataFrame, top: int) -> tuple[pd.DataFrame, pd
             per_user.nlargest(top, "facility_kwh").reset_index(drop=True))
 
 
-def _failure_carbon(fails: pd.DataFrame, runs: pd.DataFrame, energy: dict) -> dict:
+def _failure_carbon(cur, fails: pd.DataFrame, runs: pd.DataFrame, energy: dict) -> dict:
     """Facility kWh and kg CO2e of the GPU-hours lost to failures: each at its run's
     energy per GPU-hour this week, else the fleet's (IT x PUE per reporting GPU-hour)."""
     if not len(fails):
         return {"lost_kwh": 0.0, "lost_carbon_kg": 0.0}
-    df = qe.price_lost(fails, runs, fleet_kwh_per_gpu_h=energy["facility_kwh_per_gpu_h"],
+    df = qe.price_lost(cur, fails, runs,
+                       fleet_kwh_per_gpu_h=energy["facility_kwh_per_gpu_h"],
                        fleet_kg_per_gpu_h=energy["kg_per_gpu_h"])
     return {"lost_kwh": float(df["lost_kwh"].sum()),
             "lost_carbon_kg": float(df["lost_carbon_kg"].sum()),
@@ -382,7 +383,7 @@ def _energy_section(reader: Callable, opts: Options, fleet: dict, fails: pd.Data
     energy["productive_gpu_h"] = cluster["productive_gpu_hours"]
     energy["goodput_carbon_users"] = gc.carbon_per_productive_gpu_hour(
         reader(), by="user_name", opts=opts, runs=runs, **w).head(top)
-    energy.update(_failure_carbon(fails, runs, energy))
+    energy.update(_failure_carbon(reader(), fails, runs, energy))
     energy["by_day"] = by_day
     energy.pop("gpu_hours_lost", None)
     return energy
