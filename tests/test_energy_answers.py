@@ -127,7 +127,8 @@ _ALLOC = st.tuples(st.sampled_from(["1", "1:2", "7-", "é"]), st.integers(0, 1),
 
 def _minute_runs(cur, source: str, runs) -> pd.DataFrame:
     """Per-run energy of [START, END) over the minute path's usage source ``source``."""
-    sql = fill(fill(qe._RUN_USAGE_SQL, source=source), ctes=carbon.intensity_ctes().strip())
+    sql = fill(fill(qe._RUN_USAGE_SQL, source=source), ctes=carbon.intensity_ctes().strip(),
+               group="p.job_id, p.run_index", join="")
     params = {"node_w": OPTS.node_overhead_w, "idle_pct": float(OPTS.idle_util_pct),
               "runs": runs, "partition": None, "rack": None,
               **qe._carbon_params(OPTS, timedelta(minutes=1))}
@@ -324,10 +325,20 @@ def test_the_parts_as_one_statement_are_the_parts_frames_combined(parts):
         want["kwh"].astype(float).tolist(), rel=1e-12, abs=1e-9, nan_ok=True)
 
 
+#: energy._BY_JOB_SQL as it was: each part's per-run sums, summed per job keys.
+_BY_JOB_BEFORE = """
+SELECT {keys}, sum(r.gpu_hours) AS gpu_hours, sum(r.gpu_kwh) AS gpu_kwh,
+       sum(r.it_kwh) AS it_kwh, sum(r.facility_kwh) AS facility_kwh,
+       sum(r.carbon_kg) AS carbon_kg
+FROM ({runs}) r LEFT JOIN jobs j USING (job_id)
+GROUP BY ALL
+"""
+
+
 def test_a_window_of_several_parts_is_summed_per_run_once(seeded):
     """A window of several parts (the usage table's hours, live minutes and the 1-hour
-    tier): run energy, energy per user and the failures' energy per category are the
-    former per-part frames combined in pandas."""
+    tier): run energy and energy per user (summed per user, not per run first) are the
+    former per-part frames of per-run sums combined in pandas."""
     wh, now = seeded
     start, end = now - timedelta(hours=30, minutes=20), now - timedelta(minutes=5)
     cur, opts = wh.reader(), Options()
@@ -337,7 +348,7 @@ def test_a_window_of_several_parts_is_summed_per_run_once(seeded):
     def frames(wrap=None):  # the former _run_frames: one statement per part
         out = []
         for p in parts:
-            sql = fill(qe._RUN[p.path], ctes=carbon.intensity_ctes().strip())
+            sql = qe._run_sql(p.path)
             if wrap is not None:
                 sql = fill(wrap, runs=sql)
             out.append(cur.execute(*usage.bind(
@@ -357,7 +368,7 @@ def test_a_window_of_several_parts_is_summed_per_run_once(seeded):
         runs[key + cols].sort_values(key, ignore_index=True),
         before.sort_values(key, ignore_index=True), check_dtype=False, rtol=1e-12)
     users = qe.job_energy(cur, start=start, end=end, by="user_name")
-    former = usage.combine(frames(fill(qe._BY_JOB_SQL, keys="j.user_name")), ["user_name"],
+    former = usage.combine(frames(fill(_BY_JOB_BEFORE, keys="j.user_name")), ["user_name"],
                            cols).fillna({c: 0.0 for c in cols})
     pd.testing.assert_frame_equal(
         users[["user_name"] + cols].sort_values("user_name", ignore_index=True),

@@ -253,6 +253,7 @@ def retention_cutoffs(now: datetime, keep: Retention) -> dict[str, datetime]:
         "node_energy_hours": now - timedelta(days=keep.hour_days),
         "gpu_usage_1h": now - timedelta(days=keep.hour_days),
         "gpu_usage_hours": now - timedelta(days=keep.hour_days),
+        "run_usage_1h": now - timedelta(days=keep.hour_days),  # kept from gpu_usage_1h
         "gpu_events": now - timedelta(days=keep.hour_days),
     }
 

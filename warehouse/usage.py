@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from warehouse import meta
+from warehouse import meta, run_usage
 from warehouse.clock import HOUR, ceil_hour, floor_hour
 from warehouse.db import fill, transaction
 from warehouse.kept_hours import (
@@ -573,6 +573,7 @@ def refresh_usage(con, now: datetime, *, recheck_days: float, idle_pct: float,
         in_slices(lo, hi, SLICE, lambda a, b: _recompute(
             con, {**params, "lo": a, "hi": b, "start": a, "end": b}))
     move_heal_cursor(con, HEAL_KEY, heal_next, (heal_lo, heal_hi), due[:len(due) - len(todo)])
+    run_usage.refresh(con)  # every kept run row again where nodes changed (rare)
     return {"usage_hours": len(todo), "usage_pending": len(due) - len(todo),
             "usage_s": round(time.perf_counter() - t0, 3)}
 
@@ -584,3 +585,4 @@ def _recompute(con, params: dict) -> None:
                         {"lo": params["lo"], "hi": params["hi"]})
         con.execute(*bind(_INSERT_USAGE_SQL, **params))
         con.execute(*bind(_INSERT_LEDGER_SQL, **params))
+        run_usage.write_hours(con, params["lo"], params["hi"])  # kept per run (issue 17)

@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from gpulens.settings import default
-from warehouse import carbon, hour_usage, node_energy, usage
+from warehouse import carbon, hour_usage, node_energy, run_usage, usage
 from warehouse.analytics import Options
 from warehouse.clock import floor_hour
 from warehouse.db import fill
@@ -91,23 +91,25 @@ GROUP BY 1 ORDER BY 1
 def run_energy_tail(src: str) -> str:
     """The end of every per-run energy query: intensity and PUE per bucket (``{ctes}``,
     filled by the caller with carbon.intensity_ctes()) and the sums per run over the CTE
-    ``src`` (columns job_id, run_index, ts, gpu_j, other_j joules, gpu_s seconds; any
+    ``src`` (columns job_id, run_index, ts; gpu_j, the GPUs' joules; it_j, those plus the
+    node's non-GPU share, NULL where either part is; gpu_s seconds; any
     number of rows per run and bucket: each row is priced at its bucket's PUE and
     intensity, so ``src`` need not be grouped per bucket first, issue 17).
     The buckets are every ``$width`` from ``$start`` (floored to it) to ``$end``, a
     superset of the rows' (each path's rows lie in that range, on bucket starts): read
     from the rows, ``src`` was kept whole in memory for a second pass (issue 17: ~10 % of
     a 7-day query at 24,576 GPUs). Returns gpu_hours, gpu_kwh, it_kwh, facility_kwh and
-    carbon_kg per run."""
+    carbon_kg per run, or per the job keys :func:`_run_sql` fills in (``{group}``,
+    ``{join}``)."""
     return fill("""buckets AS (
     SELECT unnest(range(time_bucket($width, $start::TIMESTAMP), $end::TIMESTAMP, $width)) AS ts
 ),
 {ctes}
-SELECT p.job_id, p.run_index, sum(p.gpu_s) / 3600.0 AS gpu_hours,
-       sum(p.gpu_j) / 3.6e6 AS gpu_kwh, sum(p.gpu_j + p.other_j) / 3.6e6 AS it_kwh,
-       sum((p.gpu_j + p.other_j) * f.pue) / 3.6e6 AS facility_kwh,
-       sum((p.gpu_j + p.other_j) * f.pue * i.g_co2_per_kwh) / 3.6e9 AS carbon_kg
-FROM {src} p JOIN pue_of f USING (ts) JOIN intensity i USING (ts)
+SELECT {group}, sum(p.gpu_s) / 3600.0 AS gpu_hours,
+       sum(p.gpu_j) / 3.6e6 AS gpu_kwh, sum(p.it_j) / 3.6e6 AS it_kwh,
+       sum(p.it_j * f.pue) / 3.6e6 AS facility_kwh,
+       sum(p.it_j * f.pue * i.g_co2_per_kwh) / 3.6e9 AS carbon_kg
+FROM {src} p JOIN pue_of f USING (ts) JOIN intensity i USING (ts) {join}
 GROUP BY ALL
 """, src=src)
 
@@ -120,7 +122,7 @@ _RUN_USAGE_SQL = fill("""
 WITH {source},
 per_b AS (
     SELECT u.job_id, u.run_index, u.ts, u.energy_j AS gpu_j,
-           u.gpu_s * $node_w / {node_gpus} AS other_j, u.gpu_s
+           u.energy_j + u.gpu_s * $node_w / {node_gpus} AS it_j, u.gpu_s
     FROM u LEFT JOIN nodes n USING (node) WHERE u.job_id IS NOT NULL
 ),
 """, node_gpus=fleet.NODE_GPUS_SQL) + run_energy_tail("per_b")
@@ -217,7 +219,7 @@ FROM parts GROUP BY 1 ORDER BY 1
 #: by GPU-seconds: the hour paths' rows priced by :func:`run_energy_tail`.
 _PER_RUN_H = fill("""per_run_h AS (  -- the node's non-GPU power shared by GPU-seconds
     SELECT p.job_id, p.run_index, p.ts, p.gpu_j,
-           p.gpu_s * $node_w / {node_gpus} AS other_j, p.gpu_s
+           p.gpu_j + p.gpu_s * $node_w / {node_gpus} AS it_j, p.gpu_s
     FROM per_h p LEFT JOIN nodes n USING (node)
 ),""", node_gpus=fleet.NODE_GPUS_SQL)
 
@@ -242,11 +244,25 @@ per_h AS (  -- an allocation's share of the GPU-hour's allocated seconds and ene
 """, wanted=usage.WANTED, hour_ctes=_HOUR_CTES, free_j=_FREE_J, per_run_h=_PER_RUN_H,
     runs=fill(usage.RUNS, alias="aw.")) + run_energy_tail("per_run_h")
 
+#: :data:`_RUN_USAGE_SQL` over the table's hours kept per hour and run
+#: (warehouse/run_usage.py, issue 17): the same sums from 603,217 rows instead of
+#: 1,500,307 joined to ``nodes`` in a 24,576-GPU week (energy by user 0.19 -> 0.12 s).
+_RUN_KEPT_SQL = fill("""
+WITH {wanted},
+per_b AS (
+    SELECT job_id, run_index, ts, energy_j AS gpu_j,
+           it_j + it_s * $node_w / {node_gpus} AS it_j, gpu_s
+    FROM run_usage_1h WHERE ts >= $start AND ts < $end AND {runs}
+),
+""", wanted=usage.WANTED, node_gpus=fill(fleet.GPUS_OR_TYPICAL, gpus="gpus"),
+    runs=fill(usage.RUNS, alias="")) + run_energy_tail("per_b")
+_KEPT = "runtable"
+
 #: Each query per part path (warehouse/usage.py:plan): the table's hours, live minutes,
 #: or the 1-hour tier's approximation.
 #: ``hourtable``: the 1-hour tier's path over its hours kept by the analytics refresh
 #: (warehouse/hour_usage.py, issue 17).
-_RUN = {"table": fill(_RUN_USAGE_SQL, source=usage.TABLE),
+_RUN = {"table": fill(_RUN_USAGE_SQL, source=usage.TABLE), _KEPT: _RUN_KEPT_SQL,
         "minute": fill(_RUN_USAGE_SQL, source=usage.minutes(free=False)),
         "hour": _RUN_HOUR_SQL,
         hour_usage.PATH: fill(hour_usage.RUN_SQL + "\n{per_run_h}\n", free_j=_FREE_J,
@@ -255,13 +271,15 @@ _RUN = {"table": fill(_RUN_USAGE_SQL, source=usage.TABLE),
 _IDLE = {"table": fill(_IDLE_USAGE_SQL, source=usage.TABLE),
          "minute": fill(_IDLE_USAGE_SQL, source=usage.minutes(free=True)),
          "hour": _IDLE_HOUR_SQL, hour_usage.PATH: fill(hour_usage.IDLE_SQL, free_j=_FREE_J)}
-_WIDTH = {"table": timedelta(hours=1), "minute": timedelta(minutes=1),
+_WIDTH = {"table": timedelta(hours=1), _KEPT: timedelta(hours=1),
+          "minute": timedelta(minutes=1),
           "hour": timedelta(hours=1),
           hour_usage.PATH: timedelta(hours=1)}  # time buckets of carbon intensity and PUE
 _RUN_COLS = ["gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg"]
 #: :func:`_run_statement` of a range without parts: no rows, the columns' types.
-_NO_RUNS = ("SELECT NULL::VARCHAR AS job_id, NULL::INTEGER AS run_index, "
-            + ", ".join(fill("NULL::DOUBLE AS {c}", c=c) for c in _RUN_COLS) + " WHERE FALSE")
+_NO_KEYS = ("SELECT {keys}, " + ", ".join(fill("NULL::DOUBLE AS {c}", c=c) for c in _RUN_COLS)
+            + " WHERE FALSE")
+_NO_RUNS = fill(_NO_KEYS, keys="NULL::VARCHAR AS job_id, NULL::INTEGER AS run_index")
 _NO_SCOPE = {"partition": None, "rack": None}
 
 RESOLUTIONS = ("minute", "hour")
@@ -311,28 +329,49 @@ def _parts(cur, start: datetime, end: datetime, resolution: str | None, idle_pct
         cur, usage.plan(cur, start, end, idle_pct=usage_idle_pct), idle_pct)
 
 
+def _run_sql(path: str, keys: list[str] | None = None) -> str:
+    """The per-run energy query of a part path (:data:`_RUN`): its sums per run, or per
+    ``keys`` (columns of ``jobs``, :data:`JOB_KEYS`) with the job joined to each row
+    (issue 17: summed per run first, then per user, energy by user took ~0.18 s over a
+    24,576-GPU week, ~0.1 s without the 470,169 runs' sums)."""
+    if keys is None:
+        by = {"group": "p.job_id, p.run_index", "join": ""}
+    else:
+        by = {"group": ", ".join("p.job_id" if k == "job_id" else fill("j.{k}", k=k)
+                                 for k in keys),
+              "join": "LEFT JOIN jobs j ON j.job_id = p.job_id"}
+    return fill(_RUN[path], ctes=carbon.intensity_ctes().strip(), **by)
+
+
 def _run_statement(cur, *, start: datetime, end: datetime, opts: Options,
                    resolution: str | None, runs: list[tuple[str, int]] | None = None,
-                   wanted: tuple[str, dict] | None = None) -> tuple[str, dict]:
+                   wanted: tuple[str, dict] | None = None,
+                   keys: list[str] | None = None) -> tuple[str, dict]:
     """The per-run energy query of ``[start, end)`` as one statement ``(sql, params)``
-    (columns job_id, run_index and :data:`_RUN_COLS`): each part's query
-    (warehouse/usage.py:plan) summed per run across the parts (usage.union), so callers
-    wrap it in SQL; ``wanted``: the runs as a statement's rows (usage.wanted_from) and its
-    parameters, not ``runs``."""
-    ctes = carbon.intensity_ctes().strip()
+    (columns job_id, run_index, or ``keys``, and :data:`_RUN_COLS`): each part's query
+    (warehouse/usage.py:plan, :func:`_run_sql`) summed per run (or key) across the parts
+    (usage.union), so callers wrap it in SQL; ``wanted``: the runs as a statement's rows
+    (usage.wanted_from) and its parameters, not ``runs``."""
     params = {"node_w": opts.node_overhead_w, "idle_pct": float(opts.idle_util_pct),
               "runs": None if runs is None else [f"{j}:{int(r)}" for j, r in runs],
               **_NO_SCOPE}
     if wanted is not None:
         params = {**params, **wanted[1], "runs": []}
-    statements = []
+    statements, kept = [], None
     for p in _parts(cur, start, end, resolution, opts.idle_util_pct):
-        sql = fill(_RUN[p.path], ctes=ctes)
+        path = p.path
+        if path == "table":  # the table's hours from their sums per run where kept
+            kept = run_usage.serves(cur) if kept is None else kept
+            path = _KEPT if kept else path
+        sql = _run_sql(path, keys)
         if wanted is not None:
             assert sql.count(usage.WANTED) == 1
             sql = sql.replace(usage.WANTED, usage.wanted_from(wanted[0]))
         statements.append(usage.bind(sql, start=p.start, end=p.end, **params,
-                                     **_carbon_params(opts, _WIDTH[p.path])))
+                                     **_carbon_params(opts, _WIDTH[path])))
+    if keys is not None:
+        return usage.union(statements, keys, _RUN_COLS, empty=fill(
+            _NO_KEYS, keys=", ".join(fill("NULL::VARCHAR AS {k}", k=k) for k in keys)))
     return usage.union(statements, ["job_id", "run_index"], _RUN_COLS, empty=_NO_RUNS)
 
 
@@ -364,18 +403,6 @@ JOB_KEYS = {"job_id": ["job_id", "name", "user_name", "partition", "job_type"],
             **{k: [k] for k in ("name", "user_name", "account", "partition", "job_type",
                                 "gpus")}}
 
-#: :func:`run_energy`'s query (``{runs}``) summed per job keys (``{keys}``) in SQL: the
-#: jobs join sees one row per run, and the frame one row per key (issue 17: per run
-#: through pandas, energy by user took ~0.3 s more at 24,576 GPUs).
-_BY_JOB_SQL = """
-SELECT {keys}, sum(r.gpu_hours) AS gpu_hours, sum(r.gpu_kwh) AS gpu_kwh,
-       sum(r.it_kwh) AS it_kwh, sum(r.facility_kwh) AS facility_kwh,
-       sum(r.carbon_kg) AS carbon_kg
-FROM ({runs}) r LEFT JOIN jobs j USING (job_id)
-GROUP BY ALL
-"""
-
-
 def job_energy(cur, *, start: datetime, end: datetime, by: str = "job_id",
                opts: Options | None = None, resolution: str | None = None) -> pd.DataFrame:
     """:func:`run_energy` summed per job (``by="job_id"``: job_id, name, user_name,
@@ -385,11 +412,8 @@ def job_energy(cur, *, start: datetime, end: datetime, by: str = "job_id",
         raise ValueError(f"by must be one of {sorted(JOB_KEYS)}, not {by!r}")
     opts = opts or Options()
     keys = JOB_KEYS[by]
-    runs, params = _run_statement(cur, start=start, end=end, opts=opts,
-                                  resolution=resolution)
-    sql = fill(_BY_JOB_SQL, runs=runs, keys=", ".join(
-        "job_id" if k == "job_id" else fill("j.{k}", k=k) for k in keys))
-    out = cur.execute(sql, params).df()
+    out = cur.execute(*_run_statement(cur, start=start, end=end, opts=opts,
+                                      resolution=resolution, keys=keys)).df()
     cols = _RUN_COLS
     out[cols] = out[cols].fillna(0.0)  # a key without any energy sums to 0, as in pandas
     out = _embodied(out, opts)

@@ -5,8 +5,9 @@
 - Each GPU's latest sample: read from the writer's ``gpu_latest`` table (one row per
   GPU, :func:`latest_source`), not by scanning the raw tier (issue 17).
 - GPUs per node: read from the warehouse's ``nodes`` table, never assumed. A node the
-  table does not know takes the fleet's most common count (:data:`NODE_GPUS_SQL`); only
-  a warehouse with no topology at all falls back to :data:`FALLBACK_GPUS_PER_NODE`.
+  table does not know, or lists with no GPUs, takes the fleet's most common count
+  (:data:`NODE_GPUS_SQL`); only a warehouse with no topology at all falls back to
+  :data:`FALLBACK_GPUS_PER_NODE`.
 """
 
 from __future__ import annotations
@@ -26,9 +27,15 @@ TYPICAL_GPUS_SQL = fill(
     " (SELECT mode(c) FROM (SELECT count(*) AS c FROM gpus GROUP BY node)), {fallback})",
     fallback=FALLBACK_GPUS_PER_NODE)
 
+#: SQL expression template: the GPU count ``{gpus}`` where it is one (above 0), else the
+#: fleet's typical count: a node the topology does not know (NULL), or lists with 0 GPUs
+#: or fewer while it has GPU usage, shares its non-GPU power as a typical node (a count
+#: of 0 made its runs' energy infinite or NaN, and every sum over them with it).
+GPUS_OR_TYPICAL = fill("CASE WHEN {gpus} > 0 THEN {gpus} ELSE {typical} END",
+                       typical=TYPICAL_GPUS_SQL)
 #: SQL expression: GPUs of the node ``n`` (a row of ``nodes`` joined as ``n``, NULL when
-#: the node is unknown) or else the fleet's typical count.
-NODE_GPUS_SQL = fill("coalesce(n.gpus, {typical})", typical=TYPICAL_GPUS_SQL)
+#: the node is unknown) or else the fleet's typical count (:data:`GPUS_OR_TYPICAL`).
+NODE_GPUS_SQL = fill(GPUS_OR_TYPICAL, gpus="n.gpus")
 
 
 def gpus_per_node(cur) -> int:
