@@ -294,30 +294,33 @@ _PART_ROWS = st.lists(st.tuples(st.sampled_from(["a", "b:1", "é"]), st.integers
                                 st.integers(0, 9)), max_size=6)
 
 
-@given(parts=st.lists(st.tuples(_PART_ROWS, st.integers(0, 9)), max_size=4))
+@given(parts=st.lists(st.tuples(_PART_ROWS, st.integers(0, 9), st.integers(0, 9)),
+                      max_size=4))
 def test_the_parts_as_one_statement_are_the_parts_frames_combined(parts):
-    """usage.union: the parts' statements, each giving the same parameter ($min) its own
-    value, as one statement summed per key, are usage.combine of the parts' frames (a
-    sum of NULLs stays NULL); one part is itself; none is the empty statement."""
+    """usage.union: the parts' statements, each giving the same parameters ($min and
+    $min_top, one a prefix of the other) their own values, as one statement summed per
+    key, are usage.combine of the parts' frames (a sum of NULLs stays NULL), under a
+    caller's own $min; none is the empty statement."""
     con = duckdb.connect()
     part_sql = ("SELECT k AS job_id, r AS run_index, sum(v) AS kwh FROM (VALUES {rows}) "
-                "t(k, r, v, w) WHERE w >= $min GROUP BY ALL")  # a row per key, as a run's
+                "t(k, r, v, w) WHERE w >= $min AND w <= $min_top "
+                "GROUP BY ALL")  # a row per key, as a run's
     empty = "SELECT NULL::VARCHAR AS job_id, NULL::INTEGER AS run_index, " \
             "NULL::DOUBLE AS kwh WHERE FALSE"
     statements = []
-    for rows, low in parts:
+    for rows, low, top in parts:
         values = ", ".join(f"('{k}', {r}, {'NULL' if v is None else repr(v)}::DOUBLE, {w})"
                            for k, r, v, w in rows) or "(NULL, NULL, NULL::DOUBLE, -1)"
-        statements.append((fill(part_sql, rows=values), {"min": low}))
+        statements.append((fill(part_sql, rows=values), {"min": low, "min_top": top}))
     sql, params = usage.union(statements, ["job_id", "run_index"], ["kwh"], empty=empty)
-    got = con.execute(sql, params).df()
+    # the caller's own $min (a wrapper's): never one of the parts'
+    got = con.execute(f"SELECT * FROM ({sql}) WHERE $min < 1", {**params, "min": 0}).df()
     frames = [con.execute(s, p).df() for s, p in statements]
     want = usage.combine(frames, ["job_id", "run_index"], ["kwh"]) if frames else \
         pd.DataFrame(columns=["job_id", "run_index", "kwh"])
-    if len(statements) > 1:
-        assert "$min_p0" in sql and "$min" not in sql.replace("$min_p", "")
-    if len(statements) == 1:
-        assert (sql, params) == statements[0]
+    if statements:  # every part's parameters renamed, one part's too
+        assert "$min_p0" in sql and "$min_top_p0" in sql
+        assert not re.search(r"\$min(_top)?\b", sql), sql
     key = ["job_id", "run_index"]
     got, want = (df.dropna(subset=key).sort_values(key, ignore_index=True) for df in (got, want))
     assert got[key].values.tolist() == want[key].values.tolist()
@@ -433,3 +436,21 @@ def test_the_lost_energy_is_priced_as_in_pandas(tmp_path, fails, runs, fleet):
     pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
     assert con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name LIKE "
                        "'_price_lost%'").fetchall()[0][0] == 0  # nothing left behind
+
+
+def test_a_category_whose_runs_have_no_energy_sums_to_zero(wh):
+    """A failure whose run left no GPU usage (no telemetry): its own figures are NaN (no
+    energy to price it at), and its category's sum is 0 kWh, not NaN, as pandas summed."""
+    from tests.support.runs import H as HOUR
+    from tests.support.runs import T as T0
+    from tests.support.runs import add_job, run_refresh
+
+    add_job(wh, "F", [{"start": T0, "end": T0 + 2 * HOUR, "state": "FAILED",
+                       "nodes": ["n0"], "reason": "KeyError: 'x'"}])
+    run_refresh(wh, T0 + 3 * HOUR)
+    window = {"start": T0, "end": T0 + 3 * HOUR}
+    per_run = qe.failure_carbon(wh.reader(), **window)
+    assert len(per_run) == 1 and per_run["lost_kwh"].isna().all()
+    by_cat = qe.failure_carbon(wh.reader(), by="category", **window)
+    assert by_cat["lost_kwh"].tolist() == [0.0] and by_cat["lost_carbon_kg"].tolist() == [0.0]
+    assert by_cat["gpu_hours_lost"].tolist() == pytest.approx(per_run["gpu_hours_lost"])

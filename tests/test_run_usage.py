@@ -141,19 +141,52 @@ def test_a_nodes_change_is_read_live_until_the_refresh(wh, monkeypatch):
     pd.testing.assert_frame_equal(kept, table, check_dtype=False, rtol=1e-12)
     before = float(kept["it_kwh"].sum())
 
-    topology(wh, nodes=2, gpus=4)  # n0 and n1 now hold 4 GPUs: twice the node share each
+    topology(wh, nodes=5)  # n4 added, without GPU usage: no hour to write again
+    assert not run_usage.serves(wh.reader())
+    assert wh.write(run_usage.refresh).result() == 0 and run_usage.serves(wh.reader())
+
+    topology(wh, nodes=1, gpus=4)  # n0 now holds 4 GPUs: twice the node share
     cur = wh.reader()
     assert not run_usage.serves(cur)
     live = qe.run_energy(cur, opts=OPTS, **window)
     assert float(live["it_kwh"].sum()) > before  # the new count, read from gpu_usage_1h
-    run_refresh(wh, T + 4 * H)
+    run_refresh(wh, T + 4 * H)  # writes again the 3 hours n0 held usage in
     cur = wh.reader()
     assert run_usage.serves(cur)
     got, want = _kept_rows(cur)
-    assert got == want and {r[3] for r in got} == {4}
+    assert got == want and {(r[1], r[3]) for r in got} == {("j-n0", 4), ("j-n1", 8)}
     kept, table = _both(cur, monkeypatch, **window)
     pd.testing.assert_frame_equal(kept, table, check_dtype=False, rtol=1e-12)
     assert float(kept["it_kwh"].sum()) == pytest.approx(float(live["it_kwh"].sum()))
+
+
+def test_the_rows_are_read_in_the_snapshot_the_check_saw(wh, monkeypatch):
+    """The kept rows rewritten (a rebuild's first transaction deletes them) between the
+    check that they may be read and the read: every per-run answer is the one of the
+    snapshot the check saw, not an empty or partial table."""
+    for node in ("n0", "n1"):
+        add_job(wh, f"j-{node}", [{"start": T, "end": T + 3 * H, "state": "FAILED",
+                                   "nodes": [node], "reason": "NODE_FAIL"}])
+        _telemetry(wh, node)
+    run_refresh(wh, T + 4 * H)
+    window = {"start": T, "end": T + 4 * H, "opts": OPTS}
+    reads = {"runs": lambda cur: qe.run_energy(cur, **window).sort_values(
+                 KEY, ignore_index=True),  # rows in any order
+             "users": lambda cur: qe.job_energy(cur, by="user_name", **window),
+             "failures": lambda cur: qe.failure_carbon(cur, by="category", **window)}
+    want = {name: read(wh.reader()) for name, read in reads.items()}
+    assert len(want["runs"]) == 2 and want["failures"]["lost_kwh"].sum() > 0
+    real = run_usage.serves
+
+    def serves_then_deleted(cur):
+        ok = real(cur)
+        wh.write(lambda con: con.execute("DELETE FROM run_usage_1h")).result()
+        return ok
+
+    monkeypatch.setattr(run_usage, "serves", serves_then_deleted)
+    for name, read in reads.items():
+        wh.write(run_usage.rebuild).result()
+        pd.testing.assert_frame_equal(read(wh.reader()), want[name], check_dtype=False)
 
 
 def test_retention_deletes_the_kept_rows_with_the_usage_rows(wh):
@@ -185,8 +218,8 @@ def test_migration_leaves_it_to_the_first_refresh(tmp_path):
     assert migrate(con) == [m.version for m in available() if m.version >= mine]
     assert con.execute("SELECT count(*) FROM run_usage_1h").fetchone() == (0,)
     assert not run_usage.serves(con)
-    assert run_usage.refresh(con) and run_usage.serves(con)
-    assert not run_usage.refresh(con)  # nothing changed: nothing written again
+    assert run_usage.refresh(con) == -1 and run_usage.serves(con)  # built
+    assert run_usage.refresh(con) == 0  # nothing changed: nothing written again
     assert sorted(con.execute("SELECT * FROM run_usage_1h").fetchall()) == [
         (T, "a", 0, 8, 5400.0, 1.5e6, 5400.0, 1.5e6),
         (T + H, "b", 1, 8, 60.0, 1e4, 60.0, 1e4)]

@@ -1,5 +1,6 @@
-"""The analytics refresh: derived ``failures``, ``gpu_energy_1h``, ``gpu_usage_1h``,
-``fleet_hours_1h`` (warehouse/fleet_hours.py) and ``stragglers`` (warehouse/stragglers.py).
+"""The analytics refresh: derived ``failures``, ``gpu_energy_1h``, ``gpu_usage_1h`` (with
+``run_usage_1h``, warehouse/run_usage.py), ``fleet_hours_1h`` (warehouse/fleet_hours.py)
+and ``stragglers`` (warehouse/stragglers.py).
 
     wh.write(lambda con: refresh(con, now, config)).result()
 

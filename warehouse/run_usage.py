@@ -6,20 +6,21 @@ goodput, a job's energy, the weekly report) sums ``gpu_usage_1h``'s rows, one pe
 node and run, each with its node's GPU count (the node's non-GPU power is shared by
 GPU-seconds): 1.5 M rows joined to ``nodes`` for a 24,576-GPU week. Most runs hold one
 node, or nodes alike, in an hour: this table keeps those rows summed per hour, run and
-the node's GPU count (603,217 rows in that week), and the same query over it takes
-~0.12 s instead of ~0.19 s (energy by user, 7 days).
+the node's GPU count (603,217 rows in that week).
 
 - **Written with ``gpu_usage_1h``**: :func:`write_hours` computes an hour's rows from the
   usage rows just inserted, in the same transaction (warehouse/usage.py:_recompute);
   retention deletes both alike (warehouse/rollups.py). A hand-made change to
   ``gpu_usage_1h`` must be followed by :func:`rebuild`.
 - **The node's GPU count** is ``nodes.gpus`` as it was when the rows were written (NULL
-  where unknown: the fleet's typical count is applied when read, as on the live path).
-  meta's :data:`NODES_KEY` holds a hash-sum of ``nodes``' (node, gpus) the rows were
-  written with; :func:`serves` compares it with ``nodes`` now (a node added, or its GPUs
-  changed), and :func:`refresh` writes every row again where it differs (rare; ~0.3 s a
-  week of history at 24,576 GPUs). Until then the per-run energy reads ``gpu_usage_1h``.
-  After a DuckDB upgrade (its hash() may differ) the rows are written again once.
+  where unknown: the fleet's typical count is applied when read, as on the live path);
+  ``run_usage_nodes`` holds the nodes' counts the rows were written with. :func:`serves`
+  compares them with ``nodes`` (3,072 rows), in the reader's snapshot; where a node
+  differs (added with a count, removed, its count changed), the refresh
+  (:func:`refresh`) writes again the hours in which it held GPU usage, then the counts;
+  until then the per-run energy reads ``gpu_usage_1h``.
+- **Built once**: meta's :data:`BUILT_KEY` is set when every row has been written from
+  ``gpu_usage_1h`` (the first refresh after migration 32, or :func:`rebuild`).
 
 Units: seconds, joules; hours ``[ts, ts + 1 h)`` naive UTC.
 """
@@ -29,12 +30,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from warehouse import meta
+from warehouse.clock import HOUR
 from warehouse.db import transaction
 from warehouse.kept_hours import in_slices
+from warehouse.rollups import merge_ranges
 
-#: meta's key: the hash-sum of nodes' (node, gpus) the kept rows were written with.
-NODES_KEY = "run_usage_nodes"
-SLICE = timedelta(days=1)  # hours written per transaction by refresh/rebuild
+#: meta's key, set when the kept rows were written from every hour of ``gpu_usage_1h``.
+BUILT_KEY = "run_usage_built"
+SLICE = timedelta(days=1)  # hours written per transaction by refresh and rebuild
 
 #: The rows of [$lo, $hi) from ``gpu_usage_1h`` (allocated rows only).
 SELECT_SQL = """
@@ -47,22 +50,33 @@ WHERE u.ts >= $lo AND u.ts < $hi AND u.job_id IS NOT NULL
 GROUP BY ALL ORDER BY u.ts, u.job_id, u.run_index
 """
 _DELETE_SQL = "DELETE FROM run_usage_1h WHERE ts >= $lo AND ts < $hi"
-_NODES_SQL = "SELECT coalesce(sum(hash(node, gpus)), 0)::VARCHAR FROM nodes"
+#: The nodes whose GPU count differs from the one the rows were written with (a node
+#: with no count in either, or missing from one and without count in the other, is
+#: alike: its rows were written with NULL).
+_CHANGED_SQL = """
+SELECT node FROM nodes n FULL JOIN run_usage_nodes k USING (node)
+WHERE n.gpus IS DISTINCT FROM k.gpus
+"""
+#: The hours in which the changed nodes (the view ``_run_usage_changed``) held GPU usage.
+_HOURS_SQL = """
+SELECT DISTINCT ts FROM gpu_usage_1h
+WHERE job_id IS NOT NULL AND node IN (SELECT node FROM _run_usage_changed) ORDER BY ts
+"""
+_NODES_SQL = "SELECT node, gpus FROM nodes"
+_SNAPSHOT_SQL = ("DELETE FROM run_usage_nodes; "
+                 "INSERT INTO run_usage_nodes SELECT node, gpus FROM _run_usage_nodes")
 _SPAN_SQL = "SELECT min(ts), max(ts) FROM gpu_usage_1h"
-_EXISTS_SQL = ("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'run_usage_1h' "
+_EXISTS_SQL = ("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'run_usage_nodes' "
                "AND schema_name = current_schema() AND database_name = current_database()")
 
 
-def _nodes(cur) -> str:
-    return cur.execute(_NODES_SQL).fetchall()[0][0]
-
-
 def serves(cur) -> bool:
-    """Whether the kept rows may be read: the table is there (not a lake's reader or a
-    copy made before migration 32) and was written with ``nodes`` as it is now."""
-    if not cur.execute(_EXISTS_SQL).fetchall()[0][0]:
+    """Whether the kept rows may be read: the tables are there (not a lake's reader or a
+    copy made before migration 32), built, and written with ``nodes`` as it is now. Read
+    it and the rows in one transaction (the rows may be rewritten in between)."""
+    if not cur.execute(_EXISTS_SQL).fetchall()[0][0] or meta.get(cur, BUILT_KEY) is None:
         return False
-    return meta.get(cur, NODES_KEY) == _nodes(cur)
+    return not cur.execute(_CHANGED_SQL).fetchall()
 
 
 def write_hours(con, lo, hi) -> None:
@@ -72,33 +86,58 @@ def write_hours(con, lo, hi) -> None:
     con.execute("INSERT INTO run_usage_1h " + SELECT_SQL, {"lo": lo, "hi": hi})
 
 
+def _write(con, spans: list[tuple]) -> None:
+    """The kept rows of the hours of ``spans`` (closed: first and last hour) again, a day
+    at most per transaction (the writer yielding between them)."""
+    def one(lo, hi):
+        with transaction(con):
+            write_hours(con, lo, hi)
+    for lo, hi in merge_ranges(spans, HOUR):
+        in_slices(lo, hi, SLICE, one)
+
+
+def _snapshot(con, nodes) -> None:
+    """``run_usage_nodes`` := ``nodes`` (a frame read before the rows were written: a
+    change of ``nodes`` meanwhile stays a difference for the next refresh)."""
+    con.register("_run_usage_nodes", nodes)
+    try:
+        con.execute(_SNAPSHOT_SQL)
+    finally:
+        con.unregister("_run_usage_nodes")
+
+
 def rebuild(con) -> None:
-    """Every kept row again from ``gpu_usage_1h`` and ``nodes`` as they are, a day per
-    transaction (the writer yielding between them; the rows unserved meanwhile), then
-    meta's :data:`NODES_KEY`: the hash-sum read before the first day, so a change of
-    ``nodes`` meanwhile leaves the rows unserved until the next refresh writes them
-    again."""
-    nodes = _nodes(con)
+    """Every kept row again from ``gpu_usage_1h`` and ``nodes`` as they are (unserved
+    meanwhile), then the nodes' counts and meta's :data:`BUILT_KEY`."""
+    nodes = con.execute(_NODES_SQL).df()
     first, last = con.execute(_SPAN_SQL).fetchall()[0]
-    with transaction(con):  # unserved from here until every day is written
-        con.execute("DELETE FROM meta WHERE key = $1", [NODES_KEY])
+    with transaction(con):
+        con.execute("DELETE FROM meta WHERE key = $1", [BUILT_KEY])
         con.execute("DELETE FROM run_usage_1h")
     if first is not None:
-        in_slices(first, last + timedelta(hours=1), SLICE,
-                  lambda a, b: _write_slice(con, a, b))
+        _write(con, [(first, last)])
     with transaction(con):
-        meta.put(con, NODES_KEY, nodes)
+        _snapshot(con, nodes)
+        meta.put(con, BUILT_KEY, "1")
 
 
-def _write_slice(con, lo, hi) -> None:
+def refresh(con) -> int:
+    """On the writer's connection: :func:`rebuild` when never built; else the hours in
+    which a node whose GPU count changed held GPU usage, written again, then the nodes'
+    counts. Returns the hours written (-1: rebuilt)."""
+    if meta.get(con, BUILT_KEY) is None:
+        rebuild(con)
+        return -1
+    changed = con.execute(_CHANGED_SQL).df()
+    if changed.empty:
+        return 0
+    nodes = con.execute(_NODES_SQL).df()
+    con.register("_run_usage_changed", changed)
+    try:
+        hours = [r[0] for r in con.execute(_HOURS_SQL).fetchall()]
+    finally:
+        con.unregister("_run_usage_changed")
+    _write(con, [(t, t) for t in hours])
     with transaction(con):
-        write_hours(con, lo, hi)
-
-
-def refresh(con) -> bool:
-    """:func:`rebuild` where the rows were written with other ``nodes`` (or never, or by
-    another DuckDB's hash), on the writer's connection. Returns whether it did."""
-    if meta.get(con, NODES_KEY) == _nodes(con):
-        return False
-    rebuild(con)
-    return True
+        _snapshot(con, nodes)
+    return len(hours)

@@ -399,10 +399,12 @@ def union(statements: list[tuple[str, dict]], keys: list[str], cols: list[str], 
     is additive; a sum of nothing but NULLs stays NULL), so that a caller can wrap a
     range's whole answer in SQL (a ratio per key, a sum per group) instead of combining
     frames in pandas (:func:`combine`; issue 17). Each part's parameters are renamed
-    ``$name_p<i>``: the parts give the same names other values. One part is returned as
-    it is; none: ``empty`` (a statement of no rows with the columns' types)."""
-    if len(statements) <= 1:
-        return statements[0] if statements else (empty, {})
+    ``$name_p<i>`` (the parts give the same names other values), one part's too, so a
+    caller's own parameters never meet theirs; a part's string literals must hold no
+    ``$name`` of its parameters. None: ``empty`` (a statement of no rows with the
+    columns' types)."""
+    if not statements:
+        return empty, {}
     sqls, params = [], {}
     for i, (sql, prm) in enumerate(statements):
         sqls.append("(" + re.sub(r"\$(\w+)\b", lambda m, i=i, prm=prm: (
@@ -573,7 +575,7 @@ def refresh_usage(con, now: datetime, *, recheck_days: float, idle_pct: float,
         in_slices(lo, hi, SLICE, lambda a, b: _recompute(
             con, {**params, "lo": a, "hi": b, "start": a, "end": b}))
     move_heal_cursor(con, HEAL_KEY, heal_next, (heal_lo, heal_hi), due[:len(due) - len(todo)])
-    run_usage.refresh(con)  # every kept run row again where nodes changed (rare)
+    run_usage.refresh(con)  # the kept run rows of hours a changed node held (rare)
     return {"usage_hours": len(todo), "usage_pending": len(due) - len(todo),
             "usage_s": round(time.perf_counter() - t0, 3)}
 

@@ -14,8 +14,11 @@
   prorated by the overlap of each minute with the allocation, plus the node's non-GPU
   power shared by GPU-seconds; idle energy splits the same GPU-seconds into unallocated,
   allocated-but-idle and busy. Whole hours are read from ``gpu_usage_1h``, where the
-  analytics refresh keeps exactly these per-minute sums per hour, node and run; the
-  rest of the range is computed live from the 1-minute tier (warehouse/usage.py:plan).
+  analytics refresh keeps exactly these per-minute sums per hour, node and run (the
+  per-run energy from ``run_usage_1h``, the same summed per hour, run and node GPU count,
+  while it serves: warehouse/run_usage.py); the rest of the range is computed live from
+  the 1-minute tier (warehouse/usage.py:plan). A range's parts are summed in one
+  statement (warehouse/usage.py:union).
   Carbon intensity and PUE apply per minute on live minutes, per hour on table hours.
 - Where the 1-minute tier does not reach (retention), or with ``resolution="hour"``,
   the 1-hour tier is read instead: a GPU-hour only partly allocated gives its
@@ -39,7 +42,7 @@ from gpulens.settings import default
 from warehouse import carbon, hour_usage, node_energy, run_usage, usage
 from warehouse.analytics import Options
 from warehouse.clock import floor_hour
-from warehouse.db import fill
+from warehouse.db import fill, own_cursor, transaction
 from warehouse.queries import fleet
 
 MAX_NODE_W = node_energy.MAX_NODE_W  # W: a BMC counter step above it is skipped
@@ -258,8 +261,9 @@ per_b AS (
     runs=fill(usage.RUNS, alias="")) + run_energy_tail("per_b")
 _KEPT = "runtable"
 
-#: Each query per part path (warehouse/usage.py:plan): the table's hours, live minutes,
-#: or the 1-hour tier's approximation.
+#: Each query per part path (warehouse/usage.py:plan): the table's hours (``runtable``:
+#: from their sums per run where run_usage.serves), live minutes, or the 1-hour tier's
+#: approximation.
 #: ``hourtable``: the 1-hour tier's path over its hours kept by the analytics refresh
 #: (warehouse/hour_usage.py, issue 17).
 _RUN = {"table": fill(_RUN_USAGE_SQL, source=usage.TABLE), _KEPT: _RUN_KEPT_SQL,
@@ -280,6 +284,7 @@ _RUN_COLS = ["gpu_hours", "gpu_kwh", "it_kwh", "facility_kwh", "carbon_kg"]
 _NO_KEYS = ("SELECT {keys}, " + ", ".join(fill("NULL::DOUBLE AS {c}", c=c) for c in _RUN_COLS)
             + " WHERE FALSE")
 _NO_RUNS = fill(_NO_KEYS, keys="NULL::VARCHAR AS job_id, NULL::INTEGER AS run_index")
+_KEY_TYPES = {"gpus": "INTEGER"}  # the job keys that are not text
 _NO_SCOPE = {"partition": None, "rack": None}
 
 RESOLUTIONS = ("minute", "hour")
@@ -370,8 +375,8 @@ def _run_statement(cur, *, start: datetime, end: datetime, opts: Options,
         statements.append(usage.bind(sql, start=p.start, end=p.end, **params,
                                      **_carbon_params(opts, _WIDTH[path])))
     if keys is not None:
-        return usage.union(statements, keys, _RUN_COLS, empty=fill(
-            _NO_KEYS, keys=", ".join(fill("NULL::VARCHAR AS {k}", k=k) for k in keys)))
+        return usage.union(statements, keys, _RUN_COLS, empty=fill(_NO_KEYS, keys=", ".join(
+            fill("NULL::{t} AS {k}", t=_KEY_TYPES.get(k, "VARCHAR"), k=k) for k in keys)))
     return usage.union(statements, ["job_id", "run_index"], _RUN_COLS, empty=_NO_RUNS)
 
 
@@ -388,14 +393,17 @@ def run_energy(cur, *, start: datetime, end: datetime, opts: Options | None = No
     """Energy and carbon of each job run within ``[start, end)``: gpu_hours, gpu_kwh,
     it_kwh (with the node's non-GPU share), facility_kwh, carbon_kg, embodied_kg.
 
-    By default whole hours come from ``gpu_usage_1h`` and the rest live (see
+    By default whole hours come from ``gpu_usage_1h`` (or ``run_usage_1h``, its sums per
+    run, while it serves: warehouse/run_usage.py) and the rest live (see
     warehouse/usage.py:plan); ``resolution`` ``"minute"`` or ``"hour"`` computes the
     whole range live from that tier. ``runs``: only these ``(job_id, run_index)``;
     ``wanted``: only the runs a statement gives (:func:`_run_statement`)."""
     opts = opts or Options()
-    sql, params = _run_statement(cur, start=start, end=end, opts=opts,
-                                 resolution=resolution, runs=runs, wanted=wanted)
-    return _embodied(cur.execute(sql, params).df(), opts)
+    with own_cursor(cur) as own, transaction(own):  # the kept rows run_usage.serves checked
+        df = own.execute(*_run_statement(own, start=start, end=end, opts=opts,
+                                         resolution=resolution, runs=runs,
+                                         wanted=wanted)).df()
+    return _embodied(df, opts)
 
 
 #: The job columns :func:`job_energy` groups by: ``by="job_id"`` keeps the job's identity.
@@ -412,8 +420,9 @@ def job_energy(cur, *, start: datetime, end: datetime, by: str = "job_id",
         raise ValueError(f"by must be one of {sorted(JOB_KEYS)}, not {by!r}")
     opts = opts or Options()
     keys = JOB_KEYS[by]
-    out = cur.execute(*_run_statement(cur, start=start, end=end, opts=opts,
-                                      resolution=resolution, keys=keys)).df()
+    with own_cursor(cur) as own, transaction(own):  # the kept rows run_usage.serves checked
+        out = own.execute(*_run_statement(own, start=start, end=end, opts=opts,
+                                          resolution=resolution, keys=keys)).df()
     cols = _RUN_COLS
     out[cols] = out[cols].fillna(0.0)  # a key without any energy sums to 0, as in pandas
     out = _embodied(out, opts)
@@ -496,19 +505,22 @@ def failure_carbon(cur, *, start: datetime, end: datetime, opts: Options | None 
     if by not in _LOST_BY:
         raise ValueError(f"by must be one of {sorted(map(str, _LOST_BY))}, not {by!r}")
     window = {"fail_start": start, "fail_end": end}
-    first, n = cur.execute(_FIRST_START_SQL, window).fetchall()[0]
-    if not n:
-        cols = {None: ["job_id", "run_index", "category", "reason"], "category": ["category"]}
-        return pd.DataFrame(columns=cols[by] + ["gpu_hours_lost", "lost_kwh",
-                                               "lost_carbon_kg"])
-    # from the hour of the earliest run's start: a run has no usage outside its
-    # allocations, and whole hours are read from the usage table (issue 17: the earliest
-    # runs' partial hour was computed per minute, and priced per minute, not per hour)
-    lo = min(floor_hour(first), start) if first is not None else start
-    runs, params = _run_statement(cur, start=lo, end=end, opts=opts or Options(),
-                                  resolution=resolution, wanted=(_FAILED_RUNS, window))
-    sql = fill(_LOST_BY[by], lost=fill(_LOST_SQL, fails=_FAILED, runs=f"({runs})"))
-    return cur.execute(sql, {**params, **window, "fleet_kwh": None, "fleet_kg": None}).df()
+    with own_cursor(cur) as own, transaction(own):  # the kept rows run_usage.serves checked
+        first, n = own.execute(_FIRST_START_SQL, window).fetchall()[0]
+        if not n:
+            cols = {None: ["job_id", "run_index", "category", "reason"],
+                    "category": ["category"]}
+            return pd.DataFrame(columns=cols[by] + ["gpu_hours_lost", "lost_kwh",
+                                                   "lost_carbon_kg"])
+        # from the hour of the earliest run's start: a run has no usage outside its
+        # allocations, and whole hours are read from the usage table (issue 17: the
+        # earliest runs' partial hour was computed per minute, and priced per minute)
+        lo = min(floor_hour(first), start) if first is not None else start
+        runs, params = _run_statement(own, start=lo, end=end, opts=opts or Options(),
+                                      resolution=resolution, wanted=(_FAILED_RUNS, window))
+        sql = fill(_LOST_BY[by], lost=fill(_LOST_SQL, fails=_FAILED, runs=f"({runs})"))
+        return own.execute(sql, {**params, **window, "fleet_kwh": None,
+                                 "fleet_kg": None}).df()
 
 
 def price_lost(cur, fails: pd.DataFrame, runs: pd.DataFrame, *, fleet_kwh_per_gpu_h=None,

@@ -12,7 +12,7 @@ docs/analytics.md "One figure, one definition"): GPU-hours lost from the failure
 idle energy and allocated-but-idle GPU-hours from
 :func:`warehouse.queries.energy.idle_energy`, job and user energy from
 :func:`warehouse.queries.energy.run_energy` (both read the hours of ``gpu_usage_1h``
-the analytics refresh keeps), large jobs' ETTR from
+the analytics refresh keeps, the latter its sums per run, ``run_usage_1h``), large jobs' ETTR from
 :func:`warehouse.queries.goodput.large_jobs`. Computed here from the 1-hour tier:
 
 - :func:`fleet_hours`: reporting, allocated, utilised and throttled GPU-hours (per hour in
