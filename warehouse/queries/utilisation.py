@@ -18,7 +18,6 @@ expanded to the hours it touches (an equi-join).
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 
 import pandas as pd
@@ -245,12 +244,12 @@ def allocated_vs_used(cur, *, start: datetime, end: datetime, partition: str | N
     return cur.execute(_OVER_TIME[tier(start, end)], params).df()
 
 
-#: The parts' rows (:func:`_usage_parts`) summed per key, largest first, cut to $limit.
+#: The parts' rows summed per key (:func:`_usage_parts`, ``{parts}``: usage.union), largest
+#: first, cut to $limit.
 _TOP_SQL = """
-SELECT {keys}, sum(allocated_gpu_h) AS allocated_gpu_h, sum(utilised_gpu_h) AS utilised_gpu_h
-FROM ({parts}) GROUP BY ALL
-ORDER BY allocated_gpu_h DESC NULLS LAST, {order} LIMIT $limit
+SELECT * FROM ({parts}) ORDER BY allocated_gpu_h DESC NULLS LAST, {order} LIMIT $limit
 """
+_SUMS = ["allocated_gpu_h", "utilised_gpu_h"]
 
 
 def _usage_parts(cur, sqls: dict[str, str], keys: list[str], start: datetime,
@@ -261,18 +260,15 @@ def _usage_parts(cur, sqls: dict[str, str], keys: list[str], start: datetime,
     cut in SQL (issue 17: the Jobs distribution's 590,000 jobs of a 24,576-GPU week went
     to pandas to be summed, sorted and cut: ~270 ms of ~480)."""
     params = scope_params(start, end, partition, rack, runs=None, idle_pct=0.0)
-    parts, bound = [], {"limit": int(limit)}
-    for i, p in enumerate(usage.plan(cur, start, end)):  # each part's parameters apart
-        sql, prm = usage.bind(sqls[p.path], **{**params, "start": p.start, "end": p.end})
-        parts.append(re.sub(r"\$(\w+)\b", lambda m, i=i: f"${m.group(1)}_{i}", sql))
-        bound.update({f"{k}_{i}": v for k, v in prm.items()})
+    parts = [usage.bind(sqls[p.path], **{**params, "start": p.start, "end": p.end})
+             for p in usage.plan(cur, start, end)]
     if not parts:
-        df = pd.DataFrame(columns=[*keys, "allocated_gpu_h", "utilised_gpu_h"])
+        df = pd.DataFrame(columns=[*keys, *_SUMS])
     else:
         quoted = [f'"{k}"' for k in keys]  # "group" is a keyword
-        df = cur.execute(fill(_TOP_SQL, keys=", ".join(quoted), parts=" UNION ALL ".join(
-            fill("SELECT * FROM ({part})", part=p) for p in parts), order=", ".join(
-            f"{k} ASC NULLS LAST" for k in quoted)), bound).df()
+        sql, bound = usage.union(parts, quoted, _SUMS, empty="")  # each part's parameters
+        df = cur.execute(fill(_TOP_SQL, parts=sql, order=", ".join(
+            f"{k} ASC NULLS LAST" for k in quoted)), {**bound, "limit": int(limit)}).df()
     df["util_pct"] = 100.0 * df["utilised_gpu_h"] / df["allocated_gpu_h"].where(
         df["allocated_gpu_h"] != 0)
     return df
