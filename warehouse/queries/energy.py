@@ -448,20 +448,17 @@ def idle_energy(cur, *, start: datetime, end: datetime,
     return df.assign(mean_power_w=df["gpu_kwh"] * 1000.0 / df["gpu_hours"])
 
 
-#: The runs whose failure ended in [$fail_start, $fail_end), as the runs filter's rows
-#: (issue 17: the 28,530 of a day at 24,576 GPUs went from a frame to a list of texts in
-#: Python, then into each statement as a parameter).
-_FAILED_RUNS = """
-SELECT job_id, run_index FROM failures
-WHERE end_ts >= $fail_start AND end_ts < $fail_end
-"""
+#: The failures that ended in [$fail_start, $fail_end): their columns ``{cols}``.
+_FAILURES_IN = ("SELECT {cols} FROM failures"
+                " WHERE end_ts >= $fail_start AND end_ts < $fail_end")
+#: Their runs, as the runs filter's rows (issue 17: the 28,530 of a day at 24,576 GPUs
+#: went from a frame to a list of texts in Python, then into each statement as a
+#: parameter).
+_FAILED_RUNS = fill(_FAILURES_IN, cols="job_id, run_index")
 #: Those failures (``{fails}`` of :data:`_LOST_SQL`).
-_FAILED = """(
-    SELECT job_id, run_index, category, reason, gpu_hours_lost FROM failures
-    WHERE end_ts >= $fail_start AND end_ts < $fail_end
-)"""
-_FIRST_START_SQL = ("SELECT min(start_ts), count(*) FROM failures"
-                    " WHERE end_ts >= $fail_start AND end_ts < $fail_end")
+_FAILED = "(" + fill(_FAILURES_IN, cols="job_id, run_index, category, reason, "
+                                         "gpu_hours_lost") + ")"
+_FIRST_START_SQL = fill(_FAILURES_IN, cols="min(start_ts), count(*)")
 
 #: The GPU-hours lost to each failure of ``{fails}`` (rows of job_id, run_index,
 #: gpu_hours_lost, ...) priced at its run's facility kWh and kg CO2e per GPU-hour
