@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.migrations import migrated_before
-from tests.support.runs import H, T, add_job, ingest, run_refresh, samples, topology
+from tests.support.runs import (H, T, add_job, ingest, run_refresh, samples,
+                                store_usage, topology)
 from warehouse import run_usage
 from warehouse.analytics import Options
 from warehouse.migrate import available, migrate
@@ -96,28 +97,11 @@ def test_a_node_listed_without_gpus_shares_its_power_as_a_typical_one(empty_wh,
 
 
 def _store(w, usage, gpus) -> None:
-    """``usage`` rows (hour, node, job, run, gpu_s, energy_j) as gpu_usage_1h's, its
-    ledger's hours 0-3, nodes n0-n2 with ``gpus``, and the kept rows rebuilt."""
-    rows = [(T + h * H, node, job, run, s, j, s, 0.0, 0.0) for h, node, job, run, s, j
-            in usage]
-    nodes = pd.DataFrame({"node": ["n0", "n1", "n2"], "rack": "r0", "partition": "p",
-                          "gpus": pd.array(list(gpus), dtype="Int64")})
-
-    def fill(con):
-        for table in ("gpu_usage_1h", "gpu_usage_hours", "run_usage_1h", "nodes"):
-            con.execute(f"DELETE FROM {table}")
-        con.executemany("INSERT INTO gpu_usage_1h (ts, node, job_id, run_index, gpu_s, "
-                        "energy_j, util_s, idle_s, idle_j) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        rows)
-        con.executemany("INSERT INTO gpu_usage_hours (ts, idle_pct) VALUES (?, ?)",
-                        [(T + h * H, float(OPTS.idle_util_pct)) for h in range(4)])
-        con.register("new_nodes", nodes)
-        con.execute("INSERT INTO nodes (node, rack, partition, gpus) "
-                    "SELECT node, rack, partition, gpus FROM new_nodes")
-        con.unregister("new_nodes")
-        run_usage.rebuild(con)
-
-    w.write(fill).result()
+    """``usage`` rows (hour, node, job, run, gpu_s, energy_j) in hours 0-3, nodes n0-n2
+    with ``gpus`` (tests/support/runs.py:store_usage)."""
+    store_usage(w, usage, pd.DataFrame({
+        "node": ["n0", "n1", "n2"], "rack": "r0", "partition": "p",
+        "gpus": pd.array(list(gpus), dtype="Int64")}), idle_pct=OPTS.idle_util_pct)
 
 
 def test_a_nodes_change_is_read_live_until_the_refresh(wh, monkeypatch):

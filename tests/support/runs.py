@@ -67,6 +67,36 @@ def sample(wh, ts, node="n0", gpu=0, util_pct=50.0, power_w=300.0):
                                         "interval_s": 15.0}])).result()
 
 
+def store_usage(w, usage, nodes: pd.DataFrame, jobs: pd.DataFrame | None = None, *,
+                hours: int = 4, idle_pct: float) -> None:
+    """As the only rows of their tables: ``usage`` (tuples of hour from ``T``, node, job,
+    run, gpu_s, energy_j and optionally util_s, else gpu_s) as ``gpu_usage_1h``'s, its
+    ledger's hours 0 to ``hours - 1`` (computed at ``idle_pct``), ``nodes`` (node, rack,
+    partition, gpus) and ``jobs`` (job_id, user_name, job_type; None: none); then the
+    kept per-run rows rebuilt (warehouse/run_usage.py), as after a hand edit."""
+    from warehouse import run_usage
+
+    rows = [(T + u[0] * H, *u[1:6], u[6] if len(u) > 6 else u[4], 0.0, 0.0) for u in usage]
+
+    def fill(con):
+        for table in ("gpu_usage_1h", "gpu_usage_hours", "run_usage_1h", "nodes", "jobs"):
+            con.execute(f"DELETE FROM {table}")
+        con.executemany("INSERT INTO gpu_usage_1h (ts, node, job_id, run_index, gpu_s, "
+                        "energy_j, util_s, idle_s, idle_j) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        rows)
+        con.executemany("INSERT INTO gpu_usage_hours (ts, idle_pct) VALUES (?, ?)",
+                        [(T + h * H, float(idle_pct)) for h in range(hours)])
+        for table, frame in (("nodes", nodes), ("jobs", jobs)):
+            if frame is not None:
+                con.register("_new_rows", frame)
+                cols = ", ".join(frame.columns)
+                con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _new_rows")
+                con.unregister("_new_rows")
+        run_usage.rebuild(con)
+
+    w.write(fill).result()
+
+
 def run_refresh(wh, now=T + 24 * H, settings=None):
     return wh.write(lambda con: refresh(con, now, settings)).result()
 

@@ -174,30 +174,45 @@ def _per_path(template: str) -> dict[str, str]:
     return {path: fill(template, source=src) for path, src in sources.items()}
 
 
-#: Allocated and utilised GPU-hours per group, summed per job and node first: the jobs
-#: join sees thousands of rows, not millions.
-_BY = {key: _per_path(fill("""
-WITH {source},
+#: Group keys of :data:`GROUPS` that are the node's (the others are the job's).
+_NODE_KEYS = ("rack", "partition")
+
+#: Allocated and utilised GPU-seconds of the usage source summed per node (for a node's
+#: key) or per job of a node in the topology (for a job's key) first: the join sees 3,072
+#: rows, or the week's jobs, not the 1.3 M job and node pairs of a 24,576-GPU week that
+#: were summed per pair first (issue 17: by rack 0.19 -> 0.025 s, by user 0.23 -> 0.12 s,
+#: the job distribution 0.14 -> 0.07 s). Only nodes of the topology count, as before.
+_PER = {"node": """
 per AS (
-    SELECT job_id, node, sum(gpu_s) AS alloc_s, sum(util_s) AS used_s
-    FROM u WHERE job_id IS NOT NULL GROUP BY ALL
-)
+    SELECT node, sum(gpu_s) AS alloc_s, sum(util_s) AS used_s
+    FROM u WHERE job_id IS NOT NULL GROUP BY node
+)""", "job": """
+per AS (
+    SELECT job_id, sum(gpu_s) AS alloc_s, sum(util_s) AS used_s
+    FROM u WHERE job_id IS NOT NULL AND node IN (SELECT node FROM nodes) GROUP BY job_id
+)"""}
+_JOINS = {"node": "JOIN nodes n USING (node)", "job": "LEFT JOIN jobs j USING (job_id)"}
+
+
+def _side(key: str) -> str:
+    """Whether the group key ``key`` of :data:`GROUPS` is the node's or the job's."""
+    return "node" if key in _NODE_KEYS else "job"
+
+
+#: Allocated and utilised GPU-hours per group.
+_BY = {key: _per_path(fill("""
+WITH {source},{per}
 SELECT {expr} AS "group", sum(alloc_s) / 3600.0 AS allocated_gpu_h,
        sum(used_s) / 3600.0 AS utilised_gpu_h
-FROM per x JOIN nodes n USING (node) LEFT JOIN jobs j USING (job_id)
+FROM per x {join}
 GROUP BY 1
-""", expr=expr)) for key, expr in GROUPS.items()}
+""", expr=expr, per=_PER[_side(key)], join=_JOINS[_side(key)])) for key, expr in GROUPS.items()}
 
-_JOBS = _per_path("""
-WITH {source},
-per AS (
-    SELECT job_id, node, sum(gpu_s) AS alloc_s, sum(util_s) AS used_s
-    FROM u WHERE job_id IS NOT NULL GROUP BY ALL
-)
-SELECT job_id, sum(alloc_s) / 3600.0 AS allocated_gpu_h,
-       sum(used_s) / 3600.0 AS utilised_gpu_h
-FROM per JOIN nodes n USING (node) GROUP BY job_id
-""")
+_JOBS = _per_path(fill("""
+WITH {source},{per}
+SELECT job_id, alloc_s / 3600.0 AS allocated_gpu_h, used_s / 3600.0 AS utilised_gpu_h
+FROM per
+""", per=_PER["job"]))
 
 _JOB_INFO = """
 SELECT job_id, name, user_name, job_type, state, gpus FROM jobs
