@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.migrations import migrated_before
-from tests.support.runs import (H, T, add_job, ingest, run_refresh, samples,
-                                store_usage, topology)
+from tests.support.runs import H, T, add_job, ingest, run_refresh, samples, store_usage, topology
 from warehouse import run_usage
 from warehouse.analytics import Options
 from warehouse.migrate import available, migrate
