@@ -157,7 +157,9 @@ FROM t
 #: and data seconds inside the range (``hours``), the fleet's idle power in W
 #: (``idle_power``: the mean power of GPU-hours idle the whole hour) and the seconds
 #: allocations held each GPU-hour (``held``).
-#: Allocations clipped to ``[$start, $end)`` whose rows pass ``{runs}`` (``a``) and the
+#: Allocations of ``{allocations}`` (the table, or a job's rows:
+#: warehouse/queries/job_minutes.py) clipped to ``[$start, $end)`` whose rows pass
+#: ``{runs}`` (``a``) and the
 #: seconds each held in each GPU-hour x its share of the GPU (``ao``: ``overlap_s``;
 #: shards and MPS; MIG instances count whole here, issue 21); also read by
 #: warehouse/queries/energy_method.py.
@@ -166,7 +168,7 @@ a AS (
     SELECT job_id, run_index, node, gpu_index,
            greatest(start_ts, $start) AS s, least(coalesce(end_ts, $end), $end) AS e,
            least(greatest(coalesce(share, 1.0), 0.0), 1.0) AS frac  -- shards, MPS (issue 21)
-    FROM allocations WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {runs}
+    FROM {allocations} WHERE start_ts < $end AND coalesce(end_ts, $end) > $start AND {runs}
 ),
 ao AS MATERIALIZED (
     SELECT job_id, run_index, node, gpu_index, ts,
@@ -176,7 +178,7 @@ ao AS MATERIALIZED (
           FROM a WHERE e > s)
 )"""
 
-_HOUR_CTES = fill(ALLOC_HOUR_CTES, runs="TRUE") + """,
+_HOUR_CTES = fill(ALLOC_HOUR_CTES, runs="TRUE", allocations="allocations") + """,
 hours AS (
     SELECT ts, node, gpu_index, util_pct_max,
            least(coalesce(covered_s, 0), 3600.0) * w AS data_s, coalesce(energy_j, 0) * w AS j

@@ -14,10 +14,12 @@ from contextlib import contextmanager
 from warehouse.db import fill, names, own_cursor
 from warehouse.node_minutes import BLOCKS_FROM_KEY, MASK_BIT
 
-#: The job's allocation rows, which :func:`job_allocations` registers as the view
-#: ``job_allocations``.
+#: The name of the view :func:`job_allocations` registers.
+JOB_ALLOCATIONS_VIEW = "job_allocations"
+#: The job's allocation rows, which :func:`job_allocations` registers as the view.
 _JOB_ROWS = """
-SELECT node, gpu_index, run_index, start_ts, end_ts FROM allocations WHERE job_id = $job_id
+SELECT job_id, run_index, node, gpu_index, start_ts, end_ts, share FROM allocations
+WHERE job_id = $job_id
 """
 
 #: The job's allocations (``al``, from :func:`job_allocations`' view): node, gpu_index,
@@ -32,12 +34,13 @@ al AS (
 @contextmanager
 def job_allocations(cur, job_id: str) -> Iterator:
     """A cursor of its own on which the view ``job_allocations`` holds the job's
-    allocation rows (node, gpu_index, run_index, start_ts, end_ts), read once: a job's
-    page callback reads its span and then queries over them, and ``allocations`` is
-    scanned for a job (its rows spread over the table: ~35 ms for an 8,192-GPU job's
-    65,540 rows in a 24,576-GPU week) once instead of for each (issue 17)."""
+    allocation rows (job_id, run_index, node, gpu_index, start_ts, end_ts, share), read
+    once: a job's page callback reads its span and then queries over them, and
+    ``allocations`` is scanned for a job (its rows spread over the table: ~35 ms for an
+    8,192-GPU job's 65,540 rows in a 24,576-GPU week) once instead of for each (issue
+    17)."""
     with own_cursor(cur) as own:
-        own.register("job_allocations",
+        own.register(JOB_ALLOCATIONS_VIEW,
                      own.sql(_JOB_ROWS, params={"job_id": job_id}).to_arrow_table())
         yield own
 

@@ -343,13 +343,12 @@ def energy(cur, *, job_id: str, now: datetime, opts: Options | None = None) -> p
             "embodied_kg", "method"]
     with job_allocations(cur, job_id) as own:
         span = _span(own, now)
-        held = own.execute(_HELD_RUNS).fetchall() if span is not None else []
-    if span is None:
-        return pd.DataFrame(columns=cols)
-    runs = [(job_id, int(r)) for (r,) in held]
+        if span is None:
+            return pd.DataFrame(columns=cols)
+        runs = [(job_id, int(r)) for (r,) in own.execute(_HELD_RUNS).fetchall()]
+        how = em.run_methods(own, start=span[0], end=span[1], runs=runs, job_rows=True)
     lo = max(floor_hour(span[0]), now - MAX_JOB_SPAN)  # never before the span's floor
     df = qe.run_energy(cur, start=lo, end=min(ceil_hour(span[1]), now), opts=opts, runs=runs)
-    how = em.run_methods(cur, start=span[0], end=span[1], runs=runs)
     df = df.merge(how[["job_id", "run_index", "method"]], on=["job_id", "run_index"],
                   how="left")
     return df.sort_values("run_index", ignore_index=True)[cols]
