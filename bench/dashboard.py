@@ -360,7 +360,7 @@ def main() -> int:
     if args.quick:
         args.days, args.minute_days, args.runs = 7, 7.0, 5
 
-    from dashboard.app import create_app
+    from dashboard.app import create_app, freeze_startup_objects
 
     print(f"machine: {machine()}")
     with Warehouse(":memory:") as wh:
@@ -378,6 +378,7 @@ def main() -> int:
         app = create_app(wh, now=lambda: NOW)
         app.server.test_client().get("/_dash-dependencies")  # claim the page callbacks
         context.set_context(wh, lambda: NOW)
+        freeze_startup_objects()  # as the service does once it is built
         running = jobs_q.search(wh.reader(), now=NOW, start=NOW - timedelta(days=args.days),
                                 end=NOW, state="RUNNING", limit=100_000)
         job_id = running.sort_values("start_ts")["job_id"].iloc[0]  # the longest running

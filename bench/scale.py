@@ -270,12 +270,13 @@ def dashboard_callbacks(wh: Warehouse, ranges: list[str], runs: int,
 
     bd = importlib.import_module("bench.dashboard")
     from dashboard import context
-    from dashboard.app import create_app
+    from dashboard.app import create_app, freeze_startup_objects
     from dashboard.filters import Filters
 
     app = create_app(wh, now=lambda: NOW)
     app.server.test_client().get("/_dash-dependencies")  # claim the page callbacks
     context.set_context(wh, lambda: NOW)
+    freeze_startup_objects()  # as the service does once it is built
     out = []
     for (page, name), (fn, args) in bd.callbacks(app, *bd.subjects(wh.reader)).items():
         if only and not re.search(only, f"{page} {name}"):

@@ -332,3 +332,29 @@ def test_every_callback_figure_is_what_plotly_validation_gives(app_and_wh, pages
             assert json.loads(again.to_json()) == json.loads(fig.to_json()), (page, name)
             seen += 1
     assert seen >= 20
+
+
+def test_the_objects_alive_at_startup_are_frozen_out_of_the_collectors_walks():
+    """dashboard.app.freeze_startup_objects (issue 17): what is alive then (here, a
+    cycle the collector would otherwise walk at every full collection) is in no
+    generation afterwards; garbage made before it is collected, not frozen."""
+    import gc
+    import weakref
+
+    from dashboard.app import freeze_startup_objects
+
+    class Node:
+        pass
+
+    alive, dead = Node(), Node()
+    alive.me, dead.me = alive, dead  # cycles: only the collector frees the dead one
+    gone = weakref.ref(dead)
+    del dead
+    try:
+        n = freeze_startup_objects()
+        assert gone() is None
+        assert n == gc.get_freeze_count() > 0
+        assert not any(o is alive for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+    assert any(o is alive for o in gc.get_objects())

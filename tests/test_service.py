@@ -45,6 +45,7 @@ def test_demo_serves_health_collects_and_stops_cleanly(tmp_path):
     log = "".join(svc.output)
     assert code == 0, log
     assert "gpulens stopped; the database is checkpointed." in log
+    assert "objects of the started app frozen out of the garbage collector" in log
     assert "Traceback" not in log and "checkpoint at close" not in log
     with Warehouse(db) as wh:
         cur = wh.reader()
