@@ -34,6 +34,18 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+@pytest.fixture(autouse=True)
+def _unfreeze_collector():
+    """A test that starts the service in this process freezes every object then alive
+    out of the garbage collector's walks (dashboard.app.freeze_startup_objects); thawed
+    after each test, so the session's later garbage is collected as usual."""
+    import gc
+
+    yield
+    if gc.get_freeze_count():
+        gc.unfreeze()
+
+
 def pytest_collection_modifyitems(items):
     """Every hypothesis test carries the marker ``property`` (what ``make fuzz`` selects),
     also where its module forgot to set it."""

@@ -346,15 +346,18 @@ def test_the_objects_alive_at_startup_are_frozen_out_of_the_collectors_walks():
     class Node:
         pass
 
-    alive, dead = Node(), Node()
-    alive.me, dead.me = alive, dead  # cycles: only the collector frees the dead one
-    gone = weakref.ref(dead)
-    del dead
+    gc.disable()  # no automatic collection between the cycle's last reference and the call
     try:
+        alive, dead = Node(), Node()
+        alive.me, dead.me = alive, dead  # cycles: only the collector frees the dead one
+        gone = weakref.ref(dead)
+        del dead
+        assert gone() is not None
         n = freeze_startup_objects()
         assert gone() is None
         assert n == gc.get_freeze_count() > 0
         assert not any(o is alive for o in gc.get_objects())
     finally:
         gc.unfreeze()
+        gc.enable()
     assert any(o is alive for o in gc.get_objects())

@@ -187,23 +187,86 @@ def test_retention_deletes_the_kept_rows_with_the_usage_rows(wh):
     assert got == want and [r[0] for r in got] == [T + 2 * H]
 
 
+def _old_usage(con) -> None:
+    """A node and usage rows as a warehouse before migration 32 or 33 held them."""
+    con.execute("INSERT INTO nodes (node, rack, partition, gpus) VALUES ('n0', 'r', 'p', 8)")
+    con.execute("""INSERT INTO gpu_usage_1h (ts, node, job_id, run_index, gpu_s, energy_j,
+                                             util_s)
+                   VALUES ($t, 'n0', 'a', 0, 3600, 1e6, 1800), ($t, 'n0', 'a', 0, 1800, 5e5, 900),
+                          ($t, 'n0', NULL, NULL, 900, 1e5, 0), ($u, 'n0', 'b', 1, 60, 1e4, 6),
+                          ($u, 'ghost', 'b', 1, 60, 1e4, 60)""",
+                {"t": T, "u": T + H})
+
+
+#: The kept rows of :func:`_old_usage` once built.
+_OLD_KEPT = [(T, "a", 0, 8, 5400.0, 1.5e6, 5400.0, 1.5e6, 2700.0, True),
+             (T + H, "b", 1, None, 60.0, 1e4, 60.0, 1e4, 60.0, False),
+             (T + H, "b", 1, 8, 60.0, 1e4, 60.0, 1e4, 6.0, True)]
+
+
 def test_migration_leaves_it_to_the_first_refresh(tmp_path):
     """A warehouse written before the table: the migration creates it empty and unserved
     (the per-run energy reads gpu_usage_1h); the first refresh fills it from the usage
     rows already stored."""
     con = duckdb.connect(str(tmp_path / "old.duckdb"))
     mine = migrated_before(con, "run_usage")
-    con.execute("INSERT INTO nodes (node, rack, partition, gpus) VALUES ('n0', 'r', 'p', 8)")
-    con.execute("""INSERT INTO gpu_usage_1h (ts, node, job_id, run_index, gpu_s, energy_j)
-                   VALUES ($t, 'n0', 'a', 0, 3600, 1e6), ($t, 'n0', 'a', 0, 1800, 5e5),
-                          ($t, 'n0', NULL, NULL, 900, 1e5), ($u, 'n0', 'b', 1, 60, 1e4)""",
-                {"t": T, "u": T + H})
+    _old_usage(con)
     assert migrate(con) == [m.version for m in available() if m.version >= mine]
     assert con.execute("SELECT count(*) FROM run_usage_1h").fetchone() == (0,)
     assert not run_usage.serves(con)
     assert run_usage.refresh(con) == -1 and run_usage.serves(con)  # built
     assert run_usage.refresh(con) == 0  # nothing changed: nothing written again
-    assert sorted(con.execute("SELECT * FROM run_usage_1h").fetchall()) == [
-        (T, "a", 0, 8, 5400.0, 1.5e6, 5400.0, 1.5e6),
-        (T + H, "b", 1, 8, 60.0, 1e4, 60.0, 1e4)]
+    assert sorted(con.execute("SELECT * FROM run_usage_1h").fetchall(), key=repr) == sorted(
+        _OLD_KEPT, key=repr)
     con.close()
+
+
+def test_migration_33_writes_the_kept_rows_again_with_the_utilised_seconds(tmp_path):
+    """A warehouse whose kept rows were built before migration 33 (without utilised
+    seconds or the node's presence): the migration deletes them and unbuilds the table,
+    so nothing reads rows without them; the first refresh writes them again."""
+    con = duckdb.connect(str(tmp_path / "old.duckdb"))
+    mine = migrated_before(con, "run_usage_util")
+    _old_usage(con)
+    con.execute("INSERT INTO run_usage_1h VALUES ($t, 'a', 0, 8, 5400, 1.5e6, 5400, 1.5e6)",
+                {"t": T})
+    con.execute("INSERT INTO run_usage_nodes VALUES ('n0', 8)")
+    con.execute("INSERT INTO meta VALUES ('run_usage_built', '1')")
+    assert migrate(con) == [m.version for m in available() if m.version >= mine]
+    assert con.execute("SELECT count(*) FROM run_usage_1h").fetchone() == (0,)
+    assert not run_usage.serves(con)
+    assert run_usage.refresh(con) == -1 and run_usage.serves(con)
+    assert sorted(con.execute("SELECT * FROM run_usage_1h").fetchall(), key=repr) == sorted(
+        _OLD_KEPT, key=repr)
+    con.close()
+
+
+def test_a_node_added_or_removed_without_a_count_is_read_live_until_the_refresh(empty_wh):
+    """Utilisation counts only nodes the topology lists, so a node added or removed
+    changes what the kept rows say (``known``) even with no GPU count either side: the
+    kept rows are not read until the refresh writes that node's hours again, and the
+    figures follow the topology throughout."""
+    from warehouse.queries import utilisation as qu
+
+    w = empty_wh
+    usage = [(0, "n0", "a", 0, 3600.0, 1e6, 1800.0), (1, "ghost", "a", 0, 3600.0, 1e6, 900.0),
+             (2, "n0", "b", 0, 1800.0, 1e6, 1800.0)]
+    nodes = pd.DataFrame({"node": ["n0"], "rack": "r0", "partition": "p",
+                          "gpus": pd.array([None], dtype="Int64")})
+    store_usage(w, usage, nodes, idle_pct=OPTS.idle_util_pct)
+    window = {"start": T, "end": T + 4 * H}
+
+    def utilised_s() -> float:
+        df = qu.utilisation_by(w.reader(), by="job_type", **window)
+        return float(df["utilised_gpu_h"].sum() * 3600)
+
+    assert run_usage.serves(w.reader()) and utilised_s() == 3600.0  # the ghost left out
+    w.write(lambda con: con.execute(
+        "INSERT INTO nodes (node, rack, partition) VALUES ('ghost', 'r0', 'p')")).result()
+    assert not run_usage.serves(w.reader()) and utilised_s() == 4500.0  # read live
+    assert w.write(run_usage.refresh).result() == 1  # the ghost's one hour
+    assert run_usage.serves(w.reader()) and utilised_s() == 4500.0
+    w.write(lambda con: con.execute("DELETE FROM nodes WHERE node = 'n0'")).result()
+    assert not run_usage.serves(w.reader()) and utilised_s() == 900.0
+    assert w.write(run_usage.refresh).result() == 2
+    assert run_usage.serves(w.reader()) and utilised_s() == 900.0

@@ -1,28 +1,30 @@
-"""GPU usage per hour and job run, kept (``run_usage_1h``, migration 32, issue 17).
+"""GPU usage per hour and job run, kept (``run_usage_1h``, migrations 32-33, issue 17).
 
 The per-run energy (warehouse/queries/energy.py: ``run_energy``, ``job_energy``,
 ``failure_carbon``; the Energy page's energy by user, of failures and the carbon of
-goodput, a job's energy, the weekly report) sums ``gpu_usage_1h``'s rows, one per hour,
-node and run, each with its node's GPU count (the node's non-GPU power is shared by
-GPU-seconds): 1.5 M rows joined to ``nodes`` for a 24,576-GPU week. Most runs hold one
-node, or nodes alike, in an hour: this table keeps those rows summed per hour, run and
-the node's GPU count (603,217 rows in that week).
+goodput, a job's energy, the weekly report) and utilisation per job key
+(warehouse/queries/utilisation.py: by user, by job type, the job distribution) sum
+``gpu_usage_1h``'s rows, one per hour, node and run, each with its node's GPU count (the
+node's non-GPU power is shared by GPU-seconds) or whether the topology lists the node:
+1.5 M rows joined to ``nodes`` for a 24,576-GPU week. Most runs hold one node, or nodes
+alike, in an hour: this table keeps those rows summed per hour, run, the node's GPU
+count and whether ``nodes`` lists the node (``known``; 603,217 rows in that week).
 
 - **Written with ``gpu_usage_1h``**: :func:`write_hours` computes an hour's rows from the
   usage rows just inserted, in the same transaction (warehouse/usage.py:_recompute);
   retention deletes both alike (warehouse/rollups.py). A hand-made change to
   ``gpu_usage_1h`` must be followed by :func:`rebuild`.
-- **The node's GPU count** is ``nodes.gpus`` as it was when the rows were written (NULL
-  where unknown: the fleet's typical count is applied when read, as on the live path);
-  ``run_usage_nodes`` holds the nodes' counts the rows were written with. :func:`serves`
-  compares them with ``nodes`` (3,072 rows), in the reader's snapshot; where a node
-  differs (added with a count, removed, its count changed), the refresh
-  (:func:`refresh`) writes again the hours in which it held GPU usage, then the counts;
-  until then the per-run energy reads ``gpu_usage_1h``.
+- **The node's GPU count and presence** are ``nodes``' as they were when the rows were
+  written (a NULL count where unknown: the fleet's typical count is applied when read,
+  as on the live path); ``run_usage_nodes`` holds the nodes and counts the rows were
+  written with. :func:`serves` compares them with ``nodes`` (3,072 rows), in the
+  reader's snapshot; where a node differs (added, removed, its count changed), the
+  refresh (:func:`refresh`) writes again the hours in which it held GPU usage, then the
+  nodes; until then the readers read ``gpu_usage_1h``.
 - **Built once**: meta's :data:`BUILT_KEY` is set when every row has been written from
-  ``gpu_usage_1h`` (the first refresh after migration 32, or :func:`rebuild`).
+  ``gpu_usage_1h`` (the first refresh after migration 32 or 33, or :func:`rebuild`).
 
-Units: seconds, joules; hours ``[ts, ts + 1 h)`` naive UTC.
+Units: GPU-seconds and utilised GPU-seconds, joules; hours ``[ts, ts + 1 h)`` naive UTC.
 """
 
 from __future__ import annotations
@@ -44,18 +46,18 @@ SELECT_SQL = """
 SELECT u.ts, u.job_id, u.run_index, n.gpus, sum(u.gpu_s) AS gpu_s,
        sum(u.energy_j) AS energy_j,
        sum(u.gpu_s) FILTER (WHERE u.energy_j IS NOT NULL) AS it_s,
-       sum(u.energy_j) FILTER (WHERE u.gpu_s IS NOT NULL) AS it_j
+       sum(u.energy_j) FILTER (WHERE u.gpu_s IS NOT NULL) AS it_j,
+       sum(u.util_s) AS util_s, n.node IS NOT NULL AS known
 FROM gpu_usage_1h u LEFT JOIN nodes n USING (node)
 WHERE u.ts >= $lo AND u.ts < $hi AND u.job_id IS NOT NULL
 GROUP BY ALL ORDER BY u.ts, u.job_id, u.run_index
 """
 _DELETE_SQL = "DELETE FROM run_usage_1h WHERE ts >= $lo AND ts < $hi"
-#: The nodes whose GPU count differs from the one the rows were written with (a node
-#: with no count in either, or missing from one and without count in the other, is
-#: alike: its rows were written with NULL).
+#: The nodes added, removed or whose GPU count differs from the one the rows were
+#: written with (a node added or removed changes its rows' ``known``).
 _CHANGED_SQL = """
 SELECT node FROM nodes n FULL JOIN run_usage_nodes k USING (node)
-WHERE n.gpus IS DISTINCT FROM k.gpus
+WHERE n.node IS NULL OR k.node IS NULL OR n.gpus IS DISTINCT FROM k.gpus
 """
 #: The hours in which the changed nodes (the view ``_run_usage_changed``) held GPU usage.
 _HOURS_SQL = """
@@ -83,7 +85,7 @@ def write_hours(con, lo, hi) -> None:
     """The kept rows of ``[lo, hi)`` again from ``gpu_usage_1h``, in the caller's
     transaction (the writer's connection)."""
     con.execute(_DELETE_SQL, {"lo": lo, "hi": hi})
-    con.execute("INSERT INTO run_usage_1h " + SELECT_SQL, {"lo": lo, "hi": hi})
+    con.execute("INSERT INTO run_usage_1h BY NAME " + SELECT_SQL, {"lo": lo, "hi": hi})
 
 
 def _write(con, spans: list[tuple]) -> None:

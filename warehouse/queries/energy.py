@@ -159,10 +159,9 @@ FROM t
 #: allocations held each GPU-hour (``held``).
 #: Allocations of ``{allocations}`` (the table, or a job's rows:
 #: warehouse/queries/job_minutes.py) clipped to ``[$start, $end)`` whose rows pass
-#: ``{runs}`` (``a``) and the
-#: seconds each held in each GPU-hour x its share of the GPU (``ao``: ``overlap_s``;
-#: shards and MPS; MIG instances count whole here, issue 21); also read by
-#: warehouse/queries/energy_method.py.
+#: ``{runs}`` (``a``) and the seconds each held in each GPU-hour x its share of the GPU
+#: (``ao``: ``overlap_s``; shards and MPS; MIG instances count whole here, issue 21); also
+#: read by warehouse/queries/energy_method.py.
 ALLOC_HOUR_CTES = """
 a AS (
     SELECT job_id, run_index, node, gpu_index,

@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from gpulens.settings import default
-from warehouse import usage
-from warehouse.db import fill
+from warehouse import run_usage, usage
+from warehouse.db import fill, own_cursor, transaction
 from warehouse.queries import fleet
 from warehouse.usage import MINUTE_TIER_MAX, SCOPE
 
@@ -167,11 +167,17 @@ u AS (
 )""", scope=SCOPE)
 
 
-def _per_path(template: str) -> dict[str, str]:
-    """``template`` over each part path's usage source (warehouse/usage.py:plan)."""
+def _per_path(template: str, per: str) -> dict[str, str]:
+    """``template`` over each part path's usage source (warehouse/usage.py:plan) summed
+    as ``per`` (:data:`_PER`), and for a job's key (``per``: its ``"job"``) over the
+    table's hours kept per run (``"kept"``, :data:`_PER_KEPT`)."""
     sources = {"table": usage.TABLE, "minute": usage.minutes(free=False),
                "hour": _HOUR_SOURCE}
-    return {path: fill(template, source=src) for path, src in sources.items()}
+    out = {path: fill(template, source=src + ",", per=_PER[per])
+           for path, src in sources.items()}
+    if per == "job":
+        out["kept"] = fill(template, source="", per=_PER_KEPT)
+    return out
 
 
 #: Group keys of :data:`GROUPS` that are the node's (the others are the job's).
@@ -180,8 +186,9 @@ _NODE_KEYS = ("rack", "partition")
 #: Allocated and utilised GPU-seconds of the usage source summed per node (for a node's
 #: key) or per job of a node in the topology (for a job's key) first: the join sees 3,072
 #: rows, or the week's jobs, not the 1.3 M job and node pairs of a 24,576-GPU week that
-#: were summed per pair first (issue 17: by rack 0.19 -> 0.025 s, by user 0.23 -> 0.12 s,
-#: the job distribution 0.14 -> 0.07 s). Only nodes of the topology count, as before.
+#: were summed per pair first (issue 17; the queries alone over that week: by rack 0.19
+#: -> 0.025 s, by user 0.23 -> 0.12 s, the job distribution 0.14 -> 0.07 s). Only nodes of
+#: the topology count, as before.
 _PER = {"node": """
 per AS (
     SELECT node, sum(gpu_s) AS alloc_s, sum(util_s) AS used_s
@@ -191,6 +198,15 @@ per AS (
     SELECT job_id, sum(gpu_s) AS alloc_s, sum(util_s) AS used_s
     FROM u WHERE job_id IS NOT NULL AND node IN (SELECT node FROM nodes) GROUP BY job_id
 )"""}
+#: The same per job from the table's hours kept per run (warehouse/run_usage.py: only
+#: rows of nodes the topology listed, as ``nodes`` still does while it serves; a range
+#: without a partition or rack; issue 17: 1.5 M rows of a 24,576-GPU week summed per
+#: job took ~0.12 s, their 603,217 sums per run ~0.06 s).
+_PER_KEPT = """
+per AS (
+    SELECT job_id, sum(gpu_s) AS alloc_s, sum(util_s) AS used_s FROM run_usage_1h
+    WHERE ts >= $start AND ts < $end AND known GROUP BY job_id
+)"""
 _JOINS = {"node": "JOIN nodes n USING (node)", "job": "LEFT JOIN jobs j USING (job_id)"}
 
 
@@ -201,18 +217,18 @@ def _side(key: str) -> str:
 
 #: Allocated and utilised GPU-hours per group.
 _BY = {key: _per_path(fill("""
-WITH {source},{per}
+WITH {source}{per}
 SELECT {expr} AS "group", sum(alloc_s) / 3600.0 AS allocated_gpu_h,
        sum(used_s) / 3600.0 AS utilised_gpu_h
 FROM per x {join}
 GROUP BY 1
-""", expr=expr, per=_PER[_side(key)], join=_JOINS[_side(key)])) for key, expr in GROUPS.items()}
+""", expr=expr, join=_JOINS[_side(key)]), _side(key)) for key, expr in GROUPS.items()}
 
-_JOBS = _per_path(fill("""
-WITH {source},{per}
+_JOBS = _per_path("""
+WITH {source}{per}
 SELECT job_id, alloc_s / 3600.0 AS allocated_gpu_h, used_s / 3600.0 AS utilised_gpu_h
 FROM per
-""", per=_PER["job"]))
+""", "job")
 
 _JOB_INFO = """
 SELECT job_id, name, user_name, job_type, state, gpus FROM jobs
@@ -275,15 +291,19 @@ def _usage_parts(cur, sqls: dict[str, str], keys: list[str], start: datetime,
     cut in SQL (issue 17: the Jobs distribution's 590,000 jobs of a 24,576-GPU week went
     to pandas to be summed, sorted and cut: ~270 ms of ~480)."""
     params = scope_params(start, end, partition, rack, runs=None, idle_pct=0.0)
-    parts = [usage.bind(sqls[p.path], **{**params, "start": p.start, "end": p.end})
-             for p in usage.plan(cur, start, end)]
-    if not parts:
-        df = pd.DataFrame(columns=[*keys, *_SUMS])
-    else:
-        quoted = [f'"{k}"' for k in keys]  # "group" is a keyword
-        sql, bound = usage.union(parts, quoted, _SUMS, empty="")  # each part's parameters
-        df = cur.execute(fill(_TOP_SQL, parts=sql, order=", ".join(
-            f"{k} ASC NULLS LAST" for k in quoted)), {**bound, "limit": int(limit)}).df()
+    with own_cursor(cur) as own, transaction(own):  # the kept rows run_usage.serves checked
+        kept = ("kept" in sqls and partition is None and rack is None
+                and run_usage.serves(own))
+        parts = [usage.bind(sqls["kept" if kept and p.path == "table" else p.path],
+                            **{**params, "start": p.start, "end": p.end})
+                 for p in usage.plan(own, start, end)]
+        if not parts:
+            df = pd.DataFrame(columns=[*keys, *_SUMS])
+        else:
+            quoted = [f'"{k}"' for k in keys]  # "group" is a keyword
+            sql, bound = usage.union(parts, quoted, _SUMS, empty="")  # parameters apart
+            df = own.execute(fill(_TOP_SQL, parts=sql, order=", ".join(
+                f"{k} ASC NULLS LAST" for k in quoted)), {**bound, "limit": int(limit)}).df()
     df["util_pct"] = 100.0 * df["utilised_gpu_h"] / df["allocated_gpu_h"].where(
         df["allocated_gpu_h"] != 0)
     return df
