@@ -116,10 +116,12 @@ def freeze_startup_objects() -> int:
     The service calls it once its app and routes are built. A full collection walks every
     tracked object; the ~150,000 that importing Dash, plotly and the pages and building
     the app leave (functions, dicts, validators) made each one 90-127 ms, and it falls on
-    whichever callback allocates at that moment: 3 of a bench pass's 1,008 callback calls
-    at 24,576 GPUs, each one a p95 over 300 ms (issue 17). Those objects live as long as
-    the process; frozen, they are never walked again, and a full collection took 7-14 ms
-    in the same pass. Objects made later are collected as before."""
+    whichever callback allocates at that moment: 3 of a bench pass's 504 callback calls
+    at 24,576 GPUs, enough to put the p95 of a callback at ~0.2 s over 300 ms (issue 17).
+    Nearly all of those objects live as long as the process (a few made at startup and
+    dropped later in a cycle are then never freed); frozen, they are never walked again,
+    and a full collection took 7-14 ms in the same pass. Objects made later are collected
+    as before."""
     import gc
 
     gc.collect()
