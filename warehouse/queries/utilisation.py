@@ -292,11 +292,11 @@ def _usage_parts(cur, sqls: dict[str, str], keys: list[str], start: datetime,
     to pandas to be summed, sorted and cut: ~270 ms of ~480)."""
     params = scope_params(start, end, partition, rack, runs=None, idle_pct=0.0)
     with own_cursor(cur) as own, transaction(own):  # the kept rows run_usage.serves checked
-        kept = ("kept" in sqls and partition is None and rack is None
-                and run_usage.serves(own))
+        plan = usage.plan(own, start, end)
+        kept = ("kept" in sqls and partition is None and rack is None  # checked only
+                and any(p.path == "table" for p in plan) and run_usage.serves(own))  # if read
         parts = [usage.bind(sqls["kept" if kept and p.path == "table" else p.path],
-                            **{**params, "start": p.start, "end": p.end})
-                 for p in usage.plan(own, start, end)]
+                            **{**params, "start": p.start, "end": p.end}) for p in plan]
         if not parts:
             df = pd.DataFrame(columns=[*keys, *_SUMS])
         else:
