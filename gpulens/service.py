@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 import waitress
 from apscheduler.schedulers.background import BackgroundScheduler
 from flask import jsonify
+from waitress import wasyncore
 
 from alerts.api import create_blueprint
 from alerts.ha import Pair
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 300.0  # a failing source is retried at least this often
 HISTORY_BATCH_ROWS = 250_000  # rows per history write: live batches wait one such write
+WEB_STOP_TIMEOUT_S = 5.0  # seconds a shutdown waits for requests in flight, then for the loop
 
 
 class StartupError(RuntimeError):
@@ -81,6 +83,7 @@ class Service:
         self.lake: LakeJob | None = None  # the Parquet lake's job (issue 18)
         self.scheduler: BackgroundScheduler | None = None
         self.server = None
+        self._web_thread: threading.Thread | None = None  # runs the server's loop
         self._threads: list[threading.Thread] = []
         self._failures: dict[str, int] = {}
         self._retry_at: dict[str, datetime] = {}
@@ -176,8 +179,9 @@ class Service:
                     "--port (or service.port in the configuration)."
                 ) from None
             raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-        thread = threading.Thread(target=self.server.run, name="gpulens-web", daemon=True)
-        thread.start()
+        self._web_thread = threading.Thread(target=self.server.run, name="gpulens-web",
+                                            daemon=True)
+        self._web_thread.start()
 
     def _start_jobs(self) -> None:
         cfg = self.config
@@ -443,10 +447,7 @@ class Service:
         for thread in self._threads:
             thread.join(timeout=30)
         if self.server is not None:
-            # The handler threads finish the requests in flight first: a server closed
-            # under one makes it fail on the closed trigger (EBADF, a traceback).
-            self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
-            self.server.close()
+            stop_web_server(self.server, self._web_thread)
         for source in self.sources:
             if hasattr(source, "close"):
                 try:
@@ -455,6 +456,38 @@ class Service:
                     log.exception("closing source %s failed", source.name)
         if self.warehouse is not None:
             self.warehouse.close()
+
+
+def stop_web_server(server, thread: threading.Thread | None,
+                    timeout_s: float = WEB_STOP_TIMEOUT_S) -> None:
+    """Stop the waitress ``server`` whose loop runs in ``thread``: its handler threads
+    finish the requests in flight, its loop returns, then its sockets (the listener, the
+    trigger, the open connections) are closed. Waits up to ``timeout_s`` seconds for
+    the handlers, then as long for the loop.
+
+    A socket closed while the loop runs can be in the list the loop is about to hand to
+    ``select()``, which then fails with EBADF and ends the loop with a traceback; and
+    closing the listener alone left the loop serving the connections still open."""
+    # The handlers first: a trigger closed under one fails its pull (EBADF, a traceback).
+    server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout_s)
+    sockets = server._map  # the loop runs while this map holds a socket
+    if thread is not None and thread.is_alive():
+        taken = {}
+
+        def empty_the_map():  # runs in the loop's thread, between two of its passes
+            taken.update(sockets)
+            sockets.clear()
+
+        # Not closed in the thunk: it can run before pull_trigger has written to the
+        # trigger's pipe, which must then still be open.
+        server.trigger.pull_trigger(empty_the_map)
+        thread.join(timeout=timeout_s)
+        if thread.is_alive():
+            log.warning("the web server's loop did not stop in %s s; it ends with the "
+                        "process", timeout_s)
+            return
+        sockets.update(taken)
+    wasyncore.close_all(sockets)
 
 
 def _source_details(source, max_listed: int = 20) -> dict:
