@@ -218,3 +218,21 @@ def test_property_label_values_read_every_set_as_parse_labels_does(sets):
         want = [parse_labels(s).get(name) for s in sets]
         assert label_values(pa.array(sets), name).to_pylist() == want, name
         assert label_values(pa.array(sets).dictionary_encode(), name).to_pylist() == want
+
+
+@pytest.mark.property
+@given(st.dictionaries(st.sampled_from(["n1:9400", "n2:9400", "n3"]), mutated(), max_size=3),
+       st.integers(1, 9), st.integers(1, 4))
+def test_property_text_read_in_slices_parses_as_read_whole(texts, scan_bytes, lines):
+    """The parser finds bytes a few MiB at a time and copies label sets 65,536 lines at a
+    time, to bound its memory (issue 17); slices of any size give the whole reading."""
+    import collector.promtext as promtext
+
+    whole = parse_texts_lenient(texts)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(promtext, "_SCAN_BYTES", scan_bytes)
+        mp.setattr(promtext, "_ENCODE_LINES", lines)
+        sliced = parse_texts_lenient(texts)
+    assert sliced[1] == whole[1]
+    assert [repr(r) for r in to_dicts(sliced[0])] == [repr(r) for r in to_dicts(whole[0])]
+    assert sliced[0].schema == whole[0].schema

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from collector.simulator import Cluster, SimConfig
 from tests.support.stragglers import ANCHOR, LIVE, MIN, seed
+from warehouse.db import streamed_frame as stragglers_frame
 from warehouse.stragglers import Params, episodes, flag_minutes, refresh_stragglers
 
 
@@ -350,9 +351,9 @@ def test_a_refresh_extends_an_open_episode_as_one_pass_would_have_found_it():
 def test_the_refresh_finds_the_same_episodes_whatever_its_slices(sim, sim_wh, monkeypatch,
                                                                   slice_min):
     """A first refresh reads the minutes in slices of stragglers.SLICE (1 hour since issue
-    17 held its memory down): the table of 6-hour slices, and of 7-minute slices that cut
-    through every episode, or of 3-minute slices, each shorter than an episode must be,
-    is the table of 1-hour slices."""
+    17 held its memory down), one read each: the table of 6-hour slices, and of 7-minute
+    slices that cut through every episode, or of 3-minute slices, each shorter than an
+    episode must be, is the table of 1-hour slices."""
     from warehouse import stragglers
 
     now = LIVE + 40 * MIN
@@ -362,10 +363,54 @@ def test_the_refresh_finds_the_same_episodes_whatever_its_slices(sim, sim_wh, mo
         "DELETE FROM stragglers; DELETE FROM meta WHERE key = ?",
         [stragglers.LEDGER_KEY])).result()
     monkeypatch.setattr(stragglers, "SLICE", slice_min * MIN)
+    reads = []
+    monkeypatch.setattr(stragglers, "streamed_frame",
+                        lambda *a: reads.append(a) or stragglers_frame(*a))
     sim_wh.write(lambda con: refresh_stragglers(con, now)).result()
+    span = timedelta(days=stragglers.FIRST_DAYS) + (Params().hold_min + 2) * MIN
+    assert len(reads) == -(-span // (slice_min * MIN))  # one read per slice
     got = sim_wh.reader().execute("SELECT * FROM stragglers ORDER BY ALL").df()
     assert len(want) >= 1
     pd.testing.assert_frame_equal(got, want)
+
+
+def test_a_run_is_multi_node_by_all_its_allocations_whatever_the_slice(wh, monkeypatch):
+    """A run of 4 GPUs on n0 for two hours that held a GPU of n1 for its first 20 minutes
+    is a run of two nodes in every read (its ``job_gpus`` 5): at 24,576 GPUs, counting
+    only the allocations in the range read made such a run multi-node in an hour's read
+    and not in a shorter one, and 20 of 9,927 episodes went with the slices (issue 17)."""
+    from warehouse import stragglers
+
+    start = T0 - timedelta(hours=2)
+    rows = [("n0", g, start, start + timedelta(hours=2)) for g in range(4)]
+    rows.append(("n1", 0, start, start + 20 * MIN))
+    wh.ingest("allocations", pd.DataFrame(
+        [{"job_id": "9", "run_index": 0, "node": n, "gpu_index": g, "start_ts": a,
+          "end_ts": b} for n, g, a, b in rows])).result()
+    slow = [start + (30 + i) * MIN for i in range(6)]  # n0's GPU 3, minutes 30-35
+
+    def minutes(con):
+        for node, gpu, a, b in rows:
+            con.execute(
+                "INSERT INTO gpu_samples_1m BY NAME SELECT ts, $node AS node, "
+                "$gpu::SMALLINT AS gpu_index, CASE WHEN $slow AND ts IN $late THEN 1400 "
+                "ELSE 1980 END AS sm_clock_mhz_avg, 600.0 AS power_w_avg, "
+                "80.0 AS sm_active_pct_avg "
+                "FROM range($a, $b, INTERVAL 1 MINUTE) t(ts)",
+                {"node": node, "gpu": gpu, "slow": node == "n0" and gpu == 3,
+                 "late": slow, "a": a, "b": b})
+    wh.write(minutes).result()
+
+    found = {}
+    for slice_min in (60, 7):
+        monkeypatch.setattr(stragglers, "SLICE", slice_min * MIN)
+        wh.write(lambda con: con.execute(
+            "DELETE FROM stragglers; DELETE FROM meta WHERE key = ?",
+            [stragglers.LEDGER_KEY])).result()
+        wh.write(lambda con: refresh_stragglers(con, T0)).result()
+        found[slice_min] = wh.reader().execute(
+            "SELECT node, start_ts, minutes, job_gpus FROM stragglers").fetchall()
+    assert found[60] == found[7] == [("n0", slow[0], 6, 5)]
 
 
 def test_the_heat_maps_outlines_are_those_plotly_adds_one_by_one():

@@ -3,9 +3,12 @@ from datetime import datetime, timedelta
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support.frames import T0, samples
 from warehouse import BatchError, Warehouse
+from warehouse.ingest import repeats_a_key
 
 
 @pytest.fixture
@@ -143,3 +146,62 @@ def test_upsert_redelivered_rows_change_nothing_and_changes_still_land(wh):
     end = T0 + timedelta(hours=1)
     wh.ingest("allocations", allocs(end, [3], None)).result()
     assert stored() == [(0, end, 0.5, [3]), (1, end, None, None)]
+
+
+_KEY_VALUES = {
+    "i": (pa.int64(), st.one_of(st.none(), st.integers(-3, 3))),
+    "u": (pa.uint64(), st.one_of(st.none(), st.sampled_from([0, 1, 2**63, 2**64 - 1]))),
+    "s": (pa.string(), st.one_of(st.none(), st.sampled_from(["", "a", "b", "node01"]))),
+    "t": (pa.timestamp("us"), st.one_of(st.none(), st.sampled_from([T0, T0 + timedelta(1)]))),
+}
+
+
+@pytest.mark.property
+@given(st.lists(st.sampled_from(sorted(_KEY_VALUES)), min_size=1, max_size=3, unique=True)
+       .flatmap(lambda keys: st.tuples(st.just(keys), st.lists(
+           st.tuples(*(_KEY_VALUES[k][1] for k in keys)), max_size=12))),
+       st.booleans())
+def test_property_a_repeated_key_is_found_as_pandas_finds_it(case, chunked):
+    """The upsert's check for a repeated key (issue 17: a cheaper check than Arrow's
+    group_by) finds a repeat exactly when pandas does, NULL equal to NULL."""
+    keys, rows = case
+    cols = {k: pa.array([r[i] for r in rows], _KEY_VALUES[k][0]) for i, k in enumerate(keys)}
+    table = pa.table(cols)
+    if chunked and table.num_rows > 1:  # batches concatenated by a source
+        table = pa.concat_tables([table.slice(0, 1), table.slice(1)])
+    expected = bool(pd.DataFrame(rows, dtype=object).duplicated().any()) if rows else False
+    assert repeats_a_key(keys, table) == expected
+
+
+_ALLOC_TIMES = st.sampled_from([None, T0, T0 + timedelta(hours=1), T0 + timedelta(hours=5)])
+_ALLOC = st.fixed_dictionaries({
+    "job_id": st.sampled_from(["j0", "j1", "j2"]), "run_index": st.integers(0, 1),
+    "node": st.sampled_from(["n0", "n1"]), "gpu_index": st.integers(0, 2),
+    "start_ts": _ALLOC_TIMES, "end_ts": _ALLOC_TIMES})
+_KEPT = ("allocations", "run_nodes", "run_node_counts", "run_shapes")
+
+
+@pytest.mark.property
+@given(st.lists(st.lists(_ALLOC, min_size=1, max_size=10), min_size=1, max_size=3),
+       st.integers(1, 4))
+def test_property_an_upsert_in_slices_keeps_what_the_whole_batch_does(empty_wh, deliveries,
+                                                                       rows):
+    """An upserted batch is written UPSERT_ROWS rows per transaction (issue 17: DuckDB
+    holds a transaction's rows in memory): a key repeated across slices keeps its last row
+    whole, a job cut by a slice keeps its runs' nodes and shapes, as one transaction does."""
+    from tests.support.allocations import CLEAR_ALLOCATIONS
+    from warehouse import ingest
+
+    def deliver() -> dict:
+        for batch in deliveries:
+            empty_wh.ingest("allocations", pd.DataFrame(batch)).result()
+        cur = empty_wh.reader()
+        kept = {t: sorted(cur.execute(f"SELECT * FROM {t}").fetchall(), key=repr)
+                for t in _KEPT}
+        empty_wh.write(lambda con: con.execute(CLEAR_ALLOCATIONS)).result()
+        return kept
+
+    whole = deliver()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ingest, "UPSERT_ROWS", rows)
+        assert deliver() == whole
