@@ -149,7 +149,7 @@ def _substrings(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Arr
     # 32-bit offsets while the text is under 2 GiB: ``take`` then gives the string array
     # itself, where a cast from large strings would copy every substring once more (the
     # label sets of a 24,576-GPU scrape are ~70 MiB).
-    small = data.size < 2**31
+    small = data.size < _OFFSETS32_BYTES
     offsets = np.empty(2 * n, dtype=np.int32 if small else np.int64)
     offsets[0::2] = starts
     offsets[1::2] = ends
@@ -158,6 +158,10 @@ def _substrings(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Arr
     out = pc.take(both, pa.array(np.arange(0, 2 * n - 1, 2)))
     return out if small else pc.cast(out, pa.string())
 
+
+#: Texts of fewer bytes get 32-bit string offsets (Arrow's ``string``); larger ones
+#: 64-bit (``large_string``), cast to ``string`` once cut into lines.
+_OFFSETS32_BYTES = 2**31
 
 #: Lines copied and encoded at a time by :func:`_encoded_substrings`.
 _ENCODE_LINES = 1 << 16

@@ -222,16 +222,18 @@ def test_property_label_values_read_every_set_as_parse_labels_does(sets):
 
 @pytest.mark.property
 @given(st.dictionaries(st.sampled_from(["n1:9400", "n2:9400", "n3"]), mutated(), max_size=3),
-       st.integers(1, 9), st.integers(1, 4))
-def test_property_text_read_in_slices_parses_as_read_whole(texts, scan_bytes, lines):
+       st.integers(1, 9), st.integers(1, 4), st.booleans())
+def test_property_text_read_in_slices_parses_as_read_whole(texts, scan_bytes, lines, wide):
     """The parser finds bytes a few MiB at a time and copies label sets 65,536 lines at a
-    time, to bound its memory (issue 17); slices of any size give the whole reading."""
+    time, to bound its memory (issue 17); slices of any size give the whole reading, with
+    32-bit offsets or (``wide``: as for a text over 2 GiB) 64-bit ones."""
     import collector.promtext as promtext
 
     whole = parse_texts_lenient(texts)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(promtext, "_SCAN_BYTES", scan_bytes)
         mp.setattr(promtext, "_ENCODE_LINES", lines)
+        mp.setattr(promtext, "_OFFSETS32_BYTES", 0 if wide else promtext._OFFSETS32_BYTES)
         sliced = parse_texts_lenient(texts)
     assert sliced[1] == whole[1]
     assert [repr(r) for r in to_dicts(sliced[0])] == [repr(r) for r in to_dicts(whole[0])]

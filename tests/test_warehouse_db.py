@@ -98,11 +98,12 @@ def test_the_style_check_can_fail(tmp_path):
     assert sql_built_otherwise(f) == ["2: f-string", "3: .replace"]
 
 
-@pytest.mark.parametrize("rows", [0, 1, 2047, 2048, 2049, 20_000])
+@pytest.mark.parametrize("rows", [0, 1, 2047, 2048, 2049, 3001, 20_000])
 def test_a_streamed_frame_is_the_frame_df_gives(con, monkeypatch, rows):
     """Chunk by chunk (one vector a chunk here, so ``rows`` cross none, one or many
     chunks' ends), the frame of the columns a straggler read has (text, integers of
-    three widths, floats with NULLs, timestamps) is ``.df()``'s, dtypes included."""
+    three widths, floats with NULLs, timestamps) and of text NULL throughout some
+    chunks (from row 3,000) is ``.df()``'s, dtypes included."""
     import pandas as pd
 
     from warehouse import db
@@ -112,7 +113,8 @@ def test_a_streamed_frame_is_the_frame_df_gives(con, monkeypatch, rows):
     SELECT 'job' || (i % 7)::VARCHAR AS job_id, (i % 3)::INTEGER AS run_index,
            i::BIGINT AS n, (i % 8)::SMALLINT AS gpu_index,
            CASE WHEN i % 5 = 0 THEN NULL ELSE i / 3 END::FLOAT AS active,
-           i * 0.5 AS power, TIMESTAMP '2026-11-16' + i * INTERVAL 1 MINUTE AS ts
+           i * 0.5 AS power, TIMESTAMP '2026-11-16' + i * INTERVAL 1 MINUTE AS ts,
+           CASE WHEN i < 3000 THEN 'n' || i::VARCHAR END AS node
     FROM range($rows) t(i) ORDER BY i
     """
     want = con.execute(sql, {"rows": rows}).df()

@@ -1,5 +1,6 @@
 from datetime import datetime, timedelta
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -205,3 +206,24 @@ def test_property_an_upsert_in_slices_keeps_what_the_whole_batch_does(empty_wh, 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ingest, "UPSERT_ROWS", rows)
         assert deliver() == whole
+
+
+@pytest.mark.property
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["j0", "j1", "j2"])), max_size=30),
+       st.integers(1, 5))
+def test_property_upsert_slices_cut_only_where_the_job_changes(jobs, rows):
+    """Each slice of an upsert ends where the next row's job differs (a run's GPUs are
+    written together) and holds UPSERT_ROWS rows or more, but the last; together they are
+    the batch, in order."""
+    from warehouse import ingest
+
+    table = pa.table({"job_id": pa.array(jobs, pa.string()),
+                      "run_index": pa.array(range(len(jobs)), pa.int32())})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ingest, "UPSERT_ROWS", rows)
+        parts = ingest.upsert_slices("runs", table)
+    assert pa.concat_tables(parts).to_pylist() == table.to_pylist()
+    ends = list(np.cumsum([p.num_rows for p in parts]))[:-1]
+    assert all(jobs[e] != jobs[e - 1] for e in ends)
+    assert all(p.num_rows >= rows for p in parts[:-1])
+    assert all(p.num_rows for p in parts) or parts[0].num_rows == len(jobs) == 0

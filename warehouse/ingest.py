@@ -151,7 +151,7 @@ def _last_per(keys: list[str], table: pa.Table) -> pa.Table:
     return table.take(pc.take(rows, pc.sort_indices(rows)))
 
 
-#: Rows of an upserted batch written per transaction, at most. DuckDB holds a
+#: Rows of an upserted batch written per transaction, about. DuckDB holds a
 #: transaction's new rows and their key index in memory until it commits: a week's
 #: 593,000 jobs in one took ~260 MiB above the process's base, ~110 MiB in slices of
 #: 100,000 (issue 17).
@@ -160,17 +160,38 @@ UPSERT_ROWS = 100_000
 
 def write_batch(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> int:
     """Write one normalised batch; return the rows in the batch. Appended facts go in one
-    transaction; upserted state (its last row per key) in one per UPSERT_ROWS rows, the
-    earlier ones committed if a later one fails (a later delivery writes the rest)."""
+    transaction; upserted state (its last row per key) in one per slice of
+    :func:`upsert_slices`, the earlier ones committed if a later one fails (the Future
+    raises; a later delivery writes the rest)."""
     if table.num_rows == 0:
         return 0
     if kind in APPEND_ONLY:
         _write(con, kind, table)
         return table.num_rows
     table = _last_per_key(kind, table)
-    for offset in range(0, table.num_rows, UPSERT_ROWS):
-        _write(con, kind, table.slice(offset, UPSERT_ROWS))
+    for part in upsert_slices(kind, table):
+        _write(con, kind, part)
     return table.num_rows
+
+
+def upsert_slices(kind: str, table: pa.Table) -> list[pa.Table]:
+    """``table`` cut about every UPSERT_ROWS rows, each cut moved on to where the first
+    key column changes: a job's rows delivered together (a run's allocations) are written
+    in one transaction, so no reader sees a run with some of its GPUs."""
+    n = table.num_rows
+    if n <= UPSERT_ROWS:
+        return [table]
+    first = table.column(KEYS[kind][0]).combine_chunks()
+    codes = pc.fill_null(pc.dictionary_encode(first).indices, -1).to_numpy()
+    changes = np.flatnonzero(codes[1:] != codes[:-1]) + 1  # rows where a new key begins
+    cuts = [0]
+    while cuts[-1] + UPSERT_ROWS < n:
+        i = np.searchsorted(changes, cuts[-1] + UPSERT_ROWS)
+        if i == len(changes):
+            break
+        cuts.append(int(changes[i]))
+    cuts.append(n)
+    return [table.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
 def _write(con: duckdb.DuckDBPyConnection, kind: str, table: pa.Table) -> None:

@@ -4,7 +4,8 @@ An allocation is one GPU of a run (``allocations``: 4.86 M rows for a 24,576-GPU
 The pages that ask which nodes a run held, and for how long, grouped them per run and
 node on every read: r_f's exposure (warehouse/queries/failures.py), lemon nodes' exposure
 and failed runs, Placement's runs, their racks and the usual job size
-(warehouse/placement.py). A run's GPUs on one node share their start and end, so the
+(warehouse/placement.py), and which runs are multi-node for stragglers
+(warehouse/stragglers.py). A run's GPUs on one node share their start and end, so the
 same allocations counted per ``(job_id, run_index, node, start_ts, end_ts)`` are ~4x
 fewer rows (1.32 M for that week), and each row stands for its allocations exactly: a
 query that filters allocations on their times keeps or drops a row's allocations
@@ -53,7 +54,7 @@ COLUMNS = ("job_id", "run_index", "node", "start_ts", "end_ts", "gpus", "gpu_ind
 _FRESH_SQL = fill(SELECT_SQL, where=" WHERE job_id IN (SELECT job_id FROM batch)")
 
 #: The jobs of ``batch`` whose rows in ``run_nodes`` differ from their fresh count
-#: (registered as ``_run_nodes_fresh``): a row added, gone or changed.
+#: (the temporary table ``_run_nodes_fresh``): a row added, gone or changed.
 _CHANGED_SQL = fill("""
 WITH stored AS (
     SELECT {columns} FROM run_nodes WHERE job_id IN (SELECT job_id FROM batch)

@@ -110,7 +110,10 @@ class Warehouse:
 
         The batch is checked here, in the caller's thread: a bad batch raises
         ``BatchError`` at once and nothing is written. The returned Future resolves to
-        the number of rows in the batch once its transaction has committed.
+        the number of rows in the batch once its transaction has committed (an upserted
+        batch of more than ~100,000 rows: its transactions, one per slice of whole jobs,
+        ``warehouse.ingest.upsert_slices``; if one fails, the Future raises and the
+        slices before it stay written).
         Delivering the same batch again changes nothing. ``urgent``: a live collection
         batch, written before queued maintenance and between the steps of running
         maintenance (see warehouse/writer.py).

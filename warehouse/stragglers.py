@@ -202,7 +202,6 @@ def detect(cur, start: datetime, end: datetime, p: Params = Params()) -> pd.Data
     return episodes(flag_minutes(df, p), p)
 
 
-
 _SEEDS_SQL = """
 SELECT * FROM stragglers WHERE end_ts >= $since
 QUALIFY row_number() OVER (PARTITION BY job_id, run_index, node ORDER BY end_ts DESC) = 1
