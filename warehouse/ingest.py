@@ -129,14 +129,20 @@ def repeats_a_key(keys: list[str], table: pa.Table) -> bool:
             codes.append(pc.fill_null(col.cast(pa.int64(), safe=False), 0).to_numpy())
             if col.null_count:
                 codes.append(col.is_null().to_numpy(zero_copy_only=False))
-        else:  # strings, timestamps: a NULL is its own code (-1)
-            codes.append(pc.fill_null(pc.dictionary_encode(col).indices, -1).to_numpy())
+        else:  # strings, timestamps
+            codes.append(_codes(col))
     order = np.lexsort(codes[::-1])
     same = np.ones(len(order) - 1, dtype=bool)
     for code in codes:
         ordered = code[order]
         same &= ordered[1:] == ordered[:-1]
     return bool(same.any())
+
+
+def _codes(col: pa.Array) -> np.ndarray:
+    """Each value's number in ``col``'s dictionary (equal values, equal numbers); a NULL
+    is its own number, -1."""
+    return pc.fill_null(pc.dictionary_encode(col).indices, -1).to_numpy()
 
 
 def _last_per(keys: list[str], table: pa.Table) -> pa.Table:
@@ -181,8 +187,7 @@ def upsert_slices(kind: str, table: pa.Table) -> list[pa.Table]:
     n = table.num_rows
     if n <= UPSERT_ROWS:
         return [table]
-    first = table.column(KEYS[kind][0]).combine_chunks()
-    codes = pc.fill_null(pc.dictionary_encode(first).indices, -1).to_numpy()
+    codes = _codes(table.column(KEYS[kind][0]).combine_chunks())
     changes = np.flatnonzero(codes[1:] != codes[:-1]) + 1  # rows where a new key begins
     cuts = [0]
     while cuts[-1] + UPSERT_ROWS < n:
