@@ -43,6 +43,11 @@ FIRST_DAYS = 8  # a first refresh looks this far back
 #: of the multi-node runs' minutes is a pandas frame: at 24,576 GPUs 6 hours of them took
 #: the service's process from 0.15 to 1.8 GiB, 1 hour to 0.7 GiB (issue 17).
 SLICE = timedelta(hours=1)
+#: GPU-minutes read at once, at most (a slice's rows, ~80 bytes each in its frame, and as
+#: much again to flag them): shorter slices for a larger fleet, 20 minutes at 24,576 GPUs
+#: (an hour's frame and its flagging took ~640 MiB there, issue 17); the whole SLICE up to
+#: 8,333 GPUs.
+SLICE_GPU_MINUTES = 500_000
 
 COLUMNS = ["job_id", "run_index", "node", "start_ts", "end_ts", "minutes", "gpu_indices",
            "job_gpus", "slowdown_frac", "gpu_hours_lost", "clock_mhz", "peer_clock_mhz",
@@ -118,6 +123,7 @@ def flag_minutes(df: pd.DataFrame, p: Params = Params()) -> pd.DataFrame:
 
 
 MEMBER = ["job_id", "run_index", "node"]
+RUN_MINUTE = ["job_id", "run_index", "ts"]
 _MEANS = ["slowdown_frac", "clock_mhz", "peer_clock_mhz", "power_w", "peer_power_w"]
 _SUMS = ["gpu_hours_lost", "thermal_s", "power_brake_s"]
 
@@ -126,11 +132,14 @@ def episodes(flagged: pd.DataFrame, p: Params = Params(),
              seeds: pd.DataFrame | None = None) -> pd.DataFrame:
     """Straggler episodes (columns :data:`COLUMNS`) from lagging GPU-minutes.
 
-    ``seeds``: episodes found before (columns :data:`COLUMNS`, at most one per member:
-    job, run and node). Lagging minutes of a member before its seed's end were counted
-    already and are dropped; a run of minutes starting within ``gap_min`` of the seed's
-    last minute extends the seed (whatever its length), and the result holds the seed
-    extended, its sums added and its means weighted by minutes."""
+    ``seeds``: episodes found before that may reach into the minutes of ``flagged``
+    (columns :data:`COLUMNS`; a member, job, run and node, may have several). Lagging
+    minutes of a member before its last seed's end were counted already and are dropped;
+    a run of minutes starting within ``gap_min`` of that seed's last minute extends it
+    (whatever its length), and the result holds the seed extended, its sums added and its
+    means weighted by minutes. A minute of a run some seed covers was charged its seeds'
+    largest lag then; it is charged now only what a slower member's new episode adds to
+    that (:func:`_charged`), so a minute read twice costs the run what one read would."""
     seeds = pd.DataFrame(columns=COLUMNS) if seeds is None else seeds
     if flagged.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -141,7 +150,8 @@ def episodes(flagged: pd.DataFrame, p: Params = Params(),
         peer_power=("peer_power", "first"), thermal_s=("thermal_s", "sum"),
         power_brake_s=("power_brake_s", "sum"),
         gpus=("gpu_index", lambda s: sorted(int(v) for v in s))).reset_index()
-    seed = seeds.set_index(MEMBER)
+    charged = _charged(node_min, seeds)
+    seed = seeds.sort_values("end_ts").drop_duplicates(MEMBER, keep="last").set_index(MEMBER)
     key = pd.MultiIndex.from_frame(node_min[MEMBER])
     seed_end = pd.Series(pd.to_datetime(seed["end_ts"].reindex(key).to_numpy()),
                          index=node_min.index)
@@ -158,11 +168,16 @@ def episodes(flagged: pd.DataFrame, p: Params = Params(),
     node_min = node_min[(sizes >= p.hold_min) | node_min.seeded].copy()
     if node_min.empty:
         return pd.DataFrame(columns=COLUMNS)
-    # the run's slowdown in a minute is its slowest member's lag, charged to that member
-    slowest = node_min.groupby(["job_id", "run_index", "ts"]).lag.transform("max")
+    # the run's slowdown in a minute is its slowest member's lag, charged to that member,
+    # less what the minute was charged before (a seed's member lagged then)
+    slowest = node_min.groupby(RUN_MINUTE).lag.transform("max")
     first = node_min.lag.eq(slowest) & ~node_min.duplicated(["job_id", "run_index", "ts",
                                                              "lag"])
-    node_min["cost"] = np.where(first, node_min.job_gpus * node_min.lag / 60.0, 0.0)
+    before = charged.reindex(pd.MultiIndex.from_frame(node_min[RUN_MINUTE]),
+                             fill_value=0.0).to_numpy()
+    node_min["cost"] = np.where(first, node_min.job_gpus
+                                * np.maximum(node_min.lag.to_numpy() - before, 0.0) / 60.0,
+                                0.0)
     e = node_min.groupby("episode").agg(
         job_id=("job_id", "first"), run_index=("run_index", "first"), node=("node", "first"),
         start_ts=("ts", "min"), last=("ts", "max"), minutes=("ts", "size"),
@@ -175,6 +190,22 @@ def episodes(flagged: pd.DataFrame, p: Params = Params(),
     e["end_ts"] = e.pop("last") + MINUTE
     e = e.reset_index(drop=True)
     return _extend(e, seed)[COLUMNS].reset_index(drop=True)
+
+
+def _charged(node_min: pd.DataFrame, seeds: pd.DataFrame) -> pd.Series:
+    """The lag each run's minute of ``node_min`` was charged before, indexed by
+    :data:`RUN_MINUTE`: the largest lag among its members' minutes that lie in a seed of
+    theirs (``start_ts <= ts < end_ts``). Each read charges a minute the slowest lag of
+    its episodes less that, so a minute's charges add up to the slowest lag of all the
+    episodes that cover it, however many reads saw it: a member whose lag became an
+    episode only after a read's boundary would otherwise be charged the whole minute
+    again (issue 17: +4 % at 24,576 GPUs in 20-minute slices)."""
+    if seeds.empty or node_min.empty:
+        return pd.Series(dtype=float, index=pd.MultiIndex.from_tuples([], names=RUN_MINUTE))
+    spans = node_min[MEMBER + ["ts", "lag"]].merge(
+        seeds[MEMBER + ["start_ts", "end_ts"]], on=MEMBER)
+    spans = spans[(spans.start_ts <= spans.ts) & (spans.ts < spans.end_ts)]
+    return spans.groupby(RUN_MINUTE).lag.max()
 
 
 def _extend(e: pd.DataFrame, seed: pd.DataFrame) -> pd.DataFrame:
@@ -202,10 +233,20 @@ def detect(cur, start: datetime, end: datetime, p: Params = Params()) -> pd.Data
     return episodes(flag_minutes(df, p), p)
 
 
-_SEEDS_SQL = """
-SELECT * FROM stragglers WHERE end_ts >= $since
-QUALIFY row_number() OVER (PARTITION BY job_id, run_index, node ORDER BY end_ts DESC) = 1
-"""
+#: The episodes a read may extend or whose minutes it reads again (all of a member's,
+#: not only its last: each one's minutes were charged).
+_SEEDS_SQL = "SELECT * FROM stragglers WHERE end_ts >= $since"
+
+
+#: The GPUs that report (one row each in ``gpu_latest``).
+_GPUS_SQL = "SELECT count(*) FROM gpu_latest"
+
+
+def slice_length(con) -> timedelta:
+    """The minutes a refresh reads at once: :data:`SLICE_GPU_MINUTES` over the GPUs that
+    report, in whole minutes, at least one and at most :data:`SLICE`."""
+    gpus = con.execute(_GPUS_SQL).fetchone()[0]
+    return max(MINUTE, min(SLICE, SLICE_GPU_MINUTES // max(gpus, 1) * MINUTE))
 
 
 def refresh_stragglers(con, now: datetime, p: Params = Params()) -> int:
@@ -222,8 +263,9 @@ def refresh_stragglers(con, now: datetime, p: Params = Params()) -> int:
     cut = (datetime.fromisoformat(done) if done else end - timedelta(days=FIRST_DAYS)) - lead
     written: set = set()
     read_from = cut
+    step = slice_length(con)
     while cut < end:  # in slices, so a first refresh over days holds bounded memory
-        stop = min(end, cut + SLICE)
+        stop = min(end, cut + step)
         # each slice reads from ``lead`` before its start, as each refresh does: lagging
         # minutes fewer than hold_min before a boundary were noise to the slice before
         # (never written, so no seed) and would be lost to the episode

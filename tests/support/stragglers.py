@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pandas as pd
+
 from collector.simulator import Cluster, SimConfig
 
 ANCHOR = datetime(2026, 11, 2)
@@ -32,3 +34,26 @@ def seed(path: Path, sim: Cluster | None = None) -> Path:
     finally:
         w.close()
     return path
+
+
+def store_run(wh, job_id: str, gpus: list, slow: dict) -> None:
+    """One run of ``job_id`` (run 0): ``gpus`` lists its allocations as (node, GPU index,
+    start, end), each GPU's minutes in ``gpu_samples_1m`` at 1980 MHz, 600 W and 80 % SM
+    activity but where ``slow[(node, gpu_index)]`` maps a minute to its clock (MHz)."""
+    wh.ingest("allocations", pd.DataFrame(
+        [{"job_id": job_id, "run_index": 0, "node": n, "gpu_index": g, "start_ts": a,
+          "end_ts": b} for n, g, a, b in gpus])).result()
+    rows = pd.DataFrame(
+        [{"ts": ts, "node": n, "gpu_index": g,
+          "sm_clock_mhz_avg": slow.get((n, g), {}).get(ts, 1980.0), "power_w_avg": 600.0,
+          "sm_active_pct_avg": 80.0}
+         for n, g, a, b in gpus for ts in pd.date_range(a, b, freq="1min", inclusive="left")])
+    rows["gpu_index"] = rows.gpu_index.astype("int16")
+
+    def write(con):
+        con.register("run_minutes", rows)
+        try:
+            con.execute("INSERT INTO gpu_samples_1m BY NAME SELECT * FROM run_minutes")
+        finally:
+            con.unregister("run_minutes")
+    wh.write(write).result()
