@@ -74,6 +74,7 @@ from bench.common import (  # noqa: E402
 from collector.dcgm import DcgmCollector  # noqa: E402
 from collector.sanitize import sanitize_samples  # noqa: E402
 from collector.simulator import Cluster, SimConfig  # noqa: E402
+from gpulens.memory import release_free_memory  # noqa: E402
 from gpulens.settings import default  # noqa: E402
 from warehouse import Warehouse  # noqa: E402
 
@@ -258,6 +259,7 @@ def live(wh: Warehouse, cluster: Fleet, args, alerts) -> dict:
         s, rows = timed(lambda: one_cycle(collector, wh, texts, ts))  # noqa: B023
         cycle_s.append(s)
         texts = None  # the next cycle's text is rendered while this one is freed
+        release_free_memory()  # as the service does after each cycle
         if k % 4 == 3:  # each simulated minute: the rollup job, then the alert rules
             rollup_s.append(timed(lambda: wh.rollup().result())[0])
             alerts.now = lambda: ts + timedelta(seconds=1)  # noqa: B023

@@ -34,6 +34,7 @@ from gpulens.config import BY_NAME, Config
 from gpulens.health import STALE_TICKS, Health
 from gpulens.history_progress import HistoryProgress
 from gpulens.lake_job import LakeJob
+from gpulens.memory import release_free_memory
 from gpulens.sources import build_sources
 from warehouse import Retention, Warehouse, analytics, meta
 from warehouse.clock import utcnow
@@ -327,6 +328,8 @@ class Service:
         self._failures.pop(source.name, None)
         self._retry_at.pop(source.name, None)
         self.health.success(source.name, ts, time.perf_counter() - started, rows)
+        batches = futures = None  # written: the cycle's tables are freed before the next
+        release_free_memory()  # parse, so a refresh does not start on what it freed
 
     @staticmethod
     def _guarded(job: Callable[[], object], what: str) -> None:

@@ -91,6 +91,22 @@ def test_a_source_recovers_after_backoff(service):
     assert svc.health.sources["bad"].last_success == floor_ts(clock.t, 15)
 
 
+def test_a_cycle_gives_its_freed_memory_back_once_written(service, monkeypatch):
+    """After each cycle written, its tables dropped, the allocators' free pages go back
+    (gpulens/memory.py; issue 17): a refresh does not start on a parse's leftovers. A
+    failed cycle backs off instead."""
+    import gpulens.service as service_module
+
+    svc, _ = service
+    good, bad = svc.sources
+    seen = []
+    monkeypatch.setattr(service_module, "release_free_memory", lambda: seen.append(
+        svc.warehouse.reader().execute("SELECT count(*) FROM gpu_samples").fetchone()[0]))
+    svc.collect_once(good)
+    svc.collect_once(bad)
+    assert seen == [8]
+
+
 def test_health_details_name_dropped_rows_and_down_targets():
     from collector.sanitize import DropCounter
     from collector.scrape import TargetStatus

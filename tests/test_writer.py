@@ -113,3 +113,31 @@ def test_a_queue_full_of_maintenance_does_not_hold_a_live_batch_back():
     w.close()
     assert log == ["live", "import 0", "import 1"]
     con.close()
+
+
+def test_a_long_step_of_maintenance_gives_freed_memory_back(writer, monkeypatch):
+    """After a step of maintenance of LONG_WORK_S or more, and only then, the writer
+    hands the allocators' free pages back (gpulens/memory.py), so the next step does not
+    start on what this one freed (issue 17); never after urgent work (a live batch's
+    wait)."""
+    import time
+
+    from warehouse import writer as writer_module
+
+    calls = []
+    monkeypatch.setattr(writer_module, "LONG_WORK_S", 0.05)
+    monkeypatch.setattr(writer_module, "release_free_memory", lambda: calls.append(1))
+
+    def done():  # the release, if any, follows the item before the next one runs
+        writer.submit(lambda con: None).result(timeout=10)
+        return len(calls)
+
+    writer.submit(lambda con: None).result(timeout=10)
+    assert done() == 0
+    writer.submit(lambda con: time.sleep(0.1), urgent=True).result(timeout=10)
+    assert done() == 0
+    writer.submit(lambda con: time.sleep(0.1)).result(timeout=10)
+    assert done() == 1
+    with pytest.raises(ZeroDivisionError):  # a failed step freed its memory too
+        writer.submit(lambda con: time.sleep(0.1) or 1 / 0).result(timeout=10)
+    assert done() == 2

@@ -25,7 +25,14 @@ from typing import Any
 
 import duckdb
 
+from gpulens.memory import release_free_memory
+
 log = logging.getLogger(__name__)
+
+#: A step of maintenance this long (seconds) or longer is followed by
+#: :func:`~gpulens.memory.release_free_memory`, so the next step, or the live cycle,
+#: does not start on what it freed (issue 17).
+LONG_WORK_S = 1.0
 
 _local = threading.local()  # .writer: the Writer whose thread this is
 
@@ -144,9 +151,13 @@ class Writer:
             item, urgent = taken
             if urgent:
                 self._in_urgent = True
+            started = time.monotonic()
             try:
                 self._execute(item, urgent)
             finally:
                 self._in_urgent = False
+            item = taken = None  # what the work returned is the submitter's alone now
             if not urgent:
                 self._steps += 1
+                if time.monotonic() - started >= LONG_WORK_S:
+                    release_free_memory()
