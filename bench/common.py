@@ -48,6 +48,18 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - t0, out
 
 
+def reset_peak_rss() -> bool:
+    """Start this process's peak RSS (``VmHWM``) again from its current RSS, so the next
+    :func:`peak_rss_bytes` is one step's own peak: "5" to /proc/self/clear_refs (Linux
+    4.0 and later). False where that cannot be done: the peak then stays the process's."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def peak_rss_bytes() -> int:
     """Peak resident set size of this process so far, bytes: ``VmHWM`` of
     /proc/self/status (KiB there). ``ru_maxrss`` is the fallback only: a child spawned by

@@ -132,7 +132,32 @@ def test_a_spawned_service_process_reports_its_own_peak_rss():
     assert rss < 400 * 2**20, f"child peak RSS {rss / 2**20:.0f} MiB"
 
 
-def _scale_targets(monkeypatch, capsys, cbs, history_days):
+def test_a_step_s_own_peak_rss_starts_from_the_rss_it_found():
+    """bench/scale.py reports each step's own peak: the peak is reset from the RSS of the
+    moment, so 300 MiB touched and freed before is not the next step's."""
+    from bench.common import peak_rss_bytes, reset_peak_rss
+
+    ballast = bytearray(300 * 2**20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
+    del ballast
+    before = peak_rss_bytes()
+    if not reset_peak_rss():
+        pytest.skip("/proc/self/clear_refs cannot be written here")
+    assert peak_rss_bytes() <= before - 250 * 2**20
+
+
+def test_scale_judges_the_largest_step_s_own_peak(monkeypatch, capsys):
+    """With each step's peak its own, the process's peak is the largest of them, not the
+    last step's (the service's process reports the callbacks' peak at its end)."""
+    targets = _scale_targets(monkeypatch, capsys, [
+        ("overview", "headline", "24h", 0.05, 0.06, 0.04)], 0.25,
+        peaks={"live path": 1200 * 2**20, "callbacks": 100 * 2**20})
+    row = [line for line in targets.splitlines() if "peak RSS" in line]
+    assert len(row) == 1 and "1.2 GiB" in row[0] and row[0].rstrip().endswith("NO"), targets
+
+
+def _scale_targets(monkeypatch, capsys, cbs, history_days, peaks=None):
     """bench/scale.py's targets table for a service part that answered ``cbs`` (the
     history and the service's process replaced by their results)."""
     import types
@@ -161,7 +186,7 @@ def _scale_targets(monkeypatch, capsys, cbs, history_days):
           "cbs": cbs, "report_s": 1.0, "report": "1.0 s", "s_sched": 0.1, "s_refresh": 0.1,
           "backfill": [0.0, 0], "tiers": pd.DataFrame({"table": ["t"], "rows": [1],
                                                        "bytes": [1]}),
-          "size": 1, "rss_before_live": 1, "peaks": {}}
+          "size": 1, "rss_before_live": 1, "peaks": peaks or {}, "own_peaks": True}
     monkeypatch.setattr(scale, "in_child", lambda fn, *a: (sv, 100 * 2**20))
     assert scale.main(["--racks", "1", "--live-minutes", "1", "--history-days",
                        str(history_days), "--runs", "1", "--ranges", "24h"]) == 0
