@@ -79,7 +79,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("service.log_level", str, "INFO", "Logging level.",
             lambda v: v.upper() in {"DEBUG", "INFO", "WARNING", "ERROR"},
             "one of DEBUG, INFO, WARNING, ERROR"),
-    Setting("warehouse.memory_limit_mb", int, 512,
+    Setting("warehouse.memory_limit_mb", int, 256,
             "DuckDB's memory limit for the warehouse, in MiB: its buffer pool (cached "
             "blocks) and query memory; past it DuckDB spills to a temporary file beside "
             "the database. 0 keeps DuckDB's own default, 80 % of RAM, which its cache "
