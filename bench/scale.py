@@ -384,7 +384,9 @@ def service(path: str, args, config: SimConfig, anchor: datetime,
         cfg = load(None)  # defaults: collect.interval_s = 15, every default rule
         alerts = AlertRuntime(wh, cfg, now=lambda: NOW, send=lambda *a, **k: 200)
         rss_before_live = current_rss_bytes()
-        peaks = {}  # each step's own peak where the peak can be reset, else the peak so far
+        # each step's own peak where the peak can be reset, else the peak so far; "start":
+        # opening the warehouse, reading its tiers, the alert rules
+        peaks = {"start": peak_rss_bytes()}
         own = reset_peak_rss()
 
         def step_done(name: str) -> None:

@@ -345,6 +345,27 @@ def test_a_refresh_extends_an_open_episode_as_one_pass_would_have_found_it():
     assert later.slowdown_frac == pytest.approx(0.23)
 
 
+def test_a_minute_covered_by_any_earlier_episode_of_a_member_is_charged_only_the_rest():
+    """Node a lagged 10 % in two episodes found before, minutes 10-15 and 20-25; a read
+    from minute 12 finds node b 30 % slow in minutes 12-17. Minutes 12-15 were charged
+    a's lag in the first of a's episodes (not its last), so b adds 0.3 - 0.1 there and
+    the whole 0.3 in minutes 16-17: 8 x (4 x 0.2 + 2 x 0.3) / 60 GPU-hours."""
+    p = Params(min_lag=0.05, z=3.5, hold_min=5, gap_min=2)
+    rows = []
+    for m in range(12, 26):
+        clocks = [1980.0] * 8
+        if 12 <= m <= 15 or 20 <= m <= 25:
+            clocks[0] = 1782.0
+        if m <= 17:
+            clocks[7] = 1386.0
+        rows.append(minute_rows(T0 + m * MIN, clocks, job_gpus=8))
+    seeds = pd.DataFrame([episode("a", T0 + 10 * MIN, 6, 8 * 6 * 0.1 / 60),
+                          episode("a", T0 + 20 * MIN, 6, 8 * 6 * 0.1 / 60)])
+    e = episodes(flag_minutes(pd.concat(rows, ignore_index=True), p), p, seeds)
+    assert list(zip(e.node, e.start_ts, e.minutes, strict=True)) == [("b", T0 + 12 * MIN, 6)]
+    assert e.gpu_hours_lost.iloc[0] == pytest.approx(8 * (4 * 0.2 + 2 * 0.3) / 60)
+
+
 # the former 6 hours; slices cutting episodes; slices shorter than hold_min (every piece
 # before a boundary would be noise to its slice: a second reader's case)
 @pytest.mark.parametrize("slice_min", [360, 7, 3])
@@ -436,6 +457,50 @@ def test_a_minute_read_again_costs_the_run_what_one_read_finds(wh, monkeypatch, 
     pd.testing.assert_frame_equal(sliced.drop(columns="gpu_hours_lost"),
                                   whole.drop(columns="gpu_hours_lost"))
     assert sliced.gpu_hours_lost.sum() == pytest.approx(whole.gpu_hours_lost.sum())
+
+
+def test_a_first_refresh_commits_each_slice_and_lets_live_work_in_between(wh, monkeypatch):
+    """Each slice of a refresh is its own transaction that moves the ledger to its end,
+    then live collection's urgent work runs (a first refresh over a week at 24,576 GPUs
+    took ~3 minutes in one transaction, all of it a live batch's wait). A refresh that
+    fails in its 50th slice keeps the 49 before; the next one goes on from there and the
+    table is the one an uninterrupted refresh writes."""
+    from warehouse import meta, stragglers
+
+    start = T0 - timedelta(hours=2)
+    gpus = [(n, g, start, start + timedelta(hours=2)) for n in ("n0", "n1") for g in range(4)]
+    store_run(wh, "9", gpus, {("n0", 3): {start + m * MIN: 1782.0 for m in range(30, 70)}})
+    monkeypatch.setattr(stragglers, "SLICE", 60 * MIN)
+    wh.write(lambda con: refresh_stragglers(con, T0)).result()
+    want = wh.reader().execute("SELECT * FROM stragglers ORDER BY ALL").df()
+    assert len(want) == 1
+    wh.write(lambda con: con.execute("DELETE FROM stragglers; DELETE FROM meta WHERE key = ?",
+                                     [stragglers.LEDGER_KEY])).result()
+
+    ledger = []
+    monkeypatch.setattr(stragglers, "yield_to_urgent", lambda: ledger.append(
+        meta.get(wh.reader(), stragglers.LEDGER_KEY)))  # what a reader sees: committed
+    reads = []
+
+    def read(*a):
+        reads.append(a)
+        if len(reads) == 50:
+            raise RuntimeError("the 50th slice fails")
+        return stragglers_frame(*a)
+
+    monkeypatch.setattr(stragglers, "streamed_frame", read)
+    with pytest.raises(RuntimeError, match="50th"):
+        wh.write(lambda con: refresh_stragglers(con, T0)).result()
+    first = T0 - timedelta(days=stragglers.FIRST_DAYS) - 7 * MIN
+    assert ledger == [(first + k * 60 * MIN).isoformat() for k in range(1, 50)]
+    resumed = datetime.fromisoformat(meta.get(wh.reader(), stragglers.LEDGER_KEY))
+    assert resumed == first + 49 * 60 * MIN
+    wh.write(lambda con: refresh_stragglers(con, T0)).result()
+    # from hold + gap minutes before the ledger, in hours: 143 h 14 min
+    assert len(reads) == 50 + -(-(T0 - resumed + 7 * MIN) // (60 * MIN)) == 50 + 144
+    assert ledger[-1] == T0.isoformat()
+    got = wh.reader().execute("SELECT * FROM stragglers ORDER BY ALL").df()
+    pd.testing.assert_frame_equal(got, want)
 
 
 @pytest.mark.parametrize(("gpus", "minutes"), [(0, 60), (512, 60), (8_333, 60),

@@ -141,3 +141,24 @@ def test_a_long_step_of_maintenance_gives_freed_memory_back(writer, monkeypatch)
     with pytest.raises(ZeroDivisionError):  # a failed step freed its memory too
         writer.submit(lambda con: time.sleep(0.1) or 1 / 0).result(timeout=10)
     assert done() == 2
+
+
+def test_the_work_is_freed_before_its_submitter_wakes(writer):
+    """An ingest's closure holds its table: the writer drops it before it resolves the
+    Future, so the collection cycle that waited on it frees the table and can hand the
+    memory back (gpulens/memory.py) at once; before, the writer held the last item until
+    the next one came."""
+    import weakref
+
+    class Table:
+        pass
+
+    def work():
+        table = Table()
+        return weakref.ref(table), lambda con: table is not None
+
+    ref, fn = work()
+    future = writer.submit(fn)
+    del fn
+    assert future.result(timeout=10) is True
+    assert ref() is None

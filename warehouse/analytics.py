@@ -104,10 +104,9 @@ def refresh(con, now: datetime, settings: Any = None) -> dict:
                                 idle_pct=opts.idle_util_pct)
     yield_to_urgent()
     t3 = time.perf_counter()
-    with transaction(con):
-        slow = refresh_stragglers(con, now, Params(min_lag=opts.straggler_min_lag,
-                                                   z=opts.straggler_z,
-                                                   hold_min=opts.straggler_hold_min))
+    slow = refresh_stragglers(con, now, Params(min_lag=opts.straggler_min_lag,
+                                               z=opts.straggler_z,
+                                               hold_min=opts.straggler_hold_min))
     return {"failures_classified": classified, "energy_hours": hours,
             "usage_hours": usage["usage_hours"], "usage_pending": usage["usage_pending"],
             **fleet, "stragglers": slow, "failures_s": round(t1 - t0, 3),

@@ -15,7 +15,8 @@ minute when one of its GPUs does; lagging minutes no more than ``gap_min`` apart
 episode, and an episode of fewer than ``hold_min`` lagging minutes is noise, not a
 straggler. The run's slowdown in a minute is the lag of its slowest member; the minute
 costs ``job_gpus x slowdown / 60`` GPU-hours, attributed to that member's node, so two
-slow nodes at once are not counted twice::
+slow nodes at once are not counted twice (a minute a later read finds a slower member
+in is split: the earlier member keeps what it was charged, :func:`_charged`)::
 
     gpu_hours_lost = job_gpus x slowdown_frac x duration_h
 
@@ -33,7 +34,8 @@ import pandas as pd
 
 from gpulens.settings import setting_field
 from warehouse import meta
-from warehouse.db import streamed_frame
+from warehouse.db import streamed_frame, transaction
+from warehouse.writer import yield_to_urgent
 
 MAD_SCALE = 1.4826  # MAD -> standard deviation of a normal distribution
 MINUTE = timedelta(minutes=1)
@@ -43,10 +45,11 @@ FIRST_DAYS = 8  # a first refresh looks this far back
 #: of the multi-node runs' minutes is a pandas frame: at 24,576 GPUs 6 hours of them took
 #: the service's process from 0.15 to 1.8 GiB, 1 hour to 0.7 GiB (issue 17).
 SLICE = timedelta(hours=1)
-#: GPU-minutes read at once, at most (a slice's rows, ~80 bytes each in its frame, and as
-#: much again to flag them): shorter slices for a larger fleet, 20 minutes at 24,576 GPUs
-#: (an hour's frame and its flagging took ~640 MiB there, issue 17); the whole SLICE up to
-#: 8,333 GPUs.
+#: GPU-minutes of a slice (its frame: ~80 bytes a row, and as much again to flag them):
+#: shorter slices for a larger fleet, 20 minutes at 24,576 GPUs (an hour's frame and its
+#: flagging took ~640 MiB there, issue 17); the whole SLICE up to 8,333 GPUs. Each read
+#: adds the hold + gap minutes before its slice (7 by default), so it reads 27 minutes at
+#: 24,576 GPUs, and a larger share of a shorter slice beyond.
 SLICE_GPU_MINUTES = 500_000
 
 COLUMNS = ["job_id", "run_index", "node", "start_ts", "end_ts", "minutes", "gpu_indices",
@@ -255,12 +258,19 @@ def refresh_stragglers(con, now: datetime, p: Params = Params()) -> int:
     It reads the minutes from ``cut`` (the last refresh's end less the hold and gap, so a
     lag that was too short then is seen whole; a first refresh: ``FIRST_DAYS`` back) and
     extends the episodes that were still open (:func:`episodes` with seeds), so each
-    refresh reads minutes, not the whole of a days-long episode. Returns the episodes
+    refresh reads minutes, not the whole of a days-long episode. It reads in slices of
+    :func:`slice_length` (each from hold + gap minutes before it), each slice one
+    transaction that moves the ledger to its end, and lets live collection's urgent work
+    in between (``yield_to_urgent``): a first refresh over a week at 24,576 GPUs takes
+    ~3 minutes, and an interrupted one goes on from its last slice. Returns the episodes
     written (new or extended)."""
     end = now.replace(second=0, microsecond=0)
     done = meta.get(con, LEDGER_KEY)
     lead = (p.hold_min + p.gap_min) * MINUTE
     cut = (datetime.fromisoformat(done) if done else end - timedelta(days=FIRST_DAYS)) - lead
+    if cut >= end:
+        meta.put(con, LEDGER_KEY, end.isoformat())
+        return 0
     written: set = set()
     read_from = cut
     step = slice_length(con)
@@ -269,21 +279,29 @@ def refresh_stragglers(con, now: datetime, p: Params = Params()) -> int:
         # each slice reads from ``lead`` before its start, as each refresh does: lagging
         # minutes fewer than hold_min before a boundary were noise to the slice before
         # (never written, so no seed) and would be lost to the episode
-        seeds = con.execute(_SEEDS_SQL, {"since": read_from - p.gap_min * MINUTE}).df()
-        df = streamed_frame(con, MINUTES_SQL, {"start": read_from, "end": stop})
-        found = episodes(flag_minutes(df, p), p, seeds)
-        if len(found):
-            con.register("found_keys", found[MEMBER + ["start_ts"]])
-            try:
-                con.execute("DELETE FROM stragglers WHERE (job_id, run_index, node, start_ts)"
-                            " IN (SELECT (job_id, run_index, node, start_ts) FROM found_keys)")
-            finally:
-                con.unregister("found_keys")
-        write(con, found)
-        written |= set(found[MEMBER + ["start_ts"]].itertuples(index=False, name=None))
+        with transaction(con):
+            written |= _slice(con, read_from, stop, p)
+            meta.put(con, LEDGER_KEY, stop.isoformat())
+        yield_to_urgent()
         cut, read_from = stop, stop - lead
-    meta.put(con, LEDGER_KEY, end.isoformat())
     return len(written)
+
+
+def _slice(con, read_from: datetime, stop: datetime, p: Params) -> set:
+    """The episodes of the minutes of [read_from, stop), the earlier ones they extend or
+    read again as seeds, written in place of those; their keys (member, start_ts)."""
+    seeds = con.execute(_SEEDS_SQL, {"since": read_from - p.gap_min * MINUTE}).df()
+    found = episodes(flag_minutes(streamed_frame(
+        con, MINUTES_SQL, {"start": read_from, "end": stop}), p), p, seeds)
+    if len(found):
+        con.register("found_keys", found[MEMBER + ["start_ts"]])
+        try:
+            con.execute("DELETE FROM stragglers WHERE (job_id, run_index, node, start_ts)"
+                        " IN (SELECT (job_id, run_index, node, start_ts) FROM found_keys)")
+        finally:
+            con.unregister("found_keys")
+    write(con, found)
+    return set(found[MEMBER + ["start_ts"]].itertuples(index=False, name=None))
 
 
 def write(con, found: pd.DataFrame) -> None:

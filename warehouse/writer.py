@@ -85,7 +85,7 @@ class Writer:
                 self._cond.wait()
             if self._closed:
                 raise WriterClosed("the warehouse writer is closed; no more writes are accepted")
-            item = (fn, fut, time.monotonic(), self._steps)
+            item = [fn, fut, time.monotonic(), self._steps]  # a list: run, it drops fn
             (self._urgent if urgent else self._normal).append(item)
             self._cond.notify_all()
         return fut
@@ -118,8 +118,9 @@ class Writer:
                     return None
                 self._cond.wait()
 
-    def _execute(self, item, urgent: bool) -> None:
+    def _execute(self, item: list, urgent: bool) -> None:
         fn, fut, queued_at, steps_at = item
+        item[0] = None  # the work's closure (an ingest's table) is freed once it returned
         if urgent:
             waited = time.monotonic() - queued_at
             self.urgent_wait_last_s = waited
@@ -128,7 +129,9 @@ class Writer:
         if not fut.set_running_or_notify_cancel():
             return
         try:
-            fut.set_result(fn(self._con))
+            result = fn(self._con)
+            fn = None  # before the submitter wakes: its next step finds the closure freed
+            fut.set_result(result)
         except BaseException as exc:  # handed to the submitter, never kills the writer
             log.debug("write failed: %s", exc)
             fut.set_exception(exc)
@@ -156,7 +159,6 @@ class Writer:
                 self._execute(item, urgent)
             finally:
                 self._in_urgent = False
-            item = taken = None  # what the work returned is the submitter's alone now
             if not urgent:
                 self._steps += 1
                 if time.monotonic() - started >= LONG_WORK_S:
