@@ -48,6 +48,14 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
     return time.perf_counter() - t0, out
 
 
+def current_rss_bytes() -> int:
+    """This process's resident set size now, bytes (/proc/self/statm, Linux)."""
+    import os
+
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def reset_peak_rss() -> bool:
     """Start this process's peak RSS (``VmHWM``) again from its current RSS, so the next
     :func:`peak_rss_bytes` is one step's own peak: "5" to /proc/self/clear_refs (Linux

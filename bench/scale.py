@@ -60,6 +60,7 @@ sys.path.insert(0, str(ROOT))  # ahead of bench/: `dashboard` is the package
 
 from bench import questions as bq  # noqa: E402
 from bench.common import (  # noqa: E402
+    current_rss_bytes,
     human_bytes,
     machine,
     median,
@@ -86,13 +87,6 @@ TARGETS = {"cycle_s": 2.0, "rss": 2**30, "callback_p95_s": 0.3, "report_s": 10.0
 #: the history only partly fills, so its target is not judged here (bench/report.py
 #: builds both weeks whole).
 REPORT_HISTORY_DAYS = 14.5
-
-
-def current_rss_bytes() -> int:
-    with open("/proc/self/statm") as fh:
-        import os
-
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def in_child(fn, *args):

@@ -7,12 +7,8 @@ import os
 
 import pytest
 
+from bench.common import current_rss_bytes
 from gpulens import memory
-
-
-def rss_mib() -> float:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 @pytest.mark.skipif(memory._TRIM is None or not os.path.exists("/proc/self/statm"),
@@ -25,9 +21,9 @@ def test_free_pages_inside_the_heap_go_back_to_the_system():
     for b in held:
         b[::4096] = b"\x01" * len(b[::4096])  # touched, so resident
     del held
-    before = rss_mib()
+    before = current_rss_bytes() / 2**20
     memory.release_free_memory()
-    after = rss_mib()
+    after = current_rss_bytes() / 2**20
     assert before - after >= 100, (before, after)
     assert len(pin) == 1000
 

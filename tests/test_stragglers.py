@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collector.simulator import Cluster, SimConfig
-from tests.support.stragglers import ANCHOR, LIVE, MIN, seed, store_run
+from tests.support.stragglers import ANCHOR, LIVE, MIN, forget_stragglers, seed, store_run
 from warehouse.db import streamed_frame as stragglers_frame
 from warehouse.stragglers import Params, episodes, flag_minutes, refresh_stragglers
 
@@ -380,9 +380,7 @@ def test_the_refresh_finds_the_same_episodes_whatever_its_slices(sim, sim_wh, mo
     now = LIVE + 40 * MIN
     sim_wh.write(lambda con: refresh_stragglers(con, now)).result()
     want = sim_wh.reader().execute("SELECT * FROM stragglers ORDER BY ALL").df()
-    sim_wh.write(lambda con: con.execute(
-        "DELETE FROM stragglers; DELETE FROM meta WHERE key = ?",
-        [stragglers.LEDGER_KEY])).result()
+    forget_stragglers(sim_wh)
     monkeypatch.setattr(stragglers, "SLICE", slice_min * MIN)
     reads = []
     monkeypatch.setattr(stragglers, "streamed_frame",
@@ -411,9 +409,7 @@ def test_a_run_is_multi_node_by_all_its_allocations_whatever_the_slice(wh, monke
     found = {}
     for slice_min in (60, 7):
         monkeypatch.setattr(stragglers, "SLICE", slice_min * MIN)
-        wh.write(lambda con: con.execute(
-            "DELETE FROM stragglers; DELETE FROM meta WHERE key = ?",
-            [stragglers.LEDGER_KEY])).result()
+        forget_stragglers(wh)
         wh.write(lambda con: refresh_stragglers(con, T0)).result()
         found[slice_min] = wh.reader().execute(
             "SELECT node, start_ts, minutes, job_gpus FROM stragglers").fetchall()
@@ -441,9 +437,7 @@ def test_a_minute_read_again_costs_the_run_what_one_read_finds(wh, monkeypatch, 
 
     def found(slice_min):
         monkeypatch.setattr(stragglers, "SLICE", slice_min * MIN)
-        wh.write(lambda con: con.execute(
-            "DELETE FROM stragglers; DELETE FROM meta WHERE key = ?",
-            [stragglers.LEDGER_KEY])).result()
+        forget_stragglers(wh)
         wh.write(lambda con: refresh_stragglers(con, T0)).result()
         return wh.reader().execute(
             "SELECT node, start_ts, minutes, gpu_hours_lost FROM stragglers "
@@ -474,8 +468,7 @@ def test_a_first_refresh_commits_each_slice_and_lets_live_work_in_between(wh, mo
     wh.write(lambda con: refresh_stragglers(con, T0)).result()
     want = wh.reader().execute("SELECT * FROM stragglers ORDER BY ALL").df()
     assert len(want) == 1
-    wh.write(lambda con: con.execute("DELETE FROM stragglers; DELETE FROM meta WHERE key = ?",
-                                     [stragglers.LEDGER_KEY])).result()
+    forget_stragglers(wh)
 
     ledger = []
     monkeypatch.setattr(stragglers, "yield_to_urgent", lambda: ledger.append(

@@ -57,3 +57,11 @@ def store_run(wh, job_id: str, gpus: list, slow: dict) -> None:
         finally:
             con.unregister("run_minutes")
     wh.write(write).result()
+
+
+def forget_stragglers(wh) -> None:
+    """Delete every episode and the refresh's ledger: the next refresh is a first one."""
+    from warehouse.stragglers import LEDGER_KEY
+
+    wh.write(lambda con: con.execute(
+        "DELETE FROM stragglers; DELETE FROM meta WHERE key = ?", [LEDGER_KEY])).result()
