@@ -183,7 +183,8 @@ def _scale_targets(monkeypatch, capsys, cbs, history_days, peaks=None):
     monkeypatch.setattr(scale.mp, "get_context", lambda kind: types.SimpleNamespace(Pool=Pool))
     sv = {"lv": {"cycles": 1, "cycle_s": [0.5], "rollup_s": [0.1], "alert_s": [0.1],
                  "render_s": [1.0], "lines": 1, "gpus": 64, "fired": []},
-          "cbs": cbs, "report_s": 1.0, "report": "1.0 s", "s_sched": 0.1, "s_refresh": 0.1,
+          "cbs": cbs, "report_s": 1.0, "report": "1.0 s", "s_sched": 0.1, "sched_rows": 1,
+          "s_refresh": 0.1,
           "backfill": [0.0, 0], "tiers": pd.DataFrame({"table": ["t"], "rows": [1],
                                                        "bytes": [1]}),
           "size": 1, "rss_before_live": 1, "peaks": peaks or {}, "own_peaks": True}

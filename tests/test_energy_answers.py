@@ -454,3 +454,54 @@ def test_a_category_whose_runs_have_no_energy_sums_to_zero(wh):
     by_cat = qe.failure_carbon(wh.reader(), by="category", **window)
     assert by_cat["lost_kwh"].tolist() == [0.0] and by_cat["lost_carbon_kg"].tolist() == [0.0]
     assert by_cat["gpu_hours_lost"].tolist() == pytest.approx(per_run["gpu_hours_lost"])
+
+
+def _summed_before(runs: pd.DataFrame, jobs: pd.DataFrame, by: str, limit) -> pd.DataFrame:
+    """The weekly report's tops and carbon of goodput before issue 17's twenty-first
+    round: the runs grouped per job in pandas, named from ``jobs``, grouped per user."""
+    cols = ["gpu_hours", "facility_kwh", "carbon_kg"]
+    per_job = runs.groupby("job_id")[cols].sum().reset_index()
+    per_job = per_job.merge(jobs, on="job_id", how="left")
+    if by == "user_name":
+        per_job = per_job.groupby("user_name", dropna=False)[cols].sum().reset_index()
+    out = per_job.sort_values(["facility_kwh", by], ascending=[False, True], kind="stable",
+                              na_position="last")
+    return out.head(limit) if limit is not None else out
+
+
+_ENERGY = st.one_of(st.none(), st.sampled_from([0.0, 1.0, 2.0, 0.1, 0.2, 1e4]))  # ties
+
+
+@given(runs=st.lists(st.tuples(st.sampled_from(["j1", "j2", "j3", "j10", "gone"]),
+                               _ENERGY, _ENERGY, _ENERGY), max_size=12),
+       users=st.lists(st.sampled_from(["ana", "bo", None]), min_size=4, max_size=4),
+       by=st.sampled_from(["job_id", "user_name"]),
+       limit=st.sampled_from([None, 1, 2, 10]))
+def test_runs_summed_per_job_or_user_as_pandas_summed_them(runs, users, by, limit):
+    """qe.sum_runs (issue 17: summed and named in DuckDB, not in pandas) gives the jobs'
+    and users' sums, names and order the pandas version gave: unknown energy adds 0, a
+    run whose job is not in ``jobs`` keeps its id with no name or user, users without a
+    name come last among equals, and ``limit`` keeps the first rows."""
+    con = duckdb.connect()
+    jobs = pd.DataFrame({"job_id": ["j1", "j2", "j3", "j10"], "name": ["a", "b", "c", "d"],
+                         "user_name": users, "partition": "p", "job_type": "t", "gpus": 8})
+    con.execute("CREATE TABLE jobs AS SELECT * FROM jobs")
+    frame = pd.DataFrame(runs, columns=["job_id", "gpu_hours", "facility_kwh", "carbon_kg"],
+                         dtype=object)
+    frame = frame.astype({c: float for c in frame.columns[1:]}).astype({"job_id": str})
+    got = qe.sum_runs(con, frame, by=by, limit=limit)
+    want = _summed_before(frame, jobs, by, limit)
+    def keys(df):
+        return [None if pd.isna(v) else v for v in df[by]]
+
+    assert keys(got) == keys(want)
+    for col in ("gpu_hours", "facility_kwh", "carbon_kg"):
+        assert got[col].tolist() == pytest.approx(want[col].tolist(), rel=1e-12)
+    if by == "job_id" and len(got):
+        named = got.set_index("job_id")
+        assert named["name"].isna().tolist() == [j == "gone" for j in named.index]
+
+
+def test_runs_summed_by_an_unknown_key_is_an_error():
+    with pytest.raises(ValueError, match="by must be one of"):
+        qe.sum_runs(duckdb.connect(), pd.DataFrame(), by="rack")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pandas as pd
 import pytest
 
 from dashboard.report import build, render_html
@@ -69,6 +70,21 @@ def test_reliability_figures_match_the_warehouse(wh, report):
     assert r["lemons"] >= 1 and r["nodes"].iloc[0]["lemon"]  # the simulator has a lemon
     assert report.prev["reliability"]["failures"] == len(
         qf.failures(wh.reader(), start=datetime(2026, 11, 9), end=datetime(2026, 11, 16)))
+
+
+def test_the_failures_priced_are_the_failures_listed_and_not_kept(wh, report):
+    """The report counts and prices the week's failed runs from their ids and GPU-hours
+    lost only (issue 17: every column of 184,000 runs at 24,576 GPUs), the same rows in
+    the same order as the Failures page's list, and keeps none of them."""
+    listed = qf.failures(wh.reader(), start=report.start, end=report.end)
+    priced = qf.lost_runs(wh.reader(), start=report.start, end=report.end)
+    assert len(priced) > 0 and list(priced.columns) == ["job_id", "run_index", "gpu_hours_lost"]
+    pd.testing.assert_frame_equal(priced, listed[list(priced.columns)], check_dtype=False)
+    for week in (report.this, report.prev):
+        assert "lost_runs" not in week["reliability"]
+        assert all(not isinstance(v, pd.DataFrame) or len(v) < len(listed)
+                   for section in week.values() if isinstance(section, dict)
+                   for v in section.values())  # small frames only, no row per failure
 
 
 def test_energy_and_thermal_figures_match_the_warehouse(wh, report):

@@ -182,6 +182,25 @@ def test_the_scheduler_view_hides_the_future(cluster):
     assert v["allocations"][v["allocations"].end_ts.isna()].job_id.isin(running.job_id).all()
 
 
+def test_a_sacct_window_names_the_jobs_active_since_its_start(cluster):
+    """scheduler(now, since) is what ``sacct -S since -E now`` names, as the Slurm source
+    reads after its first read (bench/scale.py's state at NOW): the jobs pending or
+    running at ``now`` or ended since, with all their runs and allocations; a job that
+    ended before ``since`` is left out."""
+    mid, since = ANCHOR + timedelta(hours=30), ANCHOR + timedelta(hours=24)
+    full = {k: t.to_pandas() for k, t in cluster.scheduler(mid).items()}
+    part = {k: t.to_pandas() for k, t in cluster.scheduler(mid, since=since).items()}
+    jobs = full["jobs"]
+    active = jobs[jobs.state.isin(["PENDING", "RUNNING"]) | (jobs.end_ts >= since)]
+    assert 0 < len(active) < len(jobs)
+    assert sorted(part["jobs"].job_id) == sorted(active.job_id)
+    for kind in ("runs", "allocations"):
+        want = full[kind][full[kind].job_id.isin(active.job_id)]
+        assert len(part[kind]) == len(want) > 0
+        assert sorted(map(tuple, part[kind][["job_id", "run_index"]].values)) == sorted(
+            map(tuple, want[["job_id", "run_index"]].values))
+
+
 # --- faults in telemetry -------------------------------------------------------------------
 def test_xids_on_the_failed_gpu_shortly_before_infrastructure_failures(cluster, sched):
     ev = cluster.events(ANCHOR, NOW).to_pandas()

@@ -274,12 +274,14 @@ SELECT coalesce(sum(greatest(0, epoch(e) - epoch(greatest(s, coalesce(before_e, 
 
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1),
        window=st.tuples(st.integers(min_value=-5, max_value=20),
-                        st.integers(min_value=1, max_value=30)))
-def test_scheduled_gpu_hours_as_the_window_in_sql(empty_wh, seed, window):
+                        st.integers(min_value=1, max_value=30)),
+       batch=st.sampled_from([1, 2, 3, 7, 1 << 20]))
+def test_scheduled_gpu_hours_as_the_window_in_sql(empty_wh, seed, window, batch):
     """scheduled_gpu_hours unions each GPU's allocations in numpy (issue 17): the GPU-hours
     of the SQL window it replaced, on random allocations sharing GPUs (several jobs on one
     GPU at once, equal starts, nested and open intervals, intervals crossing the range's
-    ends), to the rounding of the former sum of seconds."""
+    ends), to the rounding of the former sum of seconds; the same whether the sorted rows
+    come in one batch or a few at a time (a GPU's intervals cut between batches)."""
     from warehouse.queries import weekly
 
     rng = np.random.default_rng(seed)
@@ -299,7 +301,11 @@ def test_scheduled_gpu_hours_as_the_window_in_sql(empty_wh, seed, window):
             w.ingest("allocations", pd.DataFrame(rows)).result()
         p = {"start": T0 + window[0] * H, "end": T0 + (window[0] + window[1]) * H}
         want = w.reader().execute(_SCHEDULED_WINDOW, p).fetchone()[0]
-        got = weekly.scheduled_gpu_hours(w.reader(), **p)
+        kept, weekly.HELD_BATCH_ROWS = weekly.HELD_BATCH_ROWS, batch
+        try:
+            got = weekly.scheduled_gpu_hours(w.reader(), **p)
+        finally:
+            weekly.HELD_BATCH_ROWS = kept
         assert got == pytest.approx(float(want), rel=1e-12, abs=1e-9)
     finally:
         w.write(clear_allocations).result()

@@ -119,11 +119,17 @@ class Cluster:
         return events_table(self.workload, self.topo, a, b, self._us)
 
     @_locked
-    def scheduler(self, now: datetime) -> dict[str, pa.Table]:
-        """{"jobs", "runs", "allocations"} as Slurm shows them at ``now``."""
+    def scheduler(self, now: datetime, since: datetime | None = None) -> dict[str, pa.Table]:
+        """{"jobs", "runs", "allocations"} as Slurm shows them at ``now``; ``since``: only
+        the jobs a ``sacct -S since -E now`` window names (pending or running at ``now``,
+        or ended at or after ``since``), as the Slurm source reads them (its first read
+        goes back ``slurm.lookback_h``, each later one to the read before)."""
         t = self._sec(now)
         self.workload.advance(t)
         jobs = [j for j in self.workload.jobs if j.submit_s < t]
+        if since is not None:
+            s = self._sec(since)
+            jobs = [j for j in jobs if not j.done or j.runs[-1].end_s >= s]
         return scheduler_tables(self.workload, self.topo, jobs, t, self._us)
 
     def carbon(self, start: datetime, end: datetime) -> pa.Table:

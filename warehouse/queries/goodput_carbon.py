@@ -29,7 +29,6 @@ import pandas as pd
 from warehouse.analytics import Options
 from warehouse.queries import energy as qe
 from warehouse.queries import goodput as gq
-from warehouse.queries import jobs
 
 #: What the figure may be grouped by, and the failures table's group of each.
 BY = {"job_id": "job_id", "user_name": "user"}
@@ -68,9 +67,7 @@ def carbon_per_productive_gpu_hour(cur, *, start: datetime, end: datetime,
         df = qe.job_energy(cur, start=start, end=end, by=by, opts=opts)[
             keys + ["gpu_hours", "carbon_kg"]]
     else:
-        users = jobs.of_ids(cur, runs["job_id"], ("user_name",))
-        df = runs.merge(users, on="job_id", how="left")
-        df = df.groupby(keys, dropna=False)[["gpu_hours", "carbon_kg"]].sum().reset_index()
+        df = qe.sum_runs(cur, runs, by=by)[keys + ["gpu_hours", "carbon_kg"]]
     lost = gq.lost_by(cur, start=start, end=end, by=BY[by])[[BY[by], "gpu_hours_lost"]]
     df = df.merge(lost.rename(columns={BY[by]: by}), on=by, how="left")
     df = _productive(df)[keys + COLUMNS]

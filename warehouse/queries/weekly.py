@@ -39,7 +39,6 @@ from warehouse.queries import energy as qe
 from warehouse.queries import failures as qf
 from warehouse.queries import goodput as qg
 from warehouse.queries import goodput_carbon as gc
-from warehouse.queries import jobs as qj
 from warehouse.queries import stragglers as qs
 from warehouse.queries import thermal as qt
 from warehouse.queries import utilisation as qu
@@ -110,6 +109,7 @@ WITH a AS (
 ),
 k AS (SELECT node, row_number() OVER (ORDER BY node) AS k FROM (SELECT DISTINCT node FROM a))
 SELECT k.k * 65536 + (a.gpu_index + 32768) AS g, a.s, a.e FROM a JOIN k USING (node)
+ORDER BY g, s
 """
 
 _ALERTS_SQL = """
@@ -147,20 +147,62 @@ def scheduled_gpu_hours(cur, *, start: datetime, end: datetime) -> float:
     """GPU-hours of ``[start, end)`` some allocation held: per GPU the union of its
     allocations' intervals, so a GPU shared by several jobs at once (shards, MPS, MIG
     instances, time-slicing; issue 21) counts each hour once. Per GPU by start, each
-    interval adds what passes the latest end before it. Sorted and summed in numpy, in
-    integer microseconds (issue 17: a window over every allocation row in SQL took 0.37 s
-    of CPU a 24,576-GPU week, this ~0.2 s; the SQL's sum of seconds also varied in its
-    last digits from run to run)."""
-    held = cur.execute(_HELD_SQL, {"start": start, "end": end}).fetchnumpy()
-    g, s, e = (np.asarray(held[c], np.int64) for c in ("g", "s", "e"))
-    if not len(g):
-        return 0.0
-    order = np.lexsort((s, g))
-    g, s, e = g[order], s[order], e[order]
-    first = np.r_[True, g[1:] != g[:-1]]  # the first interval of its GPU
-    latest = pd.Series(e).groupby(np.cumsum(first)).cummax().to_numpy()  # ends so far
-    before = np.where(first, s, np.maximum(np.r_[s[:1], latest[:-1]], s))
-    return int(np.maximum(0, e - before).sum()) / 3.6e9
+    interval adds what passes the latest end before it, in integer microseconds (issue
+    17: a window over every allocation row in SQL took 0.37 s of CPU a 24,576-GPU week;
+    its sum of seconds also varied in its last digits from run to run).
+
+    The rows come sorted by DuckDB (which spills what its memory limit does not hold)
+    and are summed in numpy :data:`HELD_BATCH_ROWS` at a time, each batch going on from
+    the last GPU and latest end of the one before: a 24,576-GPU week's 4.8 M allocation
+    rows fetched whole and sorted in numpy took the report ~420-660 MiB above its base,
+    so ~130-190 MiB (issue 17)."""
+    span = int((end - start) / timedelta(microseconds=1)) + 1  # e - start in [0, span)
+    rows = max(1, min(HELD_BATCH_ROWS, (2**62) // max(span, 1)))  # rank x span fits
+    total, last_g, last_end = 0, None, 0
+    reader = cur.sql(_HELD_SQL, params={"start": start, "end": end}).to_arrow_reader(rows)
+    for batch in reader:
+        for offset in range(0, batch.num_rows, rows):
+            part = batch.slice(offset, rows)
+            g, s, e = (np.asarray(part.column(c).to_numpy(), np.int64) for c in ("g", "s", "e"))
+            held, last_g, last_end = _held_us(g, s, e, last_g, last_end, base=_us(start),
+                                              span=span)
+            total += held
+    return total / 3.6e9
+
+
+#: Allocation rows :func:`scheduled_gpu_hours` sums at a time (fewer where the window is
+#: so long that a batch's GPU ranks times its span would not fit in 63 bits).
+HELD_BATCH_ROWS = 1 << 20
+
+
+def _us(ts: datetime) -> int:
+    """``ts`` (naive UTC) as microseconds since the epoch, as DuckDB's ``epoch_us``."""
+    return (ts - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+
+
+def _held_us(g: np.ndarray, s: np.ndarray, e: np.ndarray, last_g, last_end: int, *,
+             base: int, span: int) -> tuple[int, object, int]:
+    """One batch of :func:`scheduled_gpu_hours`'s rows (sorted by GPU ``g``, then start
+    ``s``; ends ``e``; microseconds within ``[base, base + span)``): the microseconds
+    they add to the union, and the batch's last GPU and the latest end on it so far for
+    the next batch (``last_g`` None: the first batch). The running latest end per GPU is
+    one cumulative maximum over the ends lifted by each GPU's rank times ``span``."""
+    n = len(g)
+    if not n:
+        return 0, last_g, last_end
+    new = np.empty(n, bool)
+    new[0] = last_g is None or g[0] != last_g
+    np.not_equal(g[1:], g[:-1], out=new[1:])
+    lift = np.cumsum(new) * span
+    latest = np.maximum.accumulate(lift + (e - base)) - lift + base  # ends so far
+    if not new[0]:  # the first GPU goes on from the batch before
+        same = int(np.argmax(new)) if new.any() else n
+        np.maximum(latest[:same], last_end, out=latest[:same])
+    prior = np.empty(n, np.int64)  # the latest end before each interval
+    prior[0] = s[0] if new[0] else last_end
+    prior[1:] = latest[:-1]
+    before = np.where(new, s, np.maximum(prior, s))
+    return int(np.maximum(0, e - before).sum()), g[-1], int(latest[-1])
 
 
 def comparable(nums: dict) -> bool:
@@ -190,15 +232,8 @@ def alert_racks(cur, *, start: datetime, end: datetime, limit: int = 5) -> pd.Da
 
 def _energy_tops(reader, runs: pd.DataFrame, top: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ``top`` jobs and users by facility energy, from per-run energy."""
-    cols = ["gpu_hours", "facility_kwh", "carbon_kg"]
-    if runs.empty:
-        empty = pd.DataFrame(columns=["job_id", "name", "user_name", *cols])
-        return empty, pd.DataFrame(columns=["user_name", *cols])
-    per_job = runs.groupby("job_id")[cols].sum().reset_index()
-    per_job = per_job.merge(qj.of_ids(reader(), per_job["job_id"]), on="job_id", how="left")
-    per_user = per_job.groupby("user_name", dropna=False)[cols].sum().reset_index()
-    return (per_job.nlargest(top, "facility_kwh").reset_index(drop=True),
-            per_user.nlargest(top, "facility_kwh").reset_index(drop=True))
+    return tuple(qe.sum_runs(reader(), runs, by=by, limit=int(top))
+                 for by in ("job_id", "user_name"))
 
 
 def _failure_carbon(cur, fails: pd.DataFrame, runs: pd.DataFrame, energy: dict) -> dict:
@@ -248,7 +283,7 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
                                        large_job_gpus=large_job_gpus,
                                        gpus_per_node=gpus_per_node, **w)
     thermal = _thermal_section(reader, fleet, top=top, **w)
-    energy = _energy_section(reader, opts, fleet, reliability["failures_frame"], top=top, **w)
+    energy = _energy_section(reader, opts, fleet, reliability.pop("lost_runs"), top=top, **w)
     return {"start": start, "end": end, "fleet": fleet, "reliability": reliability,
             "thermal": thermal, "energy": energy,
             "over_time": qu.allocated_vs_used(reader(), **w)}
@@ -303,9 +338,10 @@ def _reliability_section(reader: Callable, opts: Options, *, start: datetime, en
                          now: datetime, top: int, large_job_gpus: int,
                          gpus_per_node: int | None) -> dict:
     """Failures, GPU-hours lost, the failure rate and MTTF, lemon nodes and the ETTR of
-    large jobs in the week."""
+    large jobs in the week; ``lost_runs`` (:func:`warehouse.queries.failures.lost_runs`)
+    for the energy section, which :func:`week_numbers` takes out of the report."""
     w = {"start": start, "end": end}
-    fails = qf.failures(reader(), evidence=False, **w)  # the report shows no evidence
+    fails = qf.lost_runs(reader(), **w)  # counted and priced, never named (issue 17)
     lost = qg.lost_by(reader(), by="category", **w)
     rate = qf.failure_rate(reader(), gpus_per_node=gpus_per_node, job_gpus=MTTF_JOB_GPUS, **w)
     lemons = qf.lemon_nodes(reader(), min_failures=opts.lemon_min_failures,
@@ -330,7 +366,7 @@ def _reliability_section(reader: Callable, opts: Options, *, start: datetime, en
         "by_rack": qf.failures_by(reader(), by="rack", **w).head(top),
         "nodes": lemons[lemons["infra_failures"] > 0].head(top),
         "lemons": int(lemons["lemon"].sum()),
-        "failures_frame": fails, "lost_days": qg.lost_per_day(reader(), **w),
+        "lost_runs": fails, "lost_days": qg.lost_per_day(reader(), **w),
         "reasons_frame": qf.breakdowns(reader(), parts=("reasons",), **w)["reasons"],
         "rate": rate,
         "ettr_frame": large,
