@@ -138,6 +138,19 @@ def mib(limit: str | None) -> float | None:
     return float(m.group(1)) * base ** ("KMGT".index(m.group(2)) + 1) / 2**20
 
 
+def world(config: SimConfig, anchor: datetime, live_start: datetime,
+          interval_s: float | None = None) -> Cluster:
+    """The simulated cluster of the history (sampled every ``interval_s``) and of the live
+    path: one world, whose incidents are placed from ``live_start``. Without it the
+    history's clusters drew their lemon nodes and hot GPU as if live mode began at the
+    anchor, so their jobs' fates differed from the live cluster's, and the scheduler state
+    at NOW overwrote jobs with other jobs' rows (a 1-GPU debug job holding a 8,192-GPU
+    job's twelve runs; issue 17, twenty-first round)."""
+    if interval_s is not None:
+        config = SimConfig(**{**config.__dict__, "interval_s": interval_s})
+    return Cluster(config, anchor=anchor, live_start=live_start)
+
+
 def write_history(path: str, config: SimConfig, anchor: datetime, live_minutes: float,
                   minute_hours: float, coarse_step: float) -> dict:
     """Coarse then minute-rate history through the bulk path, then the rollup.
@@ -161,7 +174,7 @@ def _write_history(wh: Warehouse, config: SimConfig, anchor: datetime, live_minu
     for step, a, b in parts:
         if b <= a:
             continue
-        cluster = Cluster(SimConfig(**{**config.__dict__, "interval_s": step}), anchor=anchor)
+        cluster = world(config, anchor, live_start, interval_s=step)
         s, _ = timed(lambda: cluster.backfill(ingest, a, b, progress=False))  # noqa: B023
         s2, n = timed(lambda: sum(f.result() for f in futures))
         futures.clear()
@@ -176,7 +189,7 @@ def _write_history(wh: Warehouse, config: SimConfig, anchor: datetime, live_minu
 def exporters(conn, config: SimConfig, anchor: datetime, live_start: datetime) -> None:
     """Child process standing in for the fleet: answers ("texts", ts) with every node's
     dcgm-exporter text and ("scheduler", ts) with Slurm's state; None ends it."""
-    cluster = Cluster(config, anchor=anchor, live_start=live_start)
+    cluster = world(config, anchor, live_start)
     while (msg := conn.recv()) is not None:
         kind, ts = msg
         if kind == "texts":

@@ -145,19 +145,21 @@ def empty_figure(message: str, *, height: int = 320) -> go.Figure:
 def lines(df: pd.DataFrame | None, x: str, series: Sequence[tuple[str, str]], *,
           y_title: str, empty: str, height: int = 320, colours: Sequence[str] = PALETTE,
           dashes: dict[str, str] | None = None, uirevision: str = "lines") -> go.Figure:
-    """One line per ``(column, label)`` of ``series`` over ``x`` (time)."""
+    """One line per ``(column, label)`` of ``series`` over ``x`` (time). Built from
+    plain traces and layout, unvalidated (:func:`figure`; issue 17: plotly's
+    ``add_trace`` and ``update_layout`` took ~10-25 ms of a callback's 300 ms);
+    tests/test_figures.py checks that validation gives the same JSON."""
     if df is None or len(df) == 0:
         return empty_figure(empty, height=height)
-    fig = figure()
-    for (col, label), colour in zip(series, colours, strict=False):
-        fig.add_trace(go.Scatter(
-            x=df[x], y=df[col], name=label, mode="lines",
-            line={"color": colour, "width": 2, "dash": (dashes or {}).get(col, "solid")},
-            hovertemplate="%{y:,.1f}",
-        ))
-    fig.update_layout(**chart_layout(height, uirevision=uirevision), xaxis=TIME_AXIS,
-                      yaxis={**GRID, "title": {"text": y_title}, "rangemode": "tozero"})
-    return fig
+    xs = df[x].to_numpy()
+    data = [{"type": "scatter", "x": xs, "y": df[col].to_numpy(), "name": label,
+             "mode": "lines",
+             "line": {"color": colour, "width": 2, "dash": (dashes or {}).get(col, "solid")},
+             "hovertemplate": "%{y:,.1f}"}
+            for (col, label), colour in zip(series, colours, strict=False)]
+    return figure(data, layout={
+        **chart_layout(height, uirevision=uirevision), "xaxis": TIME_AXIS,
+        "yaxis": {**GRID, "title": {"text": y_title}, "rangemode": "tozero"}})
 
 
 def mark_partial(fig: go.Figure, ts: Sequence, *, start: datetime | None,
