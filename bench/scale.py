@@ -151,17 +151,17 @@ def world(config: SimConfig, anchor: datetime, live_start: datetime,
     return Cluster(config, anchor=anchor, live_start=live_start)
 
 
-def write_history(path: str, config: SimConfig, anchor: datetime, live_minutes: float,
+def write_history(path: str, config: SimConfig, anchor: datetime, live_start: datetime,
                   minute_hours: float, coarse_step: float) -> dict:
-    """Coarse then minute-rate history through the bulk path, then the rollup.
-    Runs in a child process (the simulator is not part of gpulens's memory)."""
+    """Coarse then minute-rate history up to ``live_start`` (the live path's, so both are
+    one :func:`world`) through the bulk path, then the rollup. Runs in a child process
+    (the simulator is not part of gpulens's memory)."""
     with Warehouse(path) as wh:
-        return _write_history(wh, config, anchor, live_minutes, minute_hours, coarse_step)
+        return _write_history(wh, config, anchor, live_start, minute_hours, coarse_step)
 
 
-def _write_history(wh: Warehouse, config: SimConfig, anchor: datetime, live_minutes: float,
+def _write_history(wh: Warehouse, config: SimConfig, anchor: datetime, live_start: datetime,
                    minute_hours: float, coarse_step: float) -> dict:
-    live_start = NOW - timedelta(minutes=live_minutes)
     minute_start = NOW - timedelta(hours=minute_hours)
     futures = []
 
@@ -412,7 +412,8 @@ def service(path: str, args, config: SimConfig, anchor: datetime,
         # what the Slurm source's first read at NOW names: the jobs of its lookback
         # (slurm.lookback_h), the largest read it makes (each later one goes back to the
         # read before); the week's whole state was written with the history
-        since = NOW - timedelta(hours=default("slurm.lookback_h"))
+        # (and at least back to the history's end, for a live path longer than that)
+        since = min(NOW - timedelta(hours=default("slurm.lookback_h")), live_start)
         s_sched, sched_rows = timed(lambda: wh.ingest_all(fleet.scheduler(NOW, since)))
         fleet.close()
         step_done("scheduler ingest")
@@ -459,7 +460,7 @@ def run(args) -> int:
     with tempfile.TemporaryDirectory(dir=work_parent(args.workdir)) as tmp:
         path = args.keep or str(Path(tmp) / "scale.duckdb")
         with mp.get_context("spawn").Pool(1) as pool:
-            h = pool.apply(write_history, (path, config, anchor, args.live_minutes,
+            h = pool.apply(write_history, (path, config, anchor, live_start,
                                            args.minute_hours, args.coarse_step))
         print(f"history: {h['rows']:,} raw rows written in {h['write_s']:.0f} s "
               f"(simulate + ingest, in a child process), rollup {h['rollup_s']:.0f} s -> "

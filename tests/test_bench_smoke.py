@@ -282,3 +282,29 @@ def test_scale_writes_history_and_live_path_from_one_world():
         assert list(history.inc.lemons) == list(live_path.inc.lemons)
         assert history.inc.hot_gpu == live_path.inc.hot_gpu
         pd.testing.assert_frame_equal(history.scheduler(at)["runs"].to_pandas(), want)
+
+
+
+def test_scale_history_is_written_from_the_live_paths_world(monkeypatch):
+    """_write_history builds each of its clusters through world() with the live path's
+    start (not the anchor), and writes up to it."""
+    from datetime import timedelta
+
+    from bench import scale
+    from warehouse import Warehouse
+
+    seen = []
+    real = scale.world
+
+    def spy(config, anchor, live_start, interval_s=None):
+        seen.append((live_start, interval_s))
+        return real(config, anchor, live_start, interval_s=interval_s)
+
+    monkeypatch.setattr(scale, "world", spy)
+    live = scale.NOW - timedelta(minutes=30)
+    with Warehouse() as wh:
+        scale._write_history(wh, scale.SimConfig(racks=1), scale.NOW - timedelta(hours=2),
+                             live, minute_hours=1, coarse_step=900.0)
+        last = wh.reader().execute("SELECT max(ts) FROM gpu_samples").fetchone()[0]
+    assert seen == [(live, 900.0), (live, 60.0)]
+    assert live - timedelta(minutes=1) <= last < live

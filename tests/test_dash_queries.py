@@ -144,18 +144,3 @@ def test_job_energy_stays_inside_the_span_floor():
                                                "end_ts": T0 + 3 * H}])).result()
         page = jobs.energy(w.reader(), job_id="7", now=now)
         assert page["gpu_hours"].sum() == pytest.approx((T0 + 3 * H - floor) / H)
-
-
-def test_jobs_of_ids_read_through_a_registered_frame(cur):
-    """of_ids (issue 17: the ids as a frame, not a list parameter) answers for the ids
-    named, each once, ids without a job left out, with a cursor holding an unfinished
-    result; columns outside its set are refused."""
-    cur.execute("SELECT * FROM jobs")  # left unfinished
-    got = jobs.of_ids(cur, ["1001", "1005", "1001", "nope"], ("user_name", "gpus"))
-    assert list(got.columns) == ["job_id", "user_name", "gpus"]
-    assert sorted(got["job_id"]) == ["1001", "1005"]
-    assert got.set_index("job_id").loc["1005", "user_name"] == "dave"
-    assert jobs.of_ids(cur, []).empty
-    for bad in ((), ("user_name; DROP TABLE jobs",)):
-        with pytest.raises(ValueError, match="columns must be some of"):
-            jobs.of_ids(cur, ["1001"], bad)

@@ -75,7 +75,7 @@ def test_reliability_figures_match_the_warehouse(wh, report):
 def test_the_failures_priced_are_the_failures_listed_and_not_kept(wh, report):
     """The report counts and prices the week's failed runs from their ids and GPU-hours
     lost only (issue 17: every column of 184,000 runs at 24,576 GPUs), the same rows in
-    the same order as the Failures page's list, and keeps none of them."""
+    the same order as ``failures()`` lists them, and keeps none of them."""
     listed = qf.failures(wh.reader(), start=report.start, end=report.end)
     priced = qf.lost_runs(wh.reader(), start=report.start, end=report.end)
     assert len(priced) > 0 and list(priced.columns) == ["job_id", "run_index", "gpu_hours_lost"]

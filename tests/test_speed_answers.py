@@ -311,6 +311,29 @@ def test_scheduled_gpu_hours_as_the_window_in_sql(empty_wh, seed, window, batch)
         w.write(clear_allocations).result()
 
 
+def test_scheduled_gpu_hours_over_centuries_on_a_thousand_gpus(empty_wh):
+    """The running latest end per GPU lifts each GPU's ends by its rank times the
+    window's span; a 300-year window (9.5e15 us) over 1,200 GPUs would pass 2**63 in one
+    batch, so the batch is cut (issue 17): the union is still the SQL window's."""
+    from warehouse.queries import weekly
+
+    rows = [{"job_id": f"j{g}", "run_index": 0, "node": f"n{g // 8:04d}",
+             "gpu_index": g % 8, "start_ts": T0 + (g % 7) * H,
+             "end_ts": None if g % 5 == 0 else T0 + (g % 7 + 1 + g % 3) * H}
+            for g in range(1200)]
+    rows += [{**r, "job_id": r["job_id"] + "b", "start_ts": r["start_ts"] + H / 2}
+             for r in rows[::3]]  # shared GPUs: intervals that overlap
+    w = empty_wh
+    try:
+        w.ingest("allocations", pd.DataFrame(rows)).result()
+        p = {"start": datetime(1900, 1, 1), "end": datetime(2200, 1, 1)}
+        want = w.reader().execute(_SCHEDULED_WINDOW, p).fetchone()[0]
+        assert weekly.scheduled_gpu_hours(w.reader(), **p) == pytest.approx(
+            float(want), rel=1e-12)
+    finally:
+        w.write(clear_allocations).result()
+
+
 def _loss_sql_correlated(where: str) -> str:
     """warehouse.goodput.loss_sql as it was before issue 17: the allocated GPUs of a run
     counted by a correlated subquery for every failed run (DuckDB counted every run's

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -39,7 +40,7 @@ def placement_scores(markers: pd.DataFrame | None) -> go.Figure:
         d = markers[markers["misplaced"] == bad]
         if len(d) == 0:
             continue
-        size = d["gpu_hours"].clip(lower=0).to_numpy(float) ** 0.5
+        size = np.nan_to_num(d["gpu_hours"].clip(lower=0).to_numpy(float)) ** 0.5
         more = d["runs"] - 1
         data.append({
             "type": "scatter", "x": d["gpus"].to_numpy(), "y": d["score"].to_numpy(),

@@ -408,17 +408,24 @@ def run_energy(cur, *, start: datetime, end: datetime, opts: Options | None = No
     return _embodied(df, opts)
 
 
+#: The job columns :func:`job_energy` groups by: ``by="job_id"`` keeps the job's identity.
+JOB_KEYS = {"job_id": ["job_id", "name", "user_name", "partition", "job_type"],
+            **{k: [k] for k in ("name", "user_name", "account", "partition", "job_type",
+                                "gpus")}}
+
 #: Per job (with its name, user, partition, type and GPUs) or per user, the sums of the
 #: per-run energy registered as ``energy_runs`` (:func:`sum_runs`), most facility kWh
-#: first, ties by the group (users without a name last); 0 where none is known.
+#: first, ties by the group (users without a name last); 0 where none is known. ``fsum``:
+#: equal totals are equal whatever order the rows are added in, so ties keep that order.
 _SUM_RUNS_SQL = {by: fill("""
-SELECT {keys}, coalesce(sum(r.gpu_hours), 0) AS gpu_hours,
-       coalesce(sum(r.facility_kwh), 0) AS facility_kwh,
-       coalesce(sum(r.carbon_kg), 0) AS carbon_kg
+SELECT {keys}, coalesce(fsum(r.gpu_hours), 0) AS gpu_hours,
+       coalesce(fsum(r.facility_kwh), 0) AS facility_kwh,
+       coalesce(fsum(r.carbon_kg), 0) AS carbon_kg
 FROM energy_runs r LEFT JOIN jobs j USING (job_id)
 GROUP BY ALL ORDER BY facility_kwh DESC, {order} LIMIT $limit
 """, keys=keys, order=order) for by, keys, order in (
-    ("job_id", "r.job_id, j.name, j.user_name, j.partition, j.job_type, j.gpus", "job_id"),
+    ("job_id", ", ".join(["r.job_id", *(f"j.{k}" for k in [*JOB_KEYS["job_id"][1:], "gpus"])]),
+     "job_id"),
     ("user_name", "j.user_name", "user_name NULLS LAST"))}
 
 
@@ -433,14 +440,9 @@ def sum_runs(cur, runs: pd.DataFrame, *, by: str = "job_id",
     if by not in _SUM_RUNS_SQL:
         raise ValueError(f"by must be one of {sorted(_SUM_RUNS_SQL)}, not {by!r}")
     with own_cursor(cur) as own:
-        own.register("energy_runs", runs[["job_id", "gpu_hours", "facility_kwh", "carbon_kg"]])
+        own.register("energy_runs", runs)  # the columns it reads, without a copy
         return own.execute(_SUM_RUNS_SQL[by], {"limit": limit}).df()
 
-
-#: The job columns :func:`job_energy` groups by: ``by="job_id"`` keeps the job's identity.
-JOB_KEYS = {"job_id": ["job_id", "name", "user_name", "partition", "job_type"],
-            **{k: [k] for k in ("name", "user_name", "account", "partition", "job_type",
-                                "gpus")}}
 
 def job_energy(cur, *, start: datetime, end: datetime, by: str = "job_id",
                opts: Options | None = None, resolution: str | None = None) -> pd.DataFrame:

@@ -23,19 +23,14 @@ GROUPS = {
     "week": "date_trunc('week', end_ts)",
 }
 
-_LIST_SQL = {  # all columns, or without the evidence (JSON text per run)
+_LIST_SQL = {  # all columns, without the evidence (JSON text per run), or what prices them
     kind: fill("""
 SELECT {columns} FROM failures
 WHERE end_ts >= $start AND end_ts < $end AND ($category IS NULL OR category = $category)
 ORDER BY end_ts DESC, job_id, run_index
-""", columns=columns) for kind, columns in (("all", "*"), ("no evidence", "* EXCLUDE (evidence)"))}
-
-#: The failed runs that ended in [$start, $end) as :func:`lost_runs` prices them.
-_LOST_RUNS_SQL = """
-SELECT job_id, run_index, gpu_hours_lost FROM failures
-WHERE end_ts >= $start AND end_ts < $end
-ORDER BY end_ts DESC, job_id, run_index
-"""
+""", columns=columns) for kind, columns in (
+        ("all", "*"), ("no evidence", "* EXCLUDE (evidence)"),
+        ("lost", "job_id, run_index, gpu_hours_lost"))}
 
 #: The failed runs of :func:`breakdowns`: ended in [$start, $end), of the categories
 #: $categories (NULL: all), the partition $partition and the rack $rack (NULL: any).
@@ -149,7 +144,7 @@ def lost_runs(cur, *, start: datetime, end: datetime) -> pd.DataFrame:
     failed runs of a 24,576-GPU week with all their columns took the report ~200 MiB
     above its base to read, and it kept them to the end; :func:`failures` gives the
     rows with every column)."""
-    return cur.execute(_LOST_RUNS_SQL, {"start": start, "end": end}).df()
+    return cur.execute(_LIST_SQL["lost"], {"start": start, "end": end, "category": None}).df()
 
 
 #: The frames :func:`breakdowns` can give.

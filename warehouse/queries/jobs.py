@@ -15,7 +15,7 @@ import pandas as pd
 
 from warehouse.analytics import Options
 from warehouse.clock import ceil_hour, floor_hour
-from warehouse.db import fill, own_cursor
+from warehouse.db import fill
 from warehouse.node_minutes import BLOCK_S, MASK_BIT
 from warehouse.queries import energy as qe
 from warehouse.queries import energy_method as em
@@ -60,11 +60,6 @@ GROUP BY user_name ORDER BY user_name LIMIT $limit
 """
 
 _JOB = "SELECT * FROM jobs WHERE job_id = $job_id"
-
-#: The jobs of the frame registered as ``job_ids_frame`` (:func:`of_ids`): ``{columns}``
-#: of :data:`OF_IDS_COLUMNS`.
-_OF_IDS = "SELECT job_id, {columns} FROM jobs WHERE job_id IN (SELECT job_id FROM job_ids_frame)"
-OF_IDS_COLUMNS = ("name", "user_name", "partition", "job_type", "gpus")
 
 _RUNS = """
 SELECT r.run_index, r.start_ts, r.end_ts, r.state, r.exit_code, r.signal, r.reason,
@@ -233,20 +228,6 @@ def users(cur, *, now: datetime, start: datetime, limit: int = 2000) -> list[str
     """User names of jobs alive since ``start``."""
     rows = cur.execute(_USERS, {"now": now, "start": start, "limit": limit}).fetchall()
     return [r[0] for r in rows]
-
-
-def of_ids(cur, job_ids, columns: tuple[str, ...] = OF_IDS_COLUMNS) -> pd.DataFrame:
-    """job_id and ``columns`` (of :data:`OF_IDS_COLUMNS`) of the jobs ``job_ids`` (any
-    sequence) names, read through a frame registered on a cursor of its own (``cur``
-    may hold an unfinished result): as a list parameter, 80,000 ids took ~0.15 s more CPU
-    and 593,000 ~1 s (issue 17)."""
-    unknown = set(columns) - set(OF_IDS_COLUMNS)
-    if unknown or not columns:
-        raise ValueError(f"columns must be some of {OF_IDS_COLUMNS}, not {columns!r}")
-    ids = pd.DataFrame({"job_id": pd.unique(pd.Series(job_ids, dtype=object))})
-    with own_cursor(cur) as own:
-        own.register("job_ids_frame", ids)
-        return own.execute(fill(_OF_IDS, columns=", ".join(columns))).df()
 
 
 def job(cur, *, job_id: str) -> dict | None:

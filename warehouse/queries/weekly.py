@@ -154,8 +154,8 @@ def scheduled_gpu_hours(cur, *, start: datetime, end: datetime) -> float:
     The rows come sorted by DuckDB (which spills what its memory limit does not hold)
     and are summed in numpy :data:`HELD_BATCH_ROWS` at a time, each batch going on from
     the last GPU and latest end of the one before: a 24,576-GPU week's 4.8 M allocation
-    rows fetched whole and sorted in numpy took the report ~420-660 MiB above its base,
-    so ~130-190 MiB (issue 17)."""
+    rows fetched whole and sorted in numpy took the report ~410-660 MiB above its base,
+    so ~130-300 MiB, DuckDB's pool included (issue 17)."""
     span = int((end - start) / timedelta(microseconds=1)) + 1  # e - start in [0, span)
     rows = max(1, min(HELD_BATCH_ROWS, (2**62) // max(span, 1)))  # rank x span fits
     total, last_g, last_end = 0, None, 0
