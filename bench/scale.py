@@ -144,7 +144,7 @@ def world(config: SimConfig, anchor: datetime, live_start: datetime,
     path: one world, whose incidents are placed from ``live_start``. Without it the
     history's clusters drew their lemon nodes and hot GPU as if live mode began at the
     anchor, so their jobs' fates differed from the live cluster's, and the scheduler state
-    at NOW overwrote jobs with other jobs' rows (a 1-GPU debug job holding a 8,192-GPU
+    at NOW overwrote jobs with other jobs' rows (a 1-GPU debug job holding an 8,192-GPU
     job's twelve runs; issue 17, twenty-first round)."""
     if interval_s is not None:
         config = SimConfig(**{**config.__dict__, "interval_s": interval_s})

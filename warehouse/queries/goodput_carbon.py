@@ -53,21 +53,22 @@ def _productive(df: pd.DataFrame) -> pd.DataFrame:
 
 def carbon_per_productive_gpu_hour(cur, *, start: datetime, end: datetime,
                                    by: str = "job_id", opts: Options | None = None,
-                                   runs: pd.DataFrame | None = None) -> pd.DataFrame:
+                                   sums: pd.DataFrame | None = None) -> pd.DataFrame:
     """The figure per job (``by="job_id"``, with the job's user) or per user
     (``"user_name"``): columns the group, :data:`COLUMNS`, sorted by carbon, largest
-    first, ties by the group. ``runs``: ``run_energy``'s frame of this window where the
-    caller has it (the weekly report), else the sums per group come from
+    first, ties by the group. ``sums``: :func:`warehouse.queries.energy.sum_runs`'s frame
+    of this window and ``by`` where the caller has it (the weekly report, which shows
+    its top users too), else the sums per group come from
     :func:`warehouse.queries.energy.job_energy` (the same runs' sums)."""
     if by not in BY:
         raise ValueError(f"by must be one of {sorted(BY)}, not {by!r}")
     keys = ["job_id", "user_name"] if by == "job_id" else [by]
-    if runs is None:  # summed per job or user in SQL (issue 17: not every run's row in
+    if sums is None:  # summed per job or user in SQL (issue 17: not every run's row in
         # pandas, 594,000 in a 24,576-GPU week), as the Energy page's table sums them
         df = qe.job_energy(cur, start=start, end=end, by=by, opts=opts)[
             keys + ["gpu_hours", "carbon_kg"]]
     else:
-        df = qe.sum_runs(cur, runs, by=by)[keys + ["gpu_hours", "carbon_kg"]]
+        df = sums[keys + ["gpu_hours", "carbon_kg"]]
     lost = gq.lost_by(cur, start=start, end=end, by=BY[by])[[BY[by], "gpu_hours_lost"]]
     df = df.merge(lost.rename(columns={BY[by]: by}), on=by, how="left")
     df = _productive(df)[keys + COLUMNS]

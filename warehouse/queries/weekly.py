@@ -230,12 +230,6 @@ def alert_racks(cur, *, start: datetime, end: datetime, limit: int = 5) -> pd.Da
     return cur.execute(_ALERT_RACKS_SQL, {"start": start, "end": end, "limit": limit}).df()
 
 
-def _energy_tops(reader, runs: pd.DataFrame, top: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The ``top`` jobs and users by facility energy, from per-run energy."""
-    return tuple(qe.sum_runs(reader(), runs, by=by, limit=int(top))
-                 for by in ("job_id", "user_name"))
-
-
 def _failure_carbon(cur, fails: pd.DataFrame, runs: pd.DataFrame, energy: dict) -> dict:
     """Facility kWh and kg CO2e of the GPU-hours lost to failures: each at its run's
     energy per GPU-hour this week, else the fleet's (IT x PUE per reporting GPU-hour)."""
@@ -411,14 +405,16 @@ def _energy_section(reader: Callable, opts: Options, fleet: dict, fails: pd.Data
     energy["unallocated_kwh"] = fleet["unallocated_kwh"]
     energy["idle_kwh"] = fleet["idle_allocated_kwh"] + fleet["unallocated_kwh"]
     runs = qe.run_energy(reader(), opts=opts, **w)
-    energy["top_jobs"], energy["top_users"] = _energy_tops(reader, runs, top)
+    energy["top_jobs"] = qe.sum_runs(reader(), runs, by="job_id", limit=top)
+    users = qe.sum_runs(reader(), runs, by="user_name")  # the tops and the carbon of goodput
+    energy["top_users"] = users.head(top).reset_index(drop=True)
     # carbon of goodput (issue 21): the Energy page's definition and numbers
     cluster = gc.cluster_carbon_per_productive_gpu_hour(
         reader(), opts=opts, runs=runs, fleet_carbon_kg=energy["carbon_kg"], **w)
     energy["g_per_productive_gpu_h"] = cluster["g_per_productive_gpu_h"]
     energy["productive_gpu_h"] = cluster["productive_gpu_hours"]
     energy["goodput_carbon_users"] = gc.carbon_per_productive_gpu_hour(
-        reader(), by="user_name", opts=opts, runs=runs, **w).head(top)
+        reader(), by="user_name", opts=opts, sums=users, **w).head(top)
     energy.update(_failure_carbon(reader(), fails, runs, energy))
     energy["by_day"] = by_day
     energy.pop("gpu_hours_lost", None)
