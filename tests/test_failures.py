@@ -4,8 +4,11 @@ import json
 import re
 from datetime import datetime, timedelta
 
+import duckdb
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support.runs import H, M, T, add_job, rows, run_refresh, topology, xid
 from warehouse import Warehouse
@@ -102,11 +105,99 @@ def test_operator_rules_and_log_files(wh, tmp_path):
     assert rows(wh)[("9", 0)].reason == "OS error"
 
 
+_WORDS = st.sampled_from(["disk", "quota", "Quota", "nccl", "NCCL", "error", "link",
+                          "down", "oom", "x"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(rules=st.lists(st.lists(_WORDS, min_size=1, max_size=2).map(" ".join), min_size=0,
+                      max_size=6),
+       reasons=st.lists(st.one_of(st.none(), st.lists(_WORDS, max_size=5).map(" ".join)),
+                        min_size=1, max_size=8))
+def test_the_first_rule_a_text_matches_decides_as_each_rule_alone_would(
+        tmp_path_factory, rules, reasons):
+    """Operators' rules (issue 17: each is now a statement parameter, compiled once, not
+    a pattern read from a column per run): a run's text takes the first rule (file order)
+    whose pattern it contains, case-insensitively, with the text that matched, whatever
+    the number of rules, none included; a text that no rule matches falls through."""
+    from warehouse import Warehouse
+    from warehouse.failures import load_rules, refresh_failures
+
+    path = tmp_path_factory.mktemp("rules") / "rules.csv"
+    path.write_text("pattern,category,reason\n" + "".join(
+        f"{p},script,rule {i}\n" for i, p in enumerate(rules)))
+    w = Warehouse(":memory:")
+    topology(w)
+    for i, reason in enumerate(reasons):
+        add_job(w, f"j{i}", [{"start": T, "end": T + H, "state": "FAILED", "exit_code": 3,
+                              "reason": reason}])
+    o = Options()
+    w.write(lambda con: refresh_failures(  # the failures alone, not the whole refresh
+        con, T + 24 * H, recheck_from=T, rules=load_rules(str(path)),
+        interval_h=o.checkpoint_interval_h, warmup_h=o.warmup_h,
+        window_before=timedelta(minutes=o.window_before_min),
+        window_after=timedelta(minutes=o.window_after_min))).result()
+    got = rows(w)
+    for i, reason in enumerate(reasons):
+        r = got[(f"j{i}", 0)]
+        first = next((k for k, p in enumerate(rules)
+                      if reason is not None and p.lower() in reason.lower()), None)
+        evidence = json.loads(r.evidence)
+        if first is None:
+            assert (r.source, r.reason, evidence["rule"]) == ("exit", "exit code 3", None)
+            continue
+        assert (r.source, r.category, r.reason) == ("log", "script", f"rule {first}")
+        assert evidence["rule"] == rules[first]
+        assert evidence["matched"].lower() == rules[first].lower()
+
+
 def test_bad_rules_file_names_the_problem(wh, tmp_path):
     bad = tmp_path / "r.csv"
     bad.write_text("pattern,category\nfoo,\n")
     with pytest.raises(ValueError, match="missing columns"):
         run_refresh(wh, settings=Options(rules_file=str(bad)))
+
+
+def test_a_rule_re2_rejects_is_left_out_and_the_others_classify(wh, tmp_path, caplog):
+    """A pattern RE2 cannot compile made every analytics refresh fail (failures, energy,
+    usage and stragglers alike): the rule is left out, with a warning naming it and why,
+    and the rules after it still decide."""
+    rules = tmp_path / "rules.csv"
+    rules.write_text("pattern,category,reason\n(quota,infrastructure,broken\n"
+                     "a(?<=b),infrastructure,lookbehind\n"
+                     "quota exceeded,infrastructure,S3/storage error\n")
+    add_job(wh, "9", [{"start": T, "end": T + H, "state": "FAILED",
+                       "reason": "OSError: Disk quota exceeded"}])
+    with caplog.at_level("WARNING", logger="warehouse.failures"):
+        run_refresh(wh, settings=Options(rules_file=str(rules)))
+    assert rows(wh)[("9", 0)].reason == "S3/storage error"
+    warned = [r.getMessage() for r in caplog.records]
+    assert any("rule 1 ('(quota')" in m and "missing )" in m for m in warned)
+    assert any("rule 2 ('a(?<=b)')" in m for m in warned)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=200) | st.lists(
+    st.lists(st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=12),
+             min_size=1, max_size=4).map(",".join), max_size=5).map(
+    lambda rows: "pattern,category,reason\n" + "\n".join(rows)))
+def test_a_rules_file_loads_or_fails_naming_itself(tmp_path_factory, text):
+    """Whatever a rules file holds, it loads (every rule's pattern compiles in RE2) or
+    fails with ValueError naming the file."""
+    from warehouse.failures import load_rules
+
+    path = tmp_path_factory.mktemp("rules") / "rules.csv"
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    try:
+        rules = load_rules(str(path))
+    except ValueError as exc:
+        assert str(path) in str(exc)
+        return
+    assert list(rules.columns) == ["priority", "pattern", "category", "reason"]
+    assert list(rules["priority"]) == list(range(len(rules)))
+    with duckdb.connect() as con:
+        for pattern in rules["pattern"]:
+            con.execute("SELECT regexp_matches('', $p)", {"p": "(?i)" + pattern})
 
 
 def test_lemon_nodes_and_failure_rate(wh):
