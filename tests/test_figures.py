@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -311,3 +311,53 @@ def test_rack_gpus_cells_show_each_gpus_first_row():
     assert heat.customdata[0][1][2] == "idle" and heat.customdata[0][1][3].startswith("61")
     assert heat.customdata[1][0][3] == "no fresh sample" and heat.customdata[1][1][2] == "idle"
     assert heat.z[1][1] is None
+
+
+def test_partial_buckets_are_shaded_as_add_vrect_shades_them():
+    """mark_partial gives its shades and labels as plain dicts (issue 17: plotly's
+    ``add_vrect`` cost ~7 ms of CPU a bucket): the browser gets the shapes and
+    annotations ``add_vrect`` made, for a window cut at both ends, on a validated and an
+    unvalidated figure alike."""
+    df = pd.DataFrame({"ts": pd.date_range("2026-11-01 00:00", periods=5, freq="h"),
+                       "a": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    start, end = datetime(2026, 11, 1, 0, 30), datetime(2026, 11, 1, 4, 15)
+    want = base.lines(df, "ts", [("a", "A")], y_title="GPUs", empty="none")
+    for t, x1 in ((pd.Timestamp(start.replace(minute=0)), pd.Timestamp("2026-11-01 01:00")),
+                  (pd.Timestamp("2026-11-01 04:00"), pd.Timestamp(end))):
+        want.add_vrect(x0=t, x1=x1, fillcolor=base.GREY, opacity=0.15, line_width=0,
+                       layer="below", annotation_text="partial",
+                       annotation_position="top left",
+                       annotation_font={"size": 11, "color": base.MUTED})
+    for fig in (base.lines(df, "ts", [("a", "A")], y_title="GPUs", empty="none"),
+                go.Figure(base.lines(df, "ts", [("a", "A")], y_title="GPUs",
+                                     empty="none").to_dict())):
+        partial = base.mark_partial(fig, df["ts"], start=start, end=end,
+                                    bucket=timedelta(hours=1))
+        assert [pd.Timestamp(t) for t in partial] == [pd.Timestamp("2026-11-01 00:00"),
+                                                      pd.Timestamp("2026-11-01 04:00")]
+        sent, shaded = _sent(fig)["layout"], _sent(want)["layout"]
+        assert sent["shapes"] == shaded["shapes"] and len(sent["shapes"]) == 2
+        assert sent["annotations"] == shaded["annotations"]
+
+
+def test_energy_charts_built_unvalidated_are_what_validation_gives():
+    """The energy over time and PUE charts give plain traces (issue 17): validating their
+    dicts again sends the browser the very same figure, with partial hours (pale bars,
+    hollow markers), gaps, zero IT energy and hours of several or no intensity source."""
+    from dashboard.figures.energy import energy_over_time, pue_and_intensity
+
+    hours = pd.date_range("2026-11-01", periods=6, freq="h")
+    df = pd.DataFrame({"hour": hours, "gpu_kwh": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                       "other_kwh": [math.nan, 1.0, 1.0, 2.0, 2.0, 1.0],
+                       "carbon_kg": [0.0, 0.5, 1.0, 1.5, 2.0, 0.2],
+                       "facility_kwh": [0.0, 4.0, 5.0, 8.0, 9.0, 9.5],
+                       "it_kwh": [0.0, 3.0, 4.0, 6.0, 7.0, 7.0],
+                       "intensity_sources": [["a"], ["b", "a"], None, ["a"], ["a"], ["b"]]})
+    over = energy_over_time(df, x="hour", start=datetime(2026, 11, 1, 0, 30),
+                            end=datetime(2026, 11, 1, 5, 10))
+    pue = pue_and_intensity(df, x="hour")
+    for fig in (over, pue):
+        assert _sent(go.Figure(fig.to_dict())) == _sent(fig)
+    assert [t.name for t in over.data][:3] == ["GPUs", "Rest of the nodes", "Emissions"]
+    assert list(over.data[0].marker.opacity) == [0.35, 1.0, 1.0, 1.0, 1.0, 0.35]
+    assert len(pue.data) == 5  # a, a + b, b, unknown, and the PUE
