@@ -158,6 +158,24 @@ def test_bad_rules_file_names_the_problem(wh, tmp_path):
         run_refresh(wh, settings=Options(rules_file=str(bad)))
 
 
+def test_rules_of_any_priorities_classify_in_their_order(wh):
+    """A caller's rules whose priorities are not 0..n-1 (a filtered or reordered frame)
+    classify in priority order: the statement numbers its rule parameters 0..n-1."""
+    from warehouse.failures import refresh_failures
+
+    add_job(wh, "9", [{"start": T, "end": T + H, "state": "FAILED",
+                       "reason": "OSError: Disk quota exceeded"}])
+    rules = pd.DataFrame({"priority": [7, 3, 40], "pattern": ["exceeded", "disk quota", "x"],
+                          "category": ["script", "infrastructure", "script"],
+                          "reason": ["late", "first", "never"]})
+    o = Options()
+    wh.write(lambda con: refresh_failures(
+        con, T + 24 * H, recheck_from=T, rules=rules, interval_h=o.checkpoint_interval_h,
+        warmup_h=o.warmup_h, window_before=timedelta(minutes=o.window_before_min),
+        window_after=timedelta(minutes=o.window_after_min))).result()
+    assert rows(wh)[("9", 0)].reason == "first"
+
+
 def test_a_rule_re2_rejects_is_left_out_and_the_others_classify(wh, tmp_path, caplog):
     """A pattern RE2 cannot compile made every analytics refresh fail (failures, energy,
     usage and stragglers alike): the rule is left out, with a warning naming it and why,
@@ -165,29 +183,36 @@ def test_a_rule_re2_rejects_is_left_out_and_the_others_classify(wh, tmp_path, ca
     rules = tmp_path / "rules.csv"
     rules.write_text("pattern,category,reason\n(quota,infrastructure,broken\n"
                      "a(?<=b),infrastructure,lookbehind\n"
-                     "quota exceeded,infrastructure,S3/storage error\n")
+                     "quota exceeded,infrastructure,S3/storage error\n"
+                     "disk quota,script,OS error\n")
     add_job(wh, "9", [{"start": T, "end": T + H, "state": "FAILED",
                        "reason": "OSError: Disk quota exceeded"}])
     with caplog.at_level("WARNING", logger="warehouse.failures"):
         run_refresh(wh, settings=Options(rules_file=str(rules)))
-    assert rows(wh)[("9", 0)].reason == "S3/storage error"
+    r = rows(wh)[("9", 0)]  # the first rule left that matches, with its own category
+    assert (r.category, r.reason) == ("infrastructure", "S3/storage error")
+    assert json.loads(r.evidence)["rule"] == "quota exceeded"
     warned = [r.getMessage() for r in caplog.records]
     assert any("rule 1 ('(quota')" in m and "missing )" in m for m in warned)
     assert any("rule 2 ('a(?<=b)')" in m for m in warned)
 
 
+_CELL = st.text(alphabet=st.characters(blacklist_characters="\r\n,\"#",
+                                       blacklist_categories=("Cs",)), max_size=12)
+
+
 @settings(max_examples=200, deadline=None)
-@given(text=st.text(max_size=200) | st.lists(
-    st.lists(st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=12),
-             min_size=1, max_size=4).map(",".join), max_size=5).map(
-    lambda rows: "pattern,category,reason\n" + "\n".join(rows)))
-def test_a_rules_file_loads_or_fails_naming_itself(tmp_path_factory, text):
-    """Whatever a rules file holds, it loads (every rule's pattern compiles in RE2) or
-    fails with ValueError naming the file."""
+@given(data=st.binary(max_size=200) | st.text(max_size=200).map(str.encode) | st.lists(
+    st.lists(_CELL, min_size=1, max_size=4).map(",".join), max_size=5).map(
+    lambda rows: ("pattern,category,reason\n" + "\n".join(rows)).encode()))
+def test_a_rules_file_loads_or_fails_naming_itself(tmp_path_factory, data):
+    """Whatever a rules file holds (bytes that are not UTF-8 too), it loads or fails with
+    ValueError naming the file; loaded, its rules are the file's rows whose pattern RE2
+    compiles, in file order, each with its own category and reason."""
     from warehouse.failures import load_rules
 
     path = tmp_path_factory.mktemp("rules") / "rules.csv"
-    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    path.write_bytes(data)
     try:
         rules = load_rules(str(path))
     except ValueError as exc:
@@ -195,9 +220,20 @@ def test_a_rules_file_loads_or_fails_naming_itself(tmp_path_factory, text):
         return
     assert list(rules.columns) == ["priority", "pattern", "category", "reason"]
     assert list(rules["priority"]) == list(range(len(rules)))
+    lines = [ln for ln in data.decode().splitlines() if ln.strip() and not ln.startswith("#")]
+    if not lines or lines[0] != "pattern,category,reason":
+        return  # another header: only the shape above is asserted
+    rows_ = [(ln.split(",") + ["", ""])[:3] for ln in lines[1:]]
     with duckdb.connect() as con:
-        for pattern in rules["pattern"]:
-            con.execute("SELECT regexp_matches('', $p)", {"p": "(?i)" + pattern})
+        def compiles(pattern):
+            try:
+                con.execute("SELECT regexp_matches('', $p)", {"p": "(?i)" + pattern})
+                return True
+            except duckdb.Error:
+                return False
+        want = [tuple(r) for r in rows_ if compiles(r[0])]
+    assert list(rules[["pattern", "category", "reason"]].itertuples(index=False,
+                                                                    name=None)) == want
 
 
 def test_lemon_nodes_and_failure_rate(wh):

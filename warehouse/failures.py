@@ -61,11 +61,14 @@ def load_rules(path: str = "") -> pd.DataFrame:
     if len(empty):
         raise ValueError(f"rules file {name}: rule {empty.index[0] + 1}"
                          " has an empty pattern or category")
-    bad = _rejected(rules["pattern"])
-    for i, why in bad.items():
-        log.warning("rules file %s: rule %d (%r) left out: RE2 rejects its pattern: %s",
-                    name, i + 1, rules["pattern"][i], why)
-    rules = rules.drop(index=list(bad))[["pattern", "category", "reason"]].copy()
+    why = _rejected(tuple(rules["pattern"]))
+    bad = [i for i, p in enumerate(rules["pattern"]) if p in why]
+    for i in bad:
+        if (name, i, rules["pattern"][i]) not in _WARNED:  # once, not every refresh
+            _WARNED.add((name, i, rules["pattern"][i]))
+            log.warning("rules file %s: rule %d (%r) left out: RE2 rejects its pattern: %s",
+                        name, i + 1, rules["pattern"][i], why[rules["pattern"][i]])
+    rules = rules.drop(index=bad)[["pattern", "category", "reason"]].copy()
     rules.insert(0, "priority", range(len(rules)))
     return rules.reset_index(drop=True)
 
@@ -73,16 +76,22 @@ def load_rules(path: str = "") -> pd.DataFrame:
 _RE2_SQL = "SELECT regexp_matches('', $pattern)"
 
 
-def _rejected(patterns: pd.Series) -> dict[int, str]:
-    """The patterns (index: why) that DuckDB's RE2 cannot compile, as the classification
-    gives them (case-insensitive)."""
+#: (file, rule, pattern) of the rules already warned about: the refresh loads the rules
+#: every ``analytics.interval_s``.
+_WARNED: set[tuple[str, int, str]] = set()
+
+
+@lru_cache(maxsize=16)
+def _rejected(patterns: tuple[str, ...]) -> dict[str, str]:
+    """The patterns (pattern: why) that DuckDB's RE2 cannot compile, as the
+    classification gives them (case-insensitive)."""
     bad = {}
     with duckdb.connect() as con:
-        for i, pattern in patterns.items():
+        for pattern in patterns:
             try:
                 con.execute(_RE2_SQL, {"pattern": "(?i)" + pattern})
             except duckdb.Error as exc:
-                bad[i] = str(exc)
+                bad[pattern] = str(exc)
     return bad
 
 
@@ -252,7 +261,7 @@ def _replace_statements(rules: int) -> tuple[str, ...]:
     """:data:`_REPLACE_SQL`'s statements for ``rules`` log rules, rule ``i`` (priority
     ``i``) being parameter ``$rule_i`` (:func:`_rule_params`): each rule is a parameter, so
     DuckDB compiles its pattern once, not once per run and rule as a pattern read from a
-    column is (issue 17: 57,501 runs x 31 rules took the refresh ~25 s at 24,576 GPUs)."""
+    column is (issue 17: 57,501 runs x 31 rules took the refresh 29 s at 24,576 GPUs)."""
     first = " ".join(fill("WHEN regexp_matches(text, $rule_{i}) THEN {i}", i=i)
                      for i in range(rules)) or "WHEN FALSE THEN NULL::BIGINT"
     match = " ".join(fill("WHEN {i} THEN regexp_extract(text, $rule_{i})", i=i)
@@ -266,7 +275,6 @@ def _rule_params(rules: pd.DataFrame) -> dict[str, str]:
     """``$rule_i``: the case-insensitive pattern of the rule of priority ``i``."""
     return {f"rule_{p}": "(?i)" + pattern
             for p, pattern in zip(rules["priority"], rules["pattern"], strict=True)}
-
 
 
 def refresh_failures(con, now: datetime, *, recheck_from: datetime, rules: pd.DataFrame,
@@ -287,6 +295,8 @@ def refresh_failures(con, now: datetime, *, recheck_from: datetime, rules: pd.Da
             columns=["job_id", "run_index", "log_tail"],
         ).astype({"job_id": "string", "run_index": "int32", "log_tail": "string"})
         con.register("_logs", logs)
+        # priorities 0..n-1 in order, as the statement's rule parameters are numbered
+        rules = rules.sort_values("priority", kind="stable").assign(priority=range(len(rules)))
         con.register("_rules", rules)
         con.register("_xids", xid_catalog())
         params = {"now": now, "before": window_before, "after": window_after,

@@ -168,8 +168,9 @@ def mark_partial(fig: go.Figure, ts: Sequence, *, start: datetime | None,
     wholly inside ``[start, end)``: the hour or day still filling at the end of a window
     and the one cut at its start. Their totals are partial, not a collapse. Returns the
     partial buckets' starts. The shade and its label are the shape and annotation that
-    plotly's ``add_vrect`` makes, given as plain dicts (issue 17: ``add_vrect`` cost ~7 ms
-    of CPU a bucket; tests/test_figures.py checks they are the same)."""
+    plotly's ``add_vrect`` makes on a figure of one x and y axis (both callers' figures),
+    given as plain dicts (issue 17: ``add_vrect`` cost ~7 ms of CPU a bucket;
+    tests/test_figures.py checks they are the same)."""
     if start is None or end is None or len(ts) == 0:
         return []
     stamps = sorted(pd.to_datetime(pd.Series(list(ts))).dropna().unique())
