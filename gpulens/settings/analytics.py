@@ -18,7 +18,9 @@ SETTINGS: tuple[Setting, ...] = (
             between(0, 365), "a number of days from 0 to 365"),
     Setting("failures.rules_file", str, "",
             "CSV of log rules (pattern, category, reason) matched against failed runs' "
-            "log tails; empty: the rules shipped in warehouse/data/failure_rules.csv."),
+            "log tails (RE2, case-insensitive, first match wins; a rule whose pattern RE2 "
+            "rejects is left out with a warning); empty: the rules shipped in "
+            "warehouse/data/failure_rules.csv."),
     Setting("failures.window_before_min", float, 10.0,
             "Minutes before a run ended in which XIDs and GPU events on its GPUs count as "
             "its evidence (Meta's attribution window).", between(0, 1440),
