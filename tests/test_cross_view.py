@@ -101,6 +101,18 @@ def test_energy_of_failures_prices_runs_as_the_job_page(wh, report):
                 job_id, run_index, col)
 
 
+def test_energy_of_failures_is_the_reports_on_the_energy_page(wh, report):
+    """The Energy page's energy and carbon of failures are the weekly report's (a run
+    without energy of its own is priced at the fleet's figures per GPU-hour in both:
+    tests/test_energy_answers.py, issue 17)."""
+    start, end, opts = report.start, report.end, Options(large_job_gpus=16)
+    page = qe.failure_carbon(wh.reader(), start=start, end=end, opts=opts, by="category")
+    energy = report.this["energy"]
+    assert energy["lost_kwh"] > 0
+    assert page["lost_kwh"].sum() == pytest.approx(energy["lost_kwh"], rel=1e-9)
+    assert page["lost_carbon_kg"].sum() == pytest.approx(energy["lost_carbon_kg"], rel=1e-9)
+
+
 def _views(w: Warehouse, now: datetime, week_start: datetime) -> dict[str, float]:
     """GPU-hours lost this week as each view shows it."""
     nums = weekly.week_numbers(w.reader, start=week_start, end=now, now=now)

@@ -401,59 +401,39 @@ def test_the_failures_energy_per_category_is_the_sum_of_the_runs(seeded):
                                                    "lost_carbon_kg"]
 
 
-_RUN_ROW = st.tuples(st.sampled_from(["1", "2", "x:3"]), st.integers(0, 2),
-                     st.one_of(st.none(), st.floats(-2, 50), st.just(0.0)),
-                     st.one_of(st.none(), st.floats(0, 1e3)),
-                     st.one_of(st.none(), st.floats(0, 1e3)))
-
-
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(fails=st.lists(st.tuples(st.sampled_from(["1", "2", "x:3", "9"]), st.integers(0, 2),
-                                st.one_of(st.none(), st.floats(0, 100))), max_size=8),
-       runs=st.lists(_RUN_ROW, max_size=8, unique_by=lambda r: r[:2]),
-       fleet=st.one_of(st.none(), st.tuples(st.floats(0, 5), st.floats(0, 5))))
-def test_the_lost_energy_is_priced_as_in_pandas(tmp_path, fails, runs, fleet):
-    """energy.price_lost (the one SQL definition, _LOST_SQL) gives the former pandas
-    figures: runs missing, without GPU-hours, with NULL energy, the fleet's fallback or
-    none."""
-    fails = pd.DataFrame(fails, columns=["job_id", "run_index", "gpu_hours_lost"])
-    runs = pd.DataFrame(runs, columns=["job_id", "run_index", "gpu_hours", "facility_kwh",
-                                       "carbon_kg"]).astype({"gpu_hours": float,
-                                                             "facility_kwh": float,
-                                                             "carbon_kg": float})
-    fails["gpu_hours_lost"] = fails["gpu_hours_lost"].astype(float)
-    kw = {} if fleet is None else {"fleet_kwh_per_gpu_h": fleet[0],
-                                   "fleet_kg_per_gpu_h": fleet[1]}
-    con = duckdb.connect()
-    got = qe.price_lost(con, fails, runs, **kw)
-    want = _price_lost_before(fails, runs, **({} if fleet is None else
-                                              {"fleet_kwh": fleet[0], "fleet_kg": fleet[1]}))
-    key = ["job_id", "run_index", "gpu_hours_lost"]
-    cols = ["lost_kwh", "lost_carbon_kg"]
-    got, want = (df[key + cols].sort_values(key, ignore_index=True, na_position="first")
-                 for df in (got, want))
-    assert len(got) == len(fails)
-    pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
-    assert con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name LIKE "
-                       "'_price_lost%'").fetchall()[0][0] == 0  # nothing left behind
-
-
-def test_a_category_whose_runs_have_no_energy_sums_to_zero(wh):
-    """A failure whose run left no GPU usage (no telemetry): its own figures are NaN (no
-    energy to price it at), and its category's sum is 0 kWh, not NaN, as pandas summed."""
+def test_a_failure_without_energy_is_priced_at_the_fleets_figure_as_in_the_report(wh):
+    """A failure whose run left no GPU usage (no telemetry on its node) is priced at the
+    fleet's facility kWh and kg CO2e per reporting GPU-hour, on the Energy page as in the
+    weekly report (issue 17: the page counted it as 0); without the fleet's figures
+    (``fleet=(None, None)``) its own are NaN and its category sums to 0, not NaN; with
+    no telemetry anywhere the fleet's figure is 0."""
     from tests.support.runs import H as HOUR
     from tests.support.runs import T as T0
-    from tests.support.runs import add_job, run_refresh
+    from tests.support.runs import add_job, ingest, run_refresh, samples
+    from warehouse.queries import weekly
 
     add_job(wh, "F", [{"start": T0, "end": T0 + 2 * HOUR, "state": "FAILED",
                        "nodes": ["n0"], "reason": "KeyError: 'x'"}])
     run_refresh(wh, T0 + 3 * HOUR)
     window = {"start": T0, "end": T0 + 3 * HOUR}
+    assert qe.failure_carbon(wh.reader(), **window)["lost_kwh"].tolist() == [0.0]
+    ingest(wh, samples("n1", 0, T0, 3 * 240, 300.0))  # telemetry elsewhere in the fleet
+    run_refresh(wh, T0 + 3 * HOUR)
+    unpriced = qe.failure_carbon(wh.reader(), fleet=(None, None), **window)
+    assert len(unpriced) == 1 and unpriced["lost_kwh"].isna().all()
+    none = qe.failure_carbon(wh.reader(), by="category", fleet=(None, None), **window)
+    assert none["lost_kwh"].tolist() == [0.0] and none["lost_carbon_kg"].tolist() == [0.0]
+    kwh, kg = qe.fleet_per_gpu_hour(wh.reader(), **window)
+    assert kwh > 0.3 * qe.Options().pue  # the 300-W GPU's kWh an hour, and its node's rest
     per_run = qe.failure_carbon(wh.reader(), **window)
-    assert len(per_run) == 1 and per_run["lost_kwh"].isna().all()
+    lost = per_run["gpu_hours_lost"].iloc[0]
+    assert per_run["lost_kwh"].iloc[0] == pytest.approx(lost * kwh) and lost > 0
+    assert per_run["lost_carbon_kg"].iloc[0] == pytest.approx(lost * kg) and kg > 0
     by_cat = qe.failure_carbon(wh.reader(), by="category", **window)
-    assert by_cat["lost_kwh"].tolist() == [0.0] and by_cat["lost_carbon_kg"].tolist() == [0.0]
-    assert by_cat["gpu_hours_lost"].tolist() == pytest.approx(per_run["gpu_hours_lost"])
+    report = weekly.week_numbers(wh.reader, now=T0 + 3 * HOUR, **window)["energy"]
+    assert by_cat["lost_kwh"].sum() == pytest.approx(report["lost_kwh"], rel=1e-9)
+    assert by_cat["lost_carbon_kg"].sum() == pytest.approx(report["lost_carbon_kg"],
+                                                           rel=1e-9)
 
 
 def _summed_before(runs: pd.DataFrame, jobs: pd.DataFrame, by: str, limit) -> pd.DataFrame:

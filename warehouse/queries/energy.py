@@ -39,7 +39,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from gpulens.settings import default
-from warehouse import carbon, hour_usage, node_energy, run_usage, usage
+from warehouse import carbon, fleet_hours, hour_usage, node_energy, run_usage, usage
 from warehouse.analytics import Options
 from warehouse.clock import floor_hour
 from warehouse.db import fill, own_cursor, transaction
@@ -507,8 +507,8 @@ _FIRST_START_SQL = fill(_FAILURES_IN, cols="min(start_ts), count(*)")
 #: gpu_hours_lost, ...) priced at its run's facility kWh and kg CO2e per GPU-hour
 #: (``{runs}``: per run gpu_hours, facility_kwh, carbon_kg); a run without energy or
 #: without GPU-hours takes $fleet_kwh and $fleet_kg per GPU-hour (NULL: the figure is
-#: NULL). The one definition of lost_kwh and lost_carbon_kg: the Energy page's failures
-#: (:func:`failure_carbon`) and the weekly report (:func:`price_lost`).
+#: NULL). The one definition of lost_kwh and lost_carbon_kg (:func:`failure_carbon`: the
+#: Energy page's failures and the weekly report's).
 _LOST_SQL = """
 SELECT f.*,
        coalesce(f.gpu_hours_lost * r.facility_kwh / r.per_h,
@@ -535,17 +535,43 @@ _LOST_BY = {
 }
 
 
+def per_reporting_gpu_hour(facility_kwh: float, carbon_kg: float,
+                           reporting_gpu_h: float) -> tuple[float, float]:
+    """The fleet's facility kWh and kg CO2e per GPU-hour of telemetry (``reporting_gpu_h``,
+    warehouse/fleet_hours.py): what a failed run without energy of its own is priced at
+    (:data:`_LOST_SQL`), the one definition the weekly report and the Energy page use
+    (0 without telemetry)."""
+    if not reporting_gpu_h:
+        return 0.0, 0.0
+    return facility_kwh / reporting_gpu_h, carbon_kg / reporting_gpu_h
+
+
+def fleet_per_gpu_hour(cur, *, start: datetime, end: datetime,
+                       opts: Options | None = None) -> tuple[float, float]:
+    """:func:`per_reporting_gpu_hour` of ``[start, end)``: the fleet's energy
+    (:func:`energy_by`) over its reporting GPU-hours."""
+    fleet = energy_by(cur, start=start, end=end, by="fleet", opts=opts)
+    reporting = fleet_hours.fleet_hours(cur, start=start, end=end)["reporting_gpu_h"]
+    return per_reporting_gpu_hour(float(fleet["facility_kwh"].sum()),
+                                  float(fleet["carbon_kg"].sum()), reporting)
+
+
 def failure_carbon(cur, *, start: datetime, end: datetime, opts: Options | None = None,
-                   resolution: str | None = None, by: str | None = None) -> pd.DataFrame:
+                   resolution: str | None = None, by: str | None = None,
+                   fleet: tuple[float, float] | None = None) -> pd.DataFrame:
     """Energy and carbon of the GPU-hours lost to each classified failure that ended in
     ``[start, end)``: lost_kwh = gpu_hours_lost x the run's facility kWh per GPU-hour,
-    carbon in proportion (:data:`_LOST_SQL`; NaN for a run without energy). Columns:
-    job_id, run_index, category, reason, gpu_hours_lost, lost_kwh, lost_carbon_kg; with
-    ``by="category"``: category, gpu_hours_lost, lost_kwh, lost_carbon_kg, summed per
-    category (a category whose runs have no energy sums to 0 kWh)."""
+    carbon in proportion; a run without energy or GPU-hours of its own at the fleet's
+    figures per GPU-hour (``fleet``: (kWh, kg CO2e) per GPU-hour; None: those of the
+    window, :func:`fleet_per_gpu_hour`), as the weekly report prices it (:data:`_LOST_SQL`;
+    before, the page counted such runs as 0 and the report did not: 14,766 of a
+    24,576-GPU week's 513,064 GPU-hours lost, issue 17). Columns: job_id, run_index,
+    category, reason, gpu_hours_lost, lost_kwh, lost_carbon_kg; with ``by="category"``:
+    category, gpu_hours_lost, lost_kwh, lost_carbon_kg, summed per category."""
     if by not in _LOST_BY:
         raise ValueError(f"by must be one of {sorted(map(str, _LOST_BY))}, not {by!r}")
     window = {"fail_start": start, "fail_end": end}
+    opts = opts or Options()
     with own_cursor(cur) as own, transaction(own):  # the kept rows run_usage.serves checked
         first, n = own.execute(_FIRST_START_SQL, window).fetchall()[0]
         if not n:
@@ -557,27 +583,10 @@ def failure_carbon(cur, *, start: datetime, end: datetime, opts: Options | None 
         # allocations, and whole hours are read from the usage table (issue 17: the
         # earliest runs' partial hour was computed per minute, and priced per minute)
         lo = min(floor_hour(first), start) if first is not None else start
-        runs, params = _run_statement(own, start=lo, end=end, opts=opts or Options(),
+        fleet_kwh, fleet_kg = fleet if fleet is not None else fleet_per_gpu_hour(
+            own, start=start, end=end, opts=opts)
+        runs, params = _run_statement(own, start=lo, end=end, opts=opts,
                                       resolution=resolution, wanted=(_FAILED_RUNS, window))
         sql = fill(_LOST_BY[by], lost=fill(_LOST_SQL, fails=_FAILED, runs=f"({runs})"))
-        return own.execute(sql, {**params, **window, "fleet_kwh": None,
-                                 "fleet_kg": None}).df()
-
-
-def price_lost(cur, fails: pd.DataFrame, runs: pd.DataFrame, *, fleet_kwh_per_gpu_h=None,
-               fleet_kg_per_gpu_h=None) -> pd.DataFrame:
-    """Per failure of ``fails`` (job_id, run_index, gpu_hours_lost) lost_kwh and
-    lost_carbon_kg (:data:`_LOST_SQL`, on ``cur``): the GPU-hours lost x the run's
-    facility kWh and kg CO2e per GPU-hour (``runs``: per run gpu_hours, facility_kwh,
-    carbon_kg). A run without energy gets the fleet's figures per GPU-hour when given,
-    else NaN. Columns: job_id, run_index, gpu_hours_lost, lost_kwh, lost_carbon_kg."""
-    names = {"fails": "_price_lost_fails", "runs": "_price_lost_runs"}
-    cur.register(names["fails"], fails[["job_id", "run_index", "gpu_hours_lost"]])
-    cur.register(names["runs"], runs[["job_id", "run_index", "gpu_hours", "facility_kwh",
-                                      "carbon_kg"]])
-    try:
-        return cur.execute(fill(_LOST_SQL, **names), {
-            "fleet_kwh": fleet_kwh_per_gpu_h, "fleet_kg": fleet_kg_per_gpu_h}).df()
-    finally:
-        for name in names.values():
-            cur.unregister(name)
+        return own.execute(sql, {**params, **window, "fleet_kwh": fleet_kwh,
+                                 "fleet_kg": fleet_kg}).df()

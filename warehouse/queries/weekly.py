@@ -230,14 +230,17 @@ def alert_racks(cur, *, start: datetime, end: datetime, limit: int = 5) -> pd.Da
     return cur.execute(_ALERT_RACKS_SQL, {"start": start, "end": end, "limit": limit}).df()
 
 
-def _failure_carbon(cur, fails: pd.DataFrame, runs: pd.DataFrame, energy: dict) -> dict:
-    """Facility kWh and kg CO2e of the GPU-hours lost to failures: each at its run's
-    energy per GPU-hour this week, else the fleet's (IT x PUE per reporting GPU-hour)."""
+def _failure_carbon(cur, fails: pd.DataFrame, energy: dict, *, start: datetime,
+                    end: datetime, opts: Options) -> dict:
+    """Facility kWh and kg CO2e of the GPU-hours lost to the week's failures (``fails``):
+    the Energy page's figures (warehouse/queries/energy.py:failure_carbon: each at its
+    run's energy per GPU-hour, else the fleet's per reporting GPU-hour of the week; issue
+    17: the report priced each run over the week only, a run begun before it otherwise
+    than the page and the Job page)."""
     if not len(fails):
         return {"lost_kwh": 0.0, "lost_carbon_kg": 0.0}
-    df = qe.price_lost(cur, fails, runs,
-                       fleet_kwh_per_gpu_h=energy["facility_kwh_per_gpu_h"],
-                       fleet_kg_per_gpu_h=energy["kg_per_gpu_h"])
+    df = qe.failure_carbon(cur, start=start, end=end, opts=opts, by="category",
+                           fleet=(energy["facility_kwh_per_gpu_h"], energy["kg_per_gpu_h"]))
     return {"lost_kwh": float(df["lost_kwh"].sum()),
             "lost_carbon_kg": float(df["lost_carbon_kg"].sum()),
             "gpu_hours_lost": float(fails["gpu_hours_lost"].sum())}
@@ -398,9 +401,8 @@ def _energy_section(reader: Callable, opts: Options, fleet: dict, fails: pd.Data
     energy["pue"] = energy["facility_kwh"] / energy["it_kwh"] if energy["it_kwh"] else None
     energy["g_per_kwh"] = (1000 * energy["carbon_kg"] / energy["facility_kwh"]
                            if energy["facility_kwh"] else None)
-    reporting = fleet["reporting_gpu_h"]
-    energy["facility_kwh_per_gpu_h"] = energy["facility_kwh"] / reporting if reporting else 0.0
-    energy["kg_per_gpu_h"] = energy["carbon_kg"] / reporting if reporting else 0.0
+    energy["facility_kwh_per_gpu_h"], energy["kg_per_gpu_h"] = qe.per_reporting_gpu_hour(
+        energy["facility_kwh"], energy["carbon_kg"], fleet["reporting_gpu_h"])
     energy["idle_allocated_kwh"] = fleet["idle_allocated_kwh"]
     energy["unallocated_kwh"] = fleet["unallocated_kwh"]
     energy["idle_kwh"] = fleet["idle_allocated_kwh"] + fleet["unallocated_kwh"]
@@ -415,7 +417,7 @@ def _energy_section(reader: Callable, opts: Options, fleet: dict, fails: pd.Data
     energy["productive_gpu_h"] = cluster["productive_gpu_hours"]
     energy["goodput_carbon_users"] = gc.carbon_per_productive_gpu_hour(
         reader(), by="user_name", opts=opts, sums=users, **w).head(top)
-    energy.update(_failure_carbon(reader(), fails, runs, energy))
+    energy.update(_failure_carbon(reader(), fails, energy, opts=opts, **w))
     energy["by_day"] = by_day
     energy.pop("gpu_hours_lost", None)
     return energy
