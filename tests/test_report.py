@@ -72,16 +72,13 @@ def test_reliability_figures_match_the_warehouse(wh, report):
         qf.failures(wh.reader(), start=datetime(2026, 11, 9), end=datetime(2026, 11, 16)))
 
 
-def test_the_failures_priced_are_the_failures_listed_and_not_kept(wh, report):
-    """The report counts and prices the week's failed runs from their ids and GPU-hours
-    lost only (issue 17: every column of 184,000 runs at 24,576 GPUs), the same rows in
-    the same order as ``failures()`` lists them, and keeps none of them."""
+def test_the_failures_counted_are_the_failures_listed_and_not_kept(wh, report):
+    """The report counts the week's failed runs from their categories' sums and prices
+    them in SQL (issue 17: 184,000 runs at 24,576 GPUs read as a frame): the count
+    ``failures()`` lists, and no frame with a row per failure is kept."""
     listed = qf.failures(wh.reader(), start=report.start, end=report.end)
-    priced = qf.lost_runs(wh.reader(), start=report.start, end=report.end)
-    assert len(priced) > 0 and list(priced.columns) == ["job_id", "run_index", "gpu_hours_lost"]
-    pd.testing.assert_frame_equal(priced, listed[list(priced.columns)], check_dtype=False)
+    assert report.this["reliability"]["failures"] == len(listed) > 0
     for week in (report.this, report.prev):
-        assert "lost_runs" not in week["reliability"]
         assert all(not isinstance(v, pd.DataFrame) or len(v) < len(listed)
                    for section in week.values() if isinstance(section, dict)
                    for v in section.values())  # small frames only, no row per failure

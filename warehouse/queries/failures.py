@@ -23,14 +23,12 @@ GROUPS = {
     "week": "date_trunc('week', end_ts)",
 }
 
-_LIST_SQL = {  # all columns, without the evidence (JSON text per run), or what prices them
+_LIST_SQL = {  # all columns, or without the evidence (JSON text per run)
     kind: fill("""
 SELECT {columns} FROM failures
 WHERE end_ts >= $start AND end_ts < $end AND ($category IS NULL OR category = $category)
 ORDER BY end_ts DESC, job_id, run_index
-""", columns=columns) for kind, columns in (
-        ("all", "*"), ("no evidence", "* EXCLUDE (evidence)"),
-        ("lost", "job_id, run_index, gpu_hours_lost"))}
+""", columns=columns) for kind, columns in (("all", "*"), ("no evidence", "* EXCLUDE (evidence)"))}
 
 #: The failed runs of :func:`breakdowns`: ended in [$start, $end), of the categories
 #: $categories (NULL: all), the partition $partition and the rack $rack (NULL: any).
@@ -135,16 +133,6 @@ def failures(cur, *, start: datetime, end: datetime, category: str | None = None
     kind = "all" if evidence else "no evidence"
     return cur.execute(_LIST_SQL[kind], {"start": start, "end": end, "category": category}
                        ).df()
-
-
-def lost_runs(cur, *, start: datetime, end: datetime) -> pd.DataFrame:
-    """The classified failed runs that ended in ``[start, end)``, newest first, with only
-    what pricing their loss needs: job_id, run_index, gpu_hours_lost (GPU-hours). For the
-    weekly report, which counts and prices them but names none (issue 17: the 184,000
-    failed runs of a 24,576-GPU week with all their columns took the report ~200 MiB
-    above its base to read, and it kept them to the end; :func:`failures` gives the
-    rows with every column)."""
-    return cur.execute(_LIST_SQL["lost"], {"start": start, "end": end, "category": None}).df()
 
 
 #: The frames :func:`breakdowns` can give.

@@ -230,20 +230,17 @@ def alert_racks(cur, *, start: datetime, end: datetime, limit: int = 5) -> pd.Da
     return cur.execute(_ALERT_RACKS_SQL, {"start": start, "end": end, "limit": limit}).df()
 
 
-def _failure_carbon(cur, fails: pd.DataFrame, energy: dict, *, start: datetime,
-                    end: datetime, opts: Options) -> dict:
-    """Facility kWh and kg CO2e of the GPU-hours lost to the week's failures (``fails``):
+def _failure_carbon(cur, energy: dict, *, start: datetime, end: datetime,
+                    opts: Options) -> dict:
+    """Facility kWh and kg CO2e of the GPU-hours lost to the week's failures:
     the Energy page's figures (warehouse/queries/energy.py:failure_carbon: each at its
     run's energy per GPU-hour, else the fleet's per reporting GPU-hour of the week; issue
     17: the report priced each run over the week only, a run begun before it otherwise
     than the page and the Job page)."""
-    if not len(fails):
-        return {"lost_kwh": 0.0, "lost_carbon_kg": 0.0}
     df = qe.failure_carbon(cur, start=start, end=end, opts=opts, by="category",
                            fleet=(energy["facility_kwh_per_gpu_h"], energy["kg_per_gpu_h"]))
     return {"lost_kwh": float(df["lost_kwh"].sum()),
-            "lost_carbon_kg": float(df["lost_carbon_kg"].sum()),
-            "gpu_hours_lost": float(fails["gpu_hours_lost"].sum())}
+            "lost_carbon_kg": float(df["lost_carbon_kg"].sum())}
 
 
 def idle_figures(cur, *, start: datetime, end: datetime, idle_util_pct: float) -> dict:
@@ -280,7 +277,7 @@ def week_numbers(reader: Callable, *, start: datetime, end: datetime, now: datet
                                        large_job_gpus=large_job_gpus,
                                        gpus_per_node=gpus_per_node, **w)
     thermal = _thermal_section(reader, fleet, top=top, **w)
-    energy = _energy_section(reader, opts, fleet, reliability.pop("lost_runs"), top=top, **w)
+    energy = _energy_section(reader, opts, fleet, top=top, **w)
     return {"start": start, "end": end, "fleet": fleet, "reliability": reliability,
             "thermal": thermal, "energy": energy,
             "over_time": qu.allocated_vs_used(reader(), **w)}
@@ -335,10 +332,10 @@ def _reliability_section(reader: Callable, opts: Options, *, start: datetime, en
                          now: datetime, top: int, large_job_gpus: int,
                          gpus_per_node: int | None) -> dict:
     """Failures, GPU-hours lost, the failure rate and MTTF, lemon nodes and the ETTR of
-    large jobs in the week; ``lost_runs`` (:func:`warehouse.queries.failures.lost_runs`)
-    for the energy section, which :func:`week_numbers` takes out of the report."""
+    large jobs in the week. The failed runs are counted from their categories' sums, not
+    read (issue 17: 184,000 at 24,576 GPUs), and priced by the energy section."""
     w = {"start": start, "end": end}
-    fails = qf.lost_runs(reader(), **w)  # counted and priced, never named (issue 17)
+    by_category = qf.failures_by(reader(), by="category", **w)
     lost = qg.lost_by(reader(), by="category", **w)
     rate = qf.failure_rate(reader(), gpus_per_node=gpus_per_node, job_gpus=MTTF_JOB_GPUS, **w)
     lemons = qf.lemon_nodes(reader(), min_failures=opts.lemon_min_failures,
@@ -347,7 +344,7 @@ def _reliability_section(reader: Callable, opts: Options, *, start: datetime, en
     mttf = rate["mttf"].set_index("gpus")["mttf_h"]
     slow = qs.lost_total(reader(), **w)  # stragglers (issue 15)
     return {
-        "failures": int(len(fails)),
+        "failures": int(by_category["failures"].sum()),
         "infra_failures": int(rate["failures"]),
         "gpu_hours_lost": float(lost["gpu_hours_lost"].sum()) if len(lost) else 0.0,
         "restarts": int(lost["restarts"].sum()) if len(lost) else 0,
@@ -358,12 +355,12 @@ def _reliability_section(reader: Callable, opts: Options, *, start: datetime, en
         **{f"mttf_{g}_h": float(mttf[g]) for g in MTTF_JOB_GPUS},
         "large_job_gpus": large_job_gpus,
         **{f"large_{k}": v for k, v in qg.ettr_summary(large).items()},
-        "by_category": qf.failures_by(reader(), by="category", **w),
+        "by_category": by_category,
         "by_reason": qf.failures_by(reader(), by="reason", **w).head(12),
         "by_rack": qf.failures_by(reader(), by="rack", **w).head(top),
         "nodes": lemons[lemons["infra_failures"] > 0].head(top),
         "lemons": int(lemons["lemon"].sum()),
-        "lost_runs": fails, "lost_days": qg.lost_per_day(reader(), **w),
+        "lost_days": qg.lost_per_day(reader(), **w),
         "reasons_frame": qf.breakdowns(reader(), parts=("reasons",), **w)["reasons"],
         "rate": rate,
         "ettr_frame": large,
@@ -387,10 +384,10 @@ def _thermal_section(reader: Callable, fleet: dict, *, start: datetime, end: dat
     }
 
 
-def _energy_section(reader: Callable, opts: Options, fleet: dict, fails: pd.DataFrame, *,
-                    start: datetime, end: datetime, top: int) -> dict:
+def _energy_section(reader: Callable, opts: Options, fleet: dict, *, start: datetime,
+                    end: datetime, top: int) -> dict:
     """Energy (kWh), carbon (kg, t), PUE and intensity of the week; idle energy; the top
-    jobs and users; the energy and carbon of the GPU-hours lost to ``fails``."""
+    jobs and users; the energy and carbon of the GPU-hours lost to the week's failures."""
     w = {"start": start, "end": end}
     # the week's totals are the sums of its days (one query, issue 17: asking for the
     # fleet and the days took two passes over the week's energy)
@@ -417,7 +414,6 @@ def _energy_section(reader: Callable, opts: Options, fleet: dict, fails: pd.Data
     energy["productive_gpu_h"] = cluster["productive_gpu_hours"]
     energy["goodput_carbon_users"] = gc.carbon_per_productive_gpu_hour(
         reader(), by="user_name", opts=opts, sums=users, **w).head(top)
-    energy.update(_failure_carbon(reader(), fails, energy, opts=opts, **w))
+    energy.update(_failure_carbon(reader(), energy, opts=opts, **w))
     energy["by_day"] = by_day
-    energy.pop("gpu_hours_lost", None)
     return energy
